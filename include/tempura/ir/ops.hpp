@@ -1,0 +1,250 @@
+#pragma once
+// Op: every operation of the Op Bestiary, and the constexpr table of facts about each.
+// Every other part of Tempura reads op facts (arity, category, flags) from this table.
+#include <array>
+#include <cstdint>
+#include <string_view>
+
+namespace tempura {
+
+enum class OpCategory : uint8_t {
+    Unary,     // ALU, one source
+    Binary,    // ALU, two sources
+    Ternary,   // ALU, three sources
+    Const,     // CONST, VCONST
+    Define,    // DEFINE_VAR, PARAM, DEFINE_REG, ...
+    Memory,    // BUFFER, INDEX, LOAD, STORE, ...
+    Movement,  // RESHAPE, PERMUTE, ... (tensor level, before rangeify)
+    Reduce,    // REDUCE_AXIS, REDUCE, ALLREDUCE
+    Control,   // RANGE, END, IF, ENDIF, BARRIER
+    Vector,    // VECTORIZE, GEP, CAT, PTRCAT
+    Expansion, // UNROLL, CONTRACT
+    Structure, // SINK, CALL, FUNCTION, PROGRAM, AFTER, ...
+    Hardware,  // WMMA, SPECIAL
+    Tensor,    // CONTIGUOUS, DETACH, COPY, ... (tensor-level markers)
+};
+
+// What the `arg` of a node of this op holds.
+enum class ArgKind : uint8_t {
+    None,
+    Value,    // CONST: an int64, double or bool
+    Values,   // VCONST: a list of numbers
+    Var,      // DEFINE_VAR: name, min, max
+    Range,    // RANGE: axis id and axis type
+    Ints,     // shapes, axes, permutations, GEP lanes
+    Int,      // a slot, size or count
+    String,   // names, source text
+    ReduceOp, // REDUCE_AXIS / REDUCE / ALLREDUCE: the combining op
+    Any,      // op-specific payload (kernel info, device spec, ...)
+};
+
+enum OpFlag : uint8_t {
+    kCommutative = 1,
+    kAssociative = 2,
+    kExpandable = 4, // propagates UNROLL through the graph (see the Bestiary)
+};
+
+inline constexpr int8_t kVariadic = -1;
+
+struct OpInfo {
+    std::string_view name;
+    int8_t arity; // exact number of sources, or kVariadic
+    int8_t min_arity;
+    OpCategory category;
+    uint8_t flags;
+    int8_t range_start; // first source index that is a closed RANGE for range-ending ops, else -1
+    ArgKind arg;
+};
+
+// X-macro: name, printed name, arity, min arity, category, flags, range start, arg kind.
+#define TEMPURA_OPS(X)                                                                             \
+    /* ALU: unary */                                                                               \
+    X(Neg, "NEG", 1, 1, Unary, kExpandable, -1, None)                                              \
+    X(Not, "NOT", 1, 1, Unary, kExpandable, -1, None)                                              \
+    X(Exp2, "EXP2", 1, 1, Unary, kExpandable, -1, None)                                            \
+    X(Log2, "LOG2", 1, 1, Unary, kExpandable, -1, None)                                            \
+    X(Sin, "SIN", 1, 1, Unary, kExpandable, -1, None)                                              \
+    X(Sqrt, "SQRT", 1, 1, Unary, kExpandable, -1, None)                                            \
+    X(Recip, "RECIPROCAL", 1, 1, Unary, kExpandable, -1, None)                                     \
+    X(Trunc, "TRUNC", 1, 1, Unary, kExpandable, -1, None)                                          \
+    X(Cast, "CAST", 1, 1, Unary, kExpandable, -1, None)                                            \
+    X(BitCast, "BITCAST", 1, 1, Unary, kExpandable, -1, None)                                      \
+    /* ALU: binary */                                                                              \
+    X(Add, "ADD", 2, 2, Binary, kCommutative | kAssociative | kExpandable, -1, None)               \
+    X(Sub, "SUB", 2, 2, Binary, kExpandable, -1, None)                                             \
+    X(Mul, "MUL", 2, 2, Binary, kCommutative | kAssociative | kExpandable, -1, None)               \
+    X(Idiv, "IDIV", 2, 2, Binary, kExpandable, -1, None)                                           \
+    X(Fdiv, "FDIV", 2, 2, Binary, kExpandable, -1, None)                                           \
+    X(Mod, "MOD", 2, 2, Binary, kExpandable, -1, None)                                             \
+    X(Max, "MAX", 2, 2, Binary, kCommutative | kAssociative | kExpandable, -1, None)               \
+    X(Shl, "SHL", 2, 2, Binary, kExpandable, -1, None)                                             \
+    X(Shr, "SHR", 2, 2, Binary, kExpandable, -1, None)                                             \
+    X(And, "AND", 2, 2, Binary, kCommutative | kAssociative | kExpandable, -1, None)               \
+    X(Or, "OR", 2, 2, Binary, kCommutative | kAssociative | kExpandable, -1, None)                 \
+    X(Xor, "XOR", 2, 2, Binary, kCommutative | kAssociative | kExpandable, -1, None)               \
+    X(CmpLt, "CMPLT", 2, 2, Binary, kExpandable, -1, None)                                         \
+    X(CmpNe, "CMPNE", 2, 2, Binary, kCommutative | kExpandable, -1, None)                          \
+    X(CmpEq, "CMPEQ", 2, 2, Binary, kCommutative | kExpandable, -1, None)                          \
+    X(Pow, "POW", 2, 2, Binary, kExpandable, -1, None)                                             \
+    /* ALU: ternary */                                                                             \
+    X(Where, "WHERE", 3, 3, Ternary, kExpandable, -1, None)                                        \
+    X(MulAcc, "MULACC", 3, 3, Ternary, kExpandable, -1, None)                                      \
+    /* constants */                                                                                \
+    X(Const, "CONST", 0, 0, Const, 0, -1, Value)                                                   \
+    X(VConst, "VCONST", 0, 0, Const, 0, -1, Values)                                                \
+    /* definitions */                                                                              \
+    X(DefineVar, "DEFINE_VAR", 0, 0, Define, 0, -1, Var)                                           \
+    X(Bind, "BIND", 2, 2, Define, 0, -1, None)                                                     \
+    X(Special, "SPECIAL", 1, 1, Hardware, 0, -1, String)                                           \
+    X(DefineLocal, "DEFINE_LOCAL", 0, 0, Define, 0, -1, Int)                                       \
+    X(DefineReg, "DEFINE_REG", 0, 0, Define, 0, -1, Int)                                           \
+    X(Param, "PARAM", kVariadic, 0, Define, 0, -1, Ints)                                           \
+    X(Unique, "UNIQUE", 0, 0, Define, 0, -1, Int)                                                  \
+    X(LUnique, "LUNIQUE", 0, 0, Define, 0, -1, Int)                                                \
+    X(Device, "DEVICE", 0, 0, Define, 0, -1, String)                                               \
+    /* program structure */                                                                        \
+    X(Sink, "SINK", kVariadic, 0, Structure, 0, -1, Any)                                           \
+    X(Group, "GROUP", kVariadic, 0, Structure, 0, -1, None)                                        \
+    X(After, "AFTER", kVariadic, 1, Structure, kExpandable, -1, None)                              \
+    X(Barrier, "BARRIER", kVariadic, 0, Control, 0, -1, None)                                      \
+    X(Linear, "LINEAR", kVariadic, 0, Structure, 0, -1, None)                                      \
+    X(Program, "PROGRAM", kVariadic, 1, Structure, 0, -1, Any)                                     \
+    X(Source, "SOURCE", 0, 0, Structure, 0, -1, String)                                            \
+    X(ProgramBinary, "PROGRAM_BINARY", 0, 0, Structure, 0, -1, Any)                                \
+    X(Function, "FUNCTION", kVariadic, 1, Structure, 0, 1, Any)                                    \
+    X(Call, "CALL", kVariadic, 1, Structure, 0, 1, Any)                                            \
+    X(Tuple, "TUPLE", kVariadic, 0, Structure, 0, -1, None)                                        \
+    X(GetTuple, "GET_TUPLE", 1, 1, Structure, 0, -1, Int)                                          \
+    X(Custom, "CUSTOM", kVariadic, 0, Structure, 0, -1, String)                                    \
+    X(CustomI, "CUSTOMI", kVariadic, 0, Structure, 0, -1, String)                                  \
+    X(CustomFunction, "CUSTOM_FUNCTION", kVariadic, 0, Structure, 0, -1, Any)                      \
+    /* memory */                                                                                   \
+    X(Buffer, "BUFFER", kVariadic, 0, Memory, 0, -1, Int)                                          \
+    X(BufferView, "BUFFER_VIEW", 1, 1, Memory, 0, -1, Ints)                                        \
+    X(Bufferize, "BUFFERIZE", kVariadic, 1, Memory, kExpandable, 1, Any)                           \
+    X(Index, "INDEX", kVariadic, 2, Memory, kExpandable, -1, None)                                 \
+    X(PointerIndex, "POINTER_INDEX", 2, 2, Memory, kExpandable, -1, None)                          \
+    X(Load, "LOAD", kVariadic, 1, Memory, kExpandable, -1, None)                                   \
+    X(Store, "STORE", kVariadic, 2, Memory, kExpandable, 2, None)                                  \
+    X(Copy, "COPY", kVariadic, 1, Tensor, 0, -1, None)                                             \
+    X(MStack, "MSTACK", kVariadic, 0, Memory, 0, -1, None)                                         \
+    X(MSelect, "MSELECT", 1, 1, Memory, 0, -1, Int)                                                \
+    /* vectors */                                                                                  \
+    X(Vectorize, "VECTORIZE", kVariadic, 1, Vector, kExpandable, -1, None)                         \
+    X(Gep, "GEP", 1, 1, Vector, kExpandable, -1, Ints)                                             \
+    X(Cat, "CAT", kVariadic, 1, Vector, 0, -1, None)                                               \
+    X(PtrCat, "PTRCAT", kVariadic, 1, Vector, 0, -1, None)                                         \
+    /* expansion */                                                                                \
+    X(Unroll, "UNROLL", 1, 1, Expansion, 0, -1, Any)                                               \
+    X(Contract, "CONTRACT", 1, 1, Expansion, 0, -1, Any)                                           \
+    /* hardware */                                                                                 \
+    X(Wmma, "WMMA", 3, 3, Hardware, kExpandable, 3, Any)                                           \
+    /* control flow */                                                                             \
+    X(Range, "RANGE", kVariadic, 1, Control, 0, -1, Range)                                         \
+    X(End, "END", kVariadic, 1, Control, kExpandable, 1, None)                                     \
+    X(If, "IF", kVariadic, 1, Control, 0, -1, None)                                                \
+    X(EndIf, "ENDIF", 1, 1, Control, 0, -1, None)                                                  \
+    /* reductions */                                                                               \
+    X(ReduceAxis, "REDUCE_AXIS", 1, 1, Reduce, 0, -1, ReduceOp)                                    \
+    X(Reduce, "REDUCE", kVariadic, 1, Reduce, kExpandable, 1, ReduceOp)                            \
+    X(AllReduce, "ALLREDUCE", kVariadic, 1, Reduce, 0, -1, ReduceOp)                               \
+    /* movement (tensor level) */                                                                  \
+    X(Reshape, "RESHAPE", 1, 1, Movement, 0, -1, Ints)                                             \
+    X(Permute, "PERMUTE", 1, 1, Movement, 0, -1, Ints)                                             \
+    X(Expand, "EXPAND", 1, 1, Movement, 0, -1, Ints)                                               \
+    X(Pad, "PAD", 1, 1, Movement, 0, -1, Ints)                                                     \
+    X(Shrink, "SHRINK", 1, 1, Movement, 0, -1, Ints)                                               \
+    X(Flip, "FLIP", 1, 1, Movement, 0, -1, Ints)                                                   \
+    /* tensor-level markers */                                                                     \
+    X(Contiguous, "CONTIGUOUS", kVariadic, 1, Tensor, 0, -1, None)                                 \
+    X(ContiguousBackward, "CONTIGUOUS_BACKWARD", 1, 1, Tensor, 0, -1, None)                        \
+    X(Detach, "DETACH", 1, 1, Tensor, 0, -1, None)                                                 \
+    X(Multi, "MULTI", kVariadic, 1, Tensor, 0, -1, Int)                                            \
+    X(Precast, "PRECAST", 1, 1, Tensor, 0, -1, None)
+
+enum class Op : uint8_t {
+#define TEMPURA_X(e, n, a, m, c, f, r, k) e,
+    TEMPURA_OPS(TEMPURA_X)
+#undef TEMPURA_X
+};
+
+inline constexpr std::array<OpInfo, static_cast<size_t>(Op::Precast) + 1> kOpTable = {{
+#define TEMPURA_X(e, n, a, m, c, f, r, k)                                                          \
+    OpInfo{n, a, m, OpCategory::c, static_cast<uint8_t>(f), r, ArgKind::k},
+    TEMPURA_OPS(TEMPURA_X)
+#undef TEMPURA_X
+}};
+
+inline constexpr size_t kNumOps = kOpTable.size();
+
+constexpr const OpInfo& op_info(Op op) { return kOpTable[static_cast<size_t>(op)]; }
+constexpr std::string_view op_name(Op op) { return op_info(op).name; }
+constexpr bool is_commutative(Op op) { return (op_info(op).flags & kCommutative) != 0; }
+constexpr bool is_associative(Op op) { return (op_info(op).flags & kAssociative) != 0; }
+constexpr bool is_expandable(Op op) { return (op_info(op).flags & kExpandable) != 0; }
+constexpr bool is_alu(Op op) {
+    const auto c = op_info(op).category;
+    return c == OpCategory::Unary || c == OpCategory::Binary || c == OpCategory::Ternary;
+}
+constexpr bool is_comparison(Op op) {
+    return op == Op::CmpLt || op == Op::CmpNe || op == Op::CmpEq;
+}
+constexpr bool is_range_ending(Op op) { return op_info(op).range_start >= 0; }
+constexpr bool arity_ok(Op op, size_t n) {
+    const auto& i = op_info(op);
+    return i.arity == kVariadic ? n >= static_cast<size_t>(i.min_arity)
+                                : n == static_cast<size_t>(i.arity);
+}
+
+// Infix spelling for render(); empty where the op has none.
+constexpr std::string_view op_symbol(Op op) {
+    switch (op) {
+    case Op::Add: return "+";
+    case Op::Sub: return "-";
+    case Op::Mul: return "*";
+    case Op::Idiv: return "/";
+    case Op::Fdiv: return "/";
+    case Op::Mod: return "%";
+    case Op::Shl: return "<<";
+    case Op::Shr: return ">>";
+    case Op::And: return "&";
+    case Op::Or: return "|";
+    case Op::Xor: return "^";
+    case Op::CmpLt: return "<";
+    case Op::CmpNe: return "!=";
+    case Op::CmpEq: return "==";
+    default: return "";
+    }
+}
+
+// Scheduling behaviour of a RANGE (Bestiary: AxisType; lower priority = outer loop).
+enum class AxisType : uint8_t {
+    Placeholder,
+    Loop,
+    Global,
+    Thread,
+    Warp,
+    Local,
+    GroupReduce,
+    Upcast,
+    Reduce,
+    Unroll
+};
+constexpr int axis_priority(AxisType t) {
+    switch (t) {
+    case AxisType::Placeholder: return -3;
+    case AxisType::Loop: return -1;
+    case AxisType::Global:
+    case AxisType::Thread: return 0;
+    case AxisType::Warp: return 1;
+    case AxisType::Local:
+    case AxisType::GroupReduce: return 2;
+    case AxisType::Upcast: return 3;
+    case AxisType::Reduce: return 4;
+    case AxisType::Unroll: return 5;
+    }
+    return 0;
+}
+std::string_view axis_type_name(AxisType t);
+
+} // namespace tempura

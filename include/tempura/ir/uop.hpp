@@ -1,0 +1,211 @@
+#pragma once
+// UOp: the one IR node of Tempura. Immutable and hash-consed: building the same
+// (op, dtype, srcs, arg) twice returns the same node, so identity is pointer identity.
+// The intern table holds weak entries (a node dies with its last user) and is thread-safe.
+//
+// Because `==`, `<` and friends on UOp build comparison nodes (as in the symbolic API),
+// identity is spelled `a.same(b)`; UOpHash/UOpSame make UOp usable as a hash-map key.
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <source_location>
+#include <string>
+#include <unordered_map>
+#include <variant>
+#include <vector>
+
+#include "tempura/ir/dtype.hpp"
+#include "tempura/ir/ops.hpp"
+
+namespace tempura {
+
+// DEFINE_VAR's argument: a named integer with inclusive bounds.
+struct VarArg {
+    std::string name;
+    int64_t min = 0;
+    int64_t max = 0;
+    bool operator==(const VarArg&) const = default;
+};
+
+// RANGE's argument: which axis, and how the loop is scheduled.
+struct RangeArg {
+    int64_t axis_id = 0;
+    AxisType type = AxisType::Loop;
+    bool operator==(const RangeArg&) const = default;
+};
+
+// The argument of a node; which alternative an op uses is its ArgKind in the op table.
+// For CONST: int64_t for integers and Index, bool for Bool, double for floats.
+// For REDUCE_AXIS/REDUCE/ALLREDUCE: the combining Op (Add, Mul, Max, ...).
+using Arg = std::variant<std::monostate, int64_t, double, bool, std::string, std::vector<int64_t>,
+                         VarArg, RangeArg, Op>;
+
+uint64_t hash_arg(const Arg& a);
+std::string arg_to_string(const Arg& a);
+
+class UOpNode;
+
+class UOp {
+  public:
+    UOp() = default; // the null UOp; only valid to test with `is_null()` and to assign to
+
+    // The one constructor of nodes: checks arity against the op table, interns the node.
+    static UOp make(Op op, DType dtype, std::vector<UOp> srcs, Arg arg = {},
+                    std::source_location loc = std::source_location::current());
+
+    // Public API (DESIGN.md).
+    static UOp variable(std::string name, int64_t min, int64_t max,
+                        std::source_location loc = std::source_location::current());
+    static UOp index(int64_t value, std::source_location loc = std::source_location::current());
+    static UOp boolean(bool value, std::source_location loc = std::source_location::current());
+    static UOp sink(std::vector<UOp> srcs,
+                    std::source_location loc = std::source_location::current());
+
+    // Constants of any dtype. Integer values are wrapped to the dtype's width.
+    static UOp constant(DType dtype, int64_t value,
+                        std::source_location loc = std::source_location::current());
+    static UOp constant_f(DType dtype, double value,
+                          std::source_location loc = std::source_location::current());
+    // An ALU node whose dtype follows the op: Bool for comparisons, the true branch for WHERE,
+    // otherwise the first source's.
+    static UOp alu(Op op, std::vector<UOp> srcs,
+                   std::source_location loc = std::source_location::current());
+
+    Op op() const;
+    DType dtype() const;
+    const std::vector<UOp>& srcs() const;
+    const UOp& src(size_t i) const;
+    const Arg& arg() const;
+    template <class T>
+    const T& arg_as() const {
+        return std::get<T>(arg());
+    }
+    uint64_t hash() const;
+    uint64_t id() const; // creation order, unique for the process lifetime
+    const std::source_location& location() const;
+
+    // Bounds: exact for integer and bool nodes; [INT64_MIN, INT64_MAX] when unknown.
+    int64_t vmin() const;
+    int64_t vmax() const;
+
+    bool same(const UOp& o) const { return p_ == o.p_; }
+    bool is_null() const { return p_ == nullptr; }
+    const UOpNode* get() const { return p_.get(); }
+
+    bool is_const() const;
+    // The value of an integer or bool CONST (throws tempura::Error otherwise).
+    int64_t const_value() const;
+    // A CONST with this node's dtype.
+    UOp const_like(int64_t value) const;
+    // The same op, dtype and arg with other sources.
+    UOp replace_srcs(std::vector<UOp> srcs) const;
+
+    std::vector<UOp> toposort() const; // every reachable node, sources before users
+    size_t node_count() const;         // distinct nodes reachable (this one included)
+    std::string tree() const;          // the graph with [id] labels and back references
+    std::string render() const;        // a readable one-line form, e.g. "(x + 3) / 4"
+    // Replaces nodes (by identity) everywhere below and including this one.
+    UOp substitute(const std::unordered_map<const UOpNode*, UOp>& map) const;
+
+  private:
+    explicit UOp(std::shared_ptr<const UOpNode> p) : p_(std::move(p)) {}
+    std::shared_ptr<const UOpNode> p_;
+    friend struct UOpFactory;
+};
+
+class UOpNode {
+  public:
+    Op op;
+    DType dtype;
+    std::vector<UOp> srcs;
+    Arg arg;
+    uint64_t hash;
+    uint64_t id;
+    int64_t vmin;
+    int64_t vmax;
+    std::source_location loc;
+};
+
+inline Op UOp::op() const { return p_->op; }
+inline DType UOp::dtype() const { return p_->dtype; }
+inline const std::vector<UOp>& UOp::srcs() const { return p_->srcs; }
+inline const UOp& UOp::src(size_t i) const { return p_->srcs[i]; }
+inline const Arg& UOp::arg() const { return p_->arg; }
+inline uint64_t UOp::hash() const { return p_->hash; }
+inline uint64_t UOp::id() const { return p_->id; }
+inline const std::source_location& UOp::location() const { return p_->loc; }
+inline int64_t UOp::vmin() const { return p_->vmin; }
+inline int64_t UOp::vmax() const { return p_->vmax; }
+inline bool UOp::is_const() const { return p_->op == Op::Const; }
+
+struct UOpHash {
+    size_t operator()(const UOp& u) const { return static_cast<size_t>(u.hash()); }
+};
+struct UOpSame {
+    bool operator()(const UOp& a, const UOp& b) const { return a.same(b); }
+};
+template <class V>
+using UOpMap = std::unordered_map<UOp, V, UOpHash, UOpSame>;
+
+// Number of live interned nodes (for leak tests).
+size_t live_uop_count();
+
+// Structural total order (op, dtype, arg, then sources): deterministic across runs, used for
+// canonical operand order. Returns <0, 0 or >0.
+int compare_structural(const UOp& a, const UOp& b);
+
+// ---- operators (build nodes; comparisons yield Bool nodes) --------------------------------
+// The left operand is taken through `Here`, whose defaulted source_location argument records
+// the user's call site (operators cannot have default arguments themselves).
+struct Here {
+    const UOp& u;
+    std::source_location loc;
+    Here(const UOp& u_, std::source_location l = std::source_location::current()) : u(u_), loc(l) {}
+};
+struct HereInt {
+    int64_t v;
+    std::source_location loc;
+    HereInt(int64_t v_, std::source_location l = std::source_location::current()) : v(v_), loc(l) {}
+};
+
+#define TEMPURA_BINOP(sym, OP)                                                                     \
+    UOp operator sym(Here a, const UOp& b);                                                        \
+    UOp operator sym(Here a, int64_t b);                                                           \
+    UOp operator sym(HereInt a, const UOp& b);
+TEMPURA_BINOP(+, Add)
+TEMPURA_BINOP(-, Sub)
+TEMPURA_BINOP(*, Mul)
+TEMPURA_BINOP(/, Idiv)
+TEMPURA_BINOP(%, Mod)
+TEMPURA_BINOP(<, CmpLt)
+TEMPURA_BINOP(&, And)
+TEMPURA_BINOP(|, Or)
+TEMPURA_BINOP(^, Xor)
+TEMPURA_BINOP(<<, Shl)
+TEMPURA_BINOP(>>, Shr)
+#undef TEMPURA_BINOP
+// == and != take plain operands: C++20 also tries them with the operands reversed, and the
+// `Here` conversion would make `x == 4` ambiguous between the two orders.
+UOp operator==(const UOp& a, const UOp& b);
+UOp operator==(const UOp& a, int64_t b);
+UOp operator==(int64_t a, const UOp& b);
+UOp operator!=(const UOp& a, const UOp& b);
+UOp operator!=(const UOp& a, int64_t b);
+UOp operator!=(int64_t a, const UOp& b);
+UOp operator-(Here a);
+UOp operator!(Here a); // logical not of a Bool node
+
+UOp where(const UOp& c, const UOp& t, const UOp& f,
+          std::source_location loc = std::source_location::current());
+UOp where(const UOp& c, int64_t t, const UOp& f,
+          std::source_location loc = std::source_location::current());
+UOp where(const UOp& c, const UOp& t, int64_t f,
+          std::source_location loc = std::source_location::current());
+UOp maximum(const UOp& a, const UOp& b, std::source_location loc = std::source_location::current());
+UOp maximum(const UOp& a, int64_t b, std::source_location loc = std::source_location::current());
+UOp maximum(int64_t a, const UOp& b, std::source_location loc = std::source_location::current());
+UOp minimum(const UOp& a, const UOp& b, std::source_location loc = std::source_location::current());
+
+} // namespace tempura

@@ -1,0 +1,128 @@
+#pragma once
+// rule(lhs, rhs[, predicate]) and named groups of rules that compose:
+//
+//   inline constexpr auto zero_folding = rules(rule(x + 0, x), rule(x * 0, 0, is_int(x)));
+//   inline constexpr auto simple = rules(zero_folding, rule(x * 1, x));
+//
+// Mistakes are compile errors with a sentence (see the static_asserts below).
+#include <functional>
+#include <optional>
+#include <tuple>
+#include <type_traits>
+
+#include "tempura/pattern/fold.hpp"
+#include "tempura/pattern/pattern.hpp"
+#include "tempura/pattern/predicate.hpp"
+
+namespace tempura::pattern {
+
+// The escape hatch: code that computes the replacement, or declines with std::nullopt.
+template <class F>
+struct CodeRhs {
+    F f;
+    static constexpr uint32_t kUses = 0;
+    std::optional<UOp> build(Match& m, DType) const {
+        if constexpr (std::is_same_v<std::invoke_result_t<const F&, Match&>, std::optional<UOp>>)
+            return f(m);
+        else
+            return std::optional<UOp>(f(m));
+    }
+    Term term() const { return Term{Term::Kind::Code, Op::Const, -1, 0, "code", {}}; }
+};
+
+template <class L, class R, class P>
+struct Rule {
+    L lhs;
+    R rhs;
+    P pred;
+    const char* label = nullptr; // optional name shown in errors and dumps
+
+    std::optional<UOp> apply(const UOp& n, void* ctx) const {
+        Match m;
+        m.root = &n;
+        m.ctx = ctx;
+        std::optional<UOp> out;
+        lhs.match(n, m, [&] {
+            if (!pred.eval(m)) return false;
+            out = rhs.build(m, n.dtype());
+            return out.has_value();
+        });
+        return out;
+    }
+    constexpr Rule named(const char* name) const { return Rule{lhs, rhs, pred, name}; }
+};
+
+template <class R>
+constexpr auto make_rhs(R r) {
+    if constexpr (Pattern<R>) {
+        return r;
+    } else if constexpr (std::is_integral_v<R>) {
+        return Lit{static_cast<int64_t>(r)};
+    } else {
+        static_assert(std::is_invocable_v<const R&, Match&>,
+                      "rule: the right-hand side must be a pattern, an integer, fold(...) or a "
+                      "callable std::optional<UOp>(Match&)");
+        return CodeRhs<R>{r};
+    }
+}
+
+template <class P>
+constexpr auto make_pred(P p) {
+    if constexpr (Predicate<P>) {
+        return p;
+    } else {
+        static_assert(std::is_invocable_r_v<bool, const P&, const Match&>,
+                      "rule: the predicate cannot be evaluated: it must be a predicate of the DSL "
+                      "or callable as bool(const Match&)");
+        return CodePred<P>{p};
+    }
+}
+
+template <class L, class R, class P = NoPred>
+constexpr auto rule(L lhs, R rhs, P pred = {}) {
+    static_assert(Pattern<L>, "rule: the left-hand side must be a pattern (built from wildcards)");
+    static_assert(L::kRootOp != -2, "rule: fold() can only appear on the right-hand side");
+    auto r = make_rhs(rhs);
+    auto p = make_pred(pred);
+    static_assert(
+        (decltype(r)::kUses & ~L::kUses) == 0,
+        "rule: the right-hand side uses a wildcard that the left-hand side does not bind");
+    static_assert(
+        (decltype(p)::kUses & ~L::kUses) == 0,
+        "rule: the predicate uses a wildcard that the left-hand side does not bind, so it "
+        "cannot be evaluated");
+    return Rule<L, decltype(r), decltype(p)>{lhs, r, p, nullptr};
+}
+
+// ---- groups -----------------------------------------------------------------------------------
+
+template <class... Rs>
+struct RuleGroup {
+    std::tuple<Rs...> rules;
+    static constexpr size_t size = sizeof...(Rs);
+};
+
+template <class T>
+struct IsRuleT : std::false_type {};
+template <class L, class R, class P>
+struct IsRuleT<Rule<L, R, P>> : std::true_type {};
+
+template <class T>
+constexpr auto as_tuple(const T& t) {
+    if constexpr (IsRuleT<T>::value)
+        return std::tuple<T>{t};
+    else
+        return t.rules;
+}
+template <class... Rs>
+constexpr RuleGroup<Rs...> group_from(std::tuple<Rs...> t) {
+    return RuleGroup<Rs...>{t};
+}
+
+// rules(a, b, ...): a group of rules and groups, flattened, in declaration order.
+template <class... As>
+constexpr auto rules(As... as) {
+    return group_from(std::tuple_cat(as_tuple(as)...));
+}
+
+} // namespace tempura::pattern

@@ -1,0 +1,19 @@
+#pragma once
+// The symbolic simplifier: the rule groups of tinygrad's symbolic.py, as Tempura rules, run
+// bottom-up to fixpoint. Integer semantics are C's (Idiv truncates, Mod takes the dividend's
+// sign); rules that are only true without overflow check the bounds first.
+#include "tempura/ir/uop.hpp"
+#include "tempura/pattern/table.hpp"
+
+namespace tempura {
+
+// The whole symbolic rule set, compiled once (groups in their own translation units).
+const pattern::RuleTable& symbolic_rules();
+
+// Its parts, in the order symbolic_rules() tries them.
+const pattern::RuleTable& symbolic_fold_rules();    // constant folding, bounds, identities
+const pattern::RuleTable& symbolic_algebra_rules(); // like terms, canonical order, div/mod, cmp
+
+UOp simplify(const UOp& u);
+
+} // namespace tempura

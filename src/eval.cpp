@@ -1,0 +1,122 @@
+// Scalar semantics of integer/bool ALU ops (C and LLVM semantics) and evaluate().
+#include "tempura/symbolic/eval.hpp"
+
+#include <cmath>
+#include <unordered_map>
+
+#include "tempura/error.hpp"
+
+namespace tempura {
+
+std::optional<int64_t> exec_int_alu(Op op, DType dt, const int64_t* v, size_t n) {
+    if (!dt.is_integral()) return std::nullopt;
+    auto u = [](int64_t x) { return static_cast<uint64_t>(x); };
+    auto w = [&](uint64_t r) { return wrap_to(dt, static_cast<int64_t>(r)); };
+    const bool uns = dt.is_unsigned();
+    switch (op) {
+    case Op::Neg: return w(0 - u(v[0]));
+    case Op::Not: return v[0] == 0 ? 1 : 0;
+    case Op::Add: return w(u(v[0]) + u(v[1]));
+    case Op::Sub: return w(u(v[0]) - u(v[1]));
+    case Op::Mul: return w(u(v[0]) * u(v[1]));
+    case Op::Idiv:
+        if (v[1] == 0) return std::nullopt;
+        if (uns) return w(u(v[0]) / u(v[1]));
+        if (v[0] == INT64_MIN && v[1] == -1) return w(u(v[0])); // wraps, as LLVM's sdiv would trap
+        return w(u(v[0] / v[1]));
+    case Op::Mod:
+        if (v[1] == 0) return std::nullopt;
+        if (uns) return w(u(v[0]) % u(v[1]));
+        if (v[1] == -1) return 0;
+        return w(u(v[0] % v[1]));
+    case Op::Max:
+        if (uns) return u(v[0]) > u(v[1]) ? v[0] : v[1];
+        return v[0] > v[1] ? v[0] : v[1];
+    case Op::Shl:
+        if (v[1] < 0 || v[1] >= dt.bits()) return std::nullopt;
+        return w(u(v[0]) << v[1]);
+    case Op::Shr:
+        if (v[1] < 0 || v[1] >= dt.bits()) return std::nullopt;
+        if (uns) return w(u(v[0]) >> v[1]);
+        return w(u(v[0] >> v[1]));
+    case Op::And: return w(u(v[0]) & u(v[1]));
+    case Op::Or: return w(u(v[0]) | u(v[1]));
+    case Op::Xor: return w(u(v[0]) ^ u(v[1]));
+    case Op::CmpLt: return uns ? (u(v[0]) < u(v[1])) : (v[0] < v[1]);
+    case Op::CmpNe: return v[0] != v[1];
+    case Op::CmpEq: return v[0] == v[1];
+    case Op::Where: return v[0] != 0 ? v[1] : v[2];
+    case Op::MulAcc: return w(u(v[0]) * u(v[1]) + u(v[2]));
+    default: (void)n; return std::nullopt;
+    }
+}
+
+std::optional<double> exec_float_alu(Op op, DType dt, const double* v, size_t) {
+    if (!dt.is_float()) return std::nullopt;
+    double r;
+    switch (op) {
+    case Op::Neg: r = -v[0]; break;
+    case Op::Exp2: r = std::exp2(v[0]); break;
+    case Op::Log2: r = std::log2(v[0]); break;
+    case Op::Sin: r = std::sin(v[0]); break;
+    case Op::Sqrt: r = std::sqrt(v[0]); break;
+    case Op::Recip: r = 1.0 / v[0]; break;
+    case Op::Trunc: r = std::trunc(v[0]); break;
+    case Op::Add: r = v[0] + v[1]; break;
+    case Op::Sub: r = v[0] - v[1]; break;
+    case Op::Mul: r = v[0] * v[1]; break;
+    case Op::Fdiv: r = v[0] / v[1]; break;
+    case Op::Max: r = std::fmax(v[0], v[1]); break;
+    case Op::Pow: r = std::pow(v[0], v[1]); break;
+    case Op::MulAcc: r = v[0] * v[1] + v[2]; break;
+    default: return std::nullopt;
+    }
+    if (dt == DType::Float32) r = static_cast<double>(static_cast<float>(r));
+    return r;
+}
+
+int64_t evaluate(const UOp& root, const std::map<std::string, int64_t>& vars) {
+    std::unordered_map<const UOpNode*, int64_t> val;
+    for (const UOp& u : root.toposort()) {
+        int64_t r = 0;
+        if (u.op() == Op::Const) {
+            r = u.const_value();
+        } else if (u.op() == Op::DefineVar) {
+            const auto& va = u.arg_as<VarArg>();
+            auto it = vars.find(va.name);
+            if (it == vars.end()) fail("evaluate", "no value for variable '" + va.name + "'");
+            if (it->second < va.min || it->second > va.max)
+                fail("evaluate", "value " + std::to_string(it->second) + " for variable '" +
+                                     va.name + "' is outside its bounds [" +
+                                     std::to_string(va.min) + ", " + std::to_string(va.max) + "]");
+            r = it->second;
+        } else if (u.op() == Op::Bind) {
+            r = val.at(u.src(1).get());
+        } else if (is_alu(u.op()) && u.dtype().is_integral()) {
+            int64_t ops[3] = {0, 0, 0};
+            for (size_t i = 0; i < u.srcs().size(); ++i) ops[i] = val.at(u.src(i).get());
+            if (u.op() == Op::Cast) {
+                if (!u.src(0).dtype().is_integral())
+                    fail("evaluate", "cannot evaluate a cast from " + u.src(0).dtype().name());
+                r = wrap_to(u.dtype(), ops[0]);
+            } else if (auto res = exec_int_alu(u.op(),
+                                               u.dtype().is_bool() && is_comparison(u.op())
+                                                   ? u.src(0).dtype()
+                                                   : u.dtype(),
+                                               ops, u.srcs().size())) {
+                r = *res;
+            } else if (u.op() == Op::Idiv || u.op() == Op::Mod) {
+                fail("evaluate", "division by zero in " + u.render());
+            } else {
+                fail("evaluate", "undefined result of " + u.render());
+            }
+        } else {
+            fail("evaluate", "cannot evaluate " + std::string(op_name(u.op())) + " of dtype " +
+                                 u.dtype().name());
+        }
+        val.emplace(u.get(), r);
+    }
+    return val.at(root.get());
+}
+
+} // namespace tempura

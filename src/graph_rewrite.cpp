@@ -1,0 +1,117 @@
+// The rewrite engine: an explicit stack of frames (no recursion, so deep graphs are fine).
+#include "tempura/rewrite/graph_rewrite.hpp"
+
+#include <unordered_map>
+
+#include "tempura/error.hpp"
+
+namespace tempura {
+
+namespace {
+
+struct Frame {
+    Frame(UOp o) : orig(o), cur(std::move(o)) {}
+    UOp orig; // the node whose result this frame computes
+    UOp cur;  // what it has become so far
+    enum Stage : uint8_t { Start, Children } stage = Start;
+    size_t i = 0;
+    bool changed = false;
+    std::vector<UOp> srcs;
+};
+
+} // namespace
+
+UOp graph_rewrite(const UOp& root, const pattern::RuleTable& table, void* ctx,
+                  RewriteOptions options) {
+    size_t limit = options.max_steps;
+    if (limit == 0) limit = 100000 + 100 * root.node_count();
+    const bool top_down = !options.bottom_up;
+    // Keyed by UOp, not by address: intermediate nodes die during rewriting and a new node may
+    // reuse a dead one's address.
+    UOpMap<UOp> memo;
+    size_t steps = 0;
+
+    auto fired = [&](const UOp& node, const pattern::CompiledRule* rule) {
+        if (++steps > limit)
+            fail("graph_rewrite",
+                 "exceeded the limit of " + std::to_string(limit) + " rewrite steps; the rule `" +
+                     rule->text() + "` was firing on " + std::string(op_name(node.op())) +
+                     " node `" + node.render() + "` (created at " + node.location().file_name() +
+                     ":" + std::to_string(node.location().line()) + ")");
+    };
+
+    std::vector<Frame> stack;
+    stack.emplace_back(root);
+    while (!stack.empty()) {
+        Frame& f = stack.back();
+        if (f.stage == Frame::Start) {
+            if (auto it = memo.find(f.cur); it != memo.end()) {
+                UOp res = it->second;
+                memo.emplace(f.orig, res);
+                stack.pop_back();
+                continue;
+            }
+            if (top_down) {
+                const pattern::CompiledRule* which = nullptr;
+                if (auto r = table.rewrite_once(f.cur, ctx, &which)) {
+                    fired(f.cur, which);
+                    f.cur = std::move(*r);
+                    continue;
+                }
+            }
+            f.stage = Frame::Children;
+            f.i = 0;
+            f.changed = false;
+            f.srcs.clear();
+            f.srcs.reserve(f.cur.srcs().size());
+        }
+        // Children stage.
+        const auto& cs = f.cur.srcs();
+        if (f.i < cs.size()) {
+            const UOp& c = cs[f.i];
+            if (auto it = memo.find(c); it != memo.end()) {
+                f.changed |= !it->second.same(c);
+                f.srcs.push_back(it->second);
+                ++f.i;
+            } else {
+                UOp child = c; // `f` may move when the stack grows
+                stack.emplace_back(child);
+            }
+            continue;
+        }
+        if (f.changed) {
+            // Sources changed: rebuild, and give the rules another go at the new node.
+            f.cur = f.cur.replace_srcs(std::move(f.srcs));
+            f.srcs = {};
+            f.stage = Frame::Start;
+            if (!top_down) {
+                const pattern::CompiledRule* which = nullptr;
+                if (auto r = table.rewrite_once(f.cur, ctx, &which)) {
+                    fired(f.cur, which);
+                    f.cur = std::move(*r);
+                } else {
+                    memo.emplace(f.cur, f.cur);
+                    memo.emplace(f.orig, f.cur);
+                    stack.pop_back();
+                }
+            }
+            continue;
+        }
+        if (!top_down) {
+            const pattern::CompiledRule* which = nullptr;
+            if (auto r = table.rewrite_once(f.cur, ctx, &which)) {
+                fired(f.cur, which);
+                f.cur = std::move(*r);
+                f.stage = Frame::Start;
+                continue;
+            }
+        }
+        // A fixpoint: no rule fires here and the sources are final.
+        memo.emplace(f.cur, f.cur);
+        memo.emplace(f.orig, f.cur);
+        stack.pop_back();
+    }
+    return memo.at(root);
+}
+
+} // namespace tempura

@@ -1,0 +1,88 @@
+// Printing of rule terms, and the op-indexed rule table.
+#include <algorithm>
+#include <cctype>
+
+#include "tempura/pattern/table.hpp"
+
+namespace tempura::pattern {
+
+namespace {
+bool is_infix(const Term& t) {
+    return t.kind == Term::Kind::Node && !op_symbol(t.op).empty() && t.children.size() == 2;
+}
+} // namespace
+
+std::string to_string(const Term& t) {
+    switch (t.kind) {
+    case Term::Kind::Wildcard:
+    case Term::Kind::ConstWildcard: return t.name;
+    case Term::Kind::Literal: return std::to_string(t.value);
+    case Term::Kind::Code: return "<code>";
+    case Term::Kind::Fold: return "fold(" + to_string(t.children.at(0)) + ")";
+    case Term::Kind::Predicate: {
+        if (t.name == "and") return to_string(t.children[0]) + " && " + to_string(t.children[1]);
+        std::string s = t.name + "(";
+        for (size_t i = 0; i < t.children.size(); ++i)
+            s += (i ? ", " : "") + to_string(t.children[i]);
+        return s + ")";
+    }
+    case Term::Kind::Node: {
+        auto child = [&](const Term& c) {
+            // Appended piecewise: g++ 12 warns falsely (-Wrestrict) on "(" + std::string.
+            std::string s;
+            if (is_infix(c)) s += '(';
+            s += to_string(c);
+            if (is_infix(c)) s += ')';
+            return s;
+        };
+        if (is_infix(t))
+            return child(t.children[0]) + " " + std::string(op_symbol(t.op)) + " " +
+                   child(t.children[1]);
+        if (t.op == Op::Neg) return "-" + child(t.children.at(0));
+        if (t.op == Op::Not) return "!" + child(t.children.at(0));
+        std::string name = t.op == Op::Max ? "maximum" : std::string(op_name(t.op));
+        if (t.op != Op::Max) std::transform(name.begin(), name.end(), name.begin(), ::tolower);
+        std::string s = name + "(";
+        for (size_t i = 0; i < t.children.size(); ++i)
+            s += (i ? ", " : "") + to_string(t.children[i]);
+        return s + ")";
+    }
+    }
+    return "?";
+}
+
+std::string CompiledRule::text() const {
+    RuleTerms t = terms(rule);
+    std::string s = to_string(t.lhs) + " -> " + to_string(t.rhs);
+    if (!(t.pred.kind == Term::Kind::Predicate && t.pred.name == "true"))
+        s += " if " + to_string(t.pred);
+    if (label) s = std::string(label) + ": " + s;
+    return s;
+}
+
+void RuleTable::add(const CompiledRule& r, int root_op, std::shared_ptr<const void> storage) {
+    if (root_op >= 0) {
+        by_op_[static_cast<size_t>(root_op)].push_back(r);
+    } else {
+        for (auto& v : by_op_) v.push_back(r);
+    }
+    all_.push_back(r);
+    if (storage && (storage_.empty() || storage_.back() != storage))
+        storage_.push_back(std::move(storage));
+}
+
+RuleTable& RuleTable::operator+=(const RuleTable& o) {
+    for (size_t i = 0; i < kNumOps; ++i)
+        by_op_[i].insert(by_op_[i].end(), o.by_op_[i].begin(), o.by_op_[i].end());
+    all_.insert(all_.end(), o.all_.begin(), o.all_.end());
+    storage_.insert(storage_.end(), o.storage_.begin(), o.storage_.end());
+    return *this;
+}
+
+std::string RuleTable::dump() const {
+    std::string s;
+    for (const auto& r : all_) s += r.text() + "\n";
+    return s;
+}
+
+} // namespace tempura::pattern

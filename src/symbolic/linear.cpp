@@ -1,0 +1,357 @@
+// Linear forms of integer expressions and the algebra built on them: like terms, canonical
+// order, div/mod folding, comparisons. Every rewrite here states the identity it relies on and
+// the condition under which it holds with C semantics and fixed-width integers.
+#include "symbolic/linear.hpp"
+
+#include <algorithm>
+#include <numeric>
+
+#include "tempura/symbolic/bounds.hpp"
+
+namespace tempura::symbolic {
+
+namespace {
+
+using i128 = __int128;
+
+int64_t wadd(DType dt, int64_t a, int64_t b) {
+    return wrap_to(dt, static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b)));
+}
+int64_t wmul(DType dt, int64_t a, int64_t b) {
+    return wrap_to(dt, static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b)));
+}
+bool fits(DType dt, i128 v) { return v >= dt.min() && v <= dt.max(); }
+
+// Floor and ceiling division for b > 0.
+int64_t floor_div(int64_t a, int64_t b) {
+    int64_t q = a / b;
+    return (a % b != 0 && a < 0) ? q - 1 : q;
+}
+int64_t ceil_div(int64_t a, int64_t b) {
+    int64_t q = a / b;
+    return (a % b != 0 && a > 0) ? q + 1 : q;
+}
+uint64_t uabs(int64_t v) { return v < 0 ? 0 - static_cast<uint64_t>(v) : static_cast<uint64_t>(v); }
+
+bool is_int_const(const UOp& u, int64_t& v) {
+    if (u.op() != Op::Const || !u.dtype().is_int()) return false;
+    v = u.const_value();
+    return true;
+}
+
+struct Item {
+    const UOp* n;
+    int64_t k;
+};
+
+void flatten_into(Linear& l, std::vector<Item>& stack) {
+    const DType dt = l.dtype;
+    while (!stack.empty()) {
+        Item it = stack.back();
+        stack.pop_back();
+        const UOp& n = *it.n;
+        int64_t c;
+        switch (n.op()) {
+        case Op::Add:
+            stack.push_back({&n.src(1), it.k});
+            stack.push_back({&n.src(0), it.k});
+            continue;
+        case Op::Sub:
+            stack.push_back({&n.src(1), wmul(dt, it.k, -1)});
+            stack.push_back({&n.src(0), it.k});
+            continue;
+        case Op::Neg: stack.push_back({&n.src(0), wmul(dt, it.k, -1)}); continue;
+        case Op::Mul:
+            if (is_int_const(n.src(1), c)) {
+                stack.push_back({&n.src(0), wmul(dt, it.k, c)});
+                continue;
+            }
+            if (is_int_const(n.src(0), c)) {
+                stack.push_back({&n.src(1), wmul(dt, it.k, c)});
+                continue;
+            }
+            break;
+        case Op::Const:
+            l.constant = wadd(dt, l.constant, wmul(dt, it.k, n.const_value()));
+            continue;
+        default: break;
+        }
+        l.terms.push_back({n, it.k});
+    }
+}
+
+// Sorts, merges like monomials, drops zero coefficients.
+void combine(Linear& l) {
+    auto& t = l.terms;
+    if (t.size() > 1) {
+        std::sort(t.begin(), t.end(), [](const LinTerm& a, const LinTerm& b) {
+            return compare_structural(a.mono, b.mono) < 0;
+        });
+    }
+    size_t out = 0;
+    for (size_t i = 0; i < t.size(); ++i) {
+        if (out > 0 && t[out - 1].mono.same(t[i].mono)) {
+            t[out - 1].coef = wadd(l.dtype, t[out - 1].coef, t[i].coef);
+        } else {
+            if (out != i) t[out] = std::move(t[i]);
+            ++out;
+        }
+    }
+    t.resize(out);
+    t.erase(std::remove_if(t.begin(), t.end(), [](const LinTerm& x) { return x.coef == 0; }),
+            t.end());
+}
+
+// (x / c) * (k*c) + (x % c) * k  ->  x * k : x == (x / c) * c + x % c holds for every x in C.
+bool recombine_divmod(Linear& l) {
+    auto& t = l.terms;
+    for (size_t i = 0; i < t.size(); ++i) {
+        const UOp& d = t[i].mono;
+        int64_t c;
+        if (d.op() != Op::Idiv || !is_int_const(d.src(1), c) || c == 0) continue;
+        for (size_t j = 0; j < t.size(); ++j) {
+            const UOp& m = t[j].mono;
+            if (m.op() != Op::Mod || !m.src(0).same(d.src(0)) || !m.src(1).same(d.src(1))) continue;
+            if (t[i].coef != wmul(l.dtype, t[j].coef, c)) continue;
+            UOp x = d.src(0);
+            int64_t k = t[j].coef;
+            t.erase(t.begin() + static_cast<long>(std::max(i, j)));
+            t.erase(t.begin() + static_cast<long>(std::min(i, j)));
+            std::vector<Item> stack{{&x, k}};
+            flatten_into(l, stack);
+            combine(l);
+            return true;
+        }
+    }
+    return false;
+}
+
+Linear scaled_down(const Linear& l, int64_t g, int64_t constant) {
+    Linear r{l.dtype, {}, constant};
+    r.terms.reserve(l.terms.size());
+    for (const auto& t : l.terms) r.terms.push_back({t.mono, t.coef / g});
+    return r;
+}
+
+std::optional<std::pair<int64_t, int64_t>> bounds_of_terms(DType dt, const std::vector<LinTerm>& ts,
+                                                           int64_t constant) {
+    i128 lo = constant, hi = constant;
+    for (const auto& t : ts) {
+        if (t.mono.vmin() == kUnknownMin || t.mono.vmax() == kUnknownMax) return std::nullopt;
+        i128 a = i128{t.mono.vmin()} * t.coef, b = i128{t.mono.vmax()} * t.coef;
+        lo += std::min(a, b);
+        hi += std::max(a, b);
+        if (!fits(dt, lo) || !fits(dt, hi)) return std::nullopt;
+    }
+    return std::pair<int64_t, int64_t>{static_cast<int64_t>(lo), static_cast<int64_t>(hi)};
+}
+
+} // namespace
+
+Linear decompose(const UOp& u) {
+    Linear l{u.dtype(), {}, 0};
+    std::vector<Item> stack{{&u, 1}};
+    flatten_into(l, stack);
+    combine(l);
+    while (recombine_divmod(l)) {
+    }
+    return l;
+}
+
+UOp rebuild(const Linear& l) {
+    UOp acc;
+    for (const auto& t : l.terms) {
+        UOp term =
+            t.coef == 1 ? t.mono : UOp::alu(Op::Mul, {t.mono, UOp::constant(l.dtype, t.coef)});
+        acc = acc.is_null() ? term : UOp::alu(Op::Add, {acc, term});
+    }
+    if (l.constant != 0 || acc.is_null()) {
+        UOp c = UOp::constant(l.dtype, l.constant);
+        acc = acc.is_null() ? c : UOp::alu(Op::Add, {acc, c});
+    }
+    return acc;
+}
+
+std::optional<std::pair<int64_t, int64_t>> term_bounds(const Linear& l) {
+    return bounds_of_terms(l.dtype, l.terms, 0);
+}
+
+std::optional<UOp> canonical_sum(const UOp& u) {
+    if (!u.dtype().is_int() || u.dtype().count != 1) return std::nullopt;
+    UOp r = rebuild(decompose(u));
+    if (r.same(u)) return std::nullopt;
+    return r;
+}
+
+std::optional<UOp> canonical_product(const UOp& u) {
+    const DType dt = u.dtype();
+    if (!dt.is_int() || dt.count != 1) return std::nullopt;
+    std::vector<UOp> factors;
+    int64_t k = 1;
+    std::vector<const UOp*> stack{&u};
+    while (!stack.empty()) {
+        const UOp* n = stack.back();
+        stack.pop_back();
+        if (n->op() == Op::Mul) {
+            stack.push_back(&n->src(1));
+            stack.push_back(&n->src(0));
+        } else if (n->op() == Op::Const) {
+            k = wmul(dt, k, n->const_value());
+        } else {
+            factors.push_back(*n);
+        }
+    }
+    if (k == 0) return UOp::constant(dt, 0); // x * 0 == 0 for every integer x
+    if (factors.empty()) return UOp::constant(dt, k);
+    // (a + b) * k == a*k + b*k: distribute a constant over one sum (ring identity, wraps alike).
+    if (factors.size() == 1 && k != 1 &&
+        (factors[0].op() == Op::Add || factors[0].op() == Op::Sub || factors[0].op() == Op::Neg))
+        return canonical_sum(u).value_or(u);
+    std::sort(factors.begin(), factors.end(),
+              [](const UOp& a, const UOp& b) { return compare_structural(a, b) < 0; });
+    UOp acc = factors[0];
+    for (size_t i = 1; i < factors.size(); ++i) acc = UOp::alu(Op::Mul, {acc, factors[i]});
+    if (k != 1) acc = UOp::alu(Op::Mul, {acc, UOp::constant(dt, k)});
+    if (acc.same(u)) return std::nullopt;
+    return acc;
+}
+
+std::optional<UOp> fold_divmod(const UOp& u) {
+    const DType dt = u.dtype();
+    const bool is_div = u.op() == Op::Idiv;
+    const UOp& x = u.src(0);
+    int64_t c;
+    if (!dt.is_int() || dt.count != 1 || dt.is_unsigned() || !is_int_const(u.src(1), c) || c == 0)
+        return std::nullopt;
+    auto K = [&](int64_t v) { return UOp::constant(dt, v); };
+    if (c < 0) {
+        if (c == dt.min()) return std::nullopt;
+        // x / -c == -(x / c) and x % -c == x % c: truncation is odd, the remainder follows x.
+        if (is_div) return UOp::alu(Op::Mul, {UOp::alu(Op::Idiv, {x, K(-c)}), K(-1)});
+        return UOp::alu(Op::Mod, {x, K(-c)});
+    }
+    if (c == 1) return is_div ? x : K(0);
+    // The whole range of x falls in one quotient: x / c is that constant, x % c == x - q*c.
+    if (x.vmin() != kUnknownMin && x.vmax() != kUnknownMax) {
+        int64_t qlo = x.vmin() / c, qhi = x.vmax() / c;
+        if (qlo == qhi) {
+            if (is_div) return K(qlo);
+            if (qlo == 0) return x;
+            Linear l = decompose(x);
+            l.constant = wadd(dt, l.constant, -qlo * c);
+            return rebuild(l);
+        }
+    }
+    int64_t c2;
+    if (x.op() == Op::Idiv && is_int_const(x.src(1), c2) && c2 > 0 && is_div) {
+        // (y / c2) / c == y / (c2*c): truncation composes for positive divisors.
+        i128 p = i128{c2} * c;
+        if (fits(dt, p)) return UOp::alu(Op::Idiv, {x.src(0), K(static_cast<int64_t>(p))});
+    }
+    if (x.op() == Op::Mod && is_int_const(x.src(1), c2) && c2 > 0 && c2 % c == 0) {
+        // (y % (c*d)) / c == (y / c) % d, and (y % (c*d)) % c == y % c: both sides are odd in y
+        // and agree for y >= 0.
+        if (is_div) return UOp::alu(Op::Mod, {UOp::alu(Op::Idiv, {x.src(0), K(c)}), K(c2 / c)});
+        return UOp::alu(Op::Mod, {x.src(0), K(c)});
+    }
+    Linear l = decompose(x);
+    if (l.terms.empty() || !bounds_of_terms(dt, l.terms, l.constant)) return std::nullopt;
+    // Common factor g of c and every coefficient.
+    uint64_t g = static_cast<uint64_t>(c);
+    for (const auto& t : l.terms) g = std::gcd(g, uabs(t.coef));
+    if (g > 1) {
+        const int64_t gi = static_cast<int64_t>(g), cg = c / gi;
+        if (l.constant % gi == 0) {
+            // (g*a) / (g*b) == a / b and (g*a) % (g*b) == g * (a % b), for every sign.
+            UOp a = rebuild(scaled_down(l, gi, l.constant / gi));
+            if (is_div) return UOp::alu(Op::Idiv, {a, K(cg)});
+            return UOp::alu(Op::Mul, {UOp::alu(Op::Mod, {a, K(cg)}), K(gi)});
+        }
+        if (x.vmin() >= 0) {
+            // x = g*a + r with 0 < r < g and x >= 0 (so a >= 0): x / (g*b) == a / b and
+            // x % (g*b) == g * (a % b) + r.
+            int64_t q = floor_div(l.constant, gi), r = l.constant - q * gi;
+            UOp a = rebuild(scaled_down(l, gi, q));
+            if (is_div) return UOp::alu(Op::Idiv, {a, K(cg)});
+            return UOp::alu(Op::Add,
+                            {UOp::alu(Op::Mul, {UOp::alu(Op::Mod, {a, K(cg)}), K(gi)}), K(r)});
+        }
+    }
+    // Split off the multiples of c: x = c*q + r.
+    Linear q{dt, {}, 0}, r{dt, {}, 0};
+    for (const auto& t : l.terms) (t.coef % c == 0 ? q : r).terms.push_back(t);
+    const bool nonneg = x.vmin() >= 0, nonpos = x.vmax() <= 0;
+    int64_t kq = nonneg   ? floor_div(l.constant, c)
+                 : nonpos ? ceil_div(l.constant, c)
+                          : l.constant / c;
+    r.constant = l.constant - kq * c;
+    if (q.terms.empty() && kq == 0) return std::nullopt;
+    auto rb = bounds_of_terms(dt, r.terms, r.constant);
+    if (!rb) return std::nullopt;
+    // x / c == q + r / c when no truncation differs: r == 0, or x and r share a sign.
+    const bool exact = r.terms.empty() && r.constant == 0;
+    if (!(exact || (nonneg && rb->first >= 0) || (nonpos && rb->second <= 0))) return std::nullopt;
+    UOp rn = rebuild(r);
+    if (!is_div) return exact ? K(0) : UOp::alu(Op::Mod, {rn, K(c)});
+    Linear qd = scaled_down(q, c, kq);
+    UOp qn = rebuild(qd);
+    if (exact) return qn;
+    return UOp::alu(Op::Add, {qn, UOp::alu(Op::Idiv, {rn, K(c)})});
+}
+
+std::optional<UOp> fold_compare(const UOp& u) {
+    const Op op = u.op();
+    const UOp& a = u.src(0);
+    const UOp& b = u.src(1);
+    const DType dt = a.dtype();
+    if (!dt.is_int() || dt.count != 1 || dt.is_unsigned()) return std::nullopt;
+    if (a.same(b)) return UOp::boolean(op == Op::CmpEq);
+    int64_t c;
+    if (!is_int_const(b, c)) return std::nullopt;
+    Linear l = decompose(a);
+    if (l.terms.empty()) return std::nullopt; // constant folding's job
+    auto tb = term_bounds(l);
+    if (!tb) return std::nullopt;
+    auto cmp = [&](const UOp& lhs, int64_t rhs) {
+        return UOp::alu(op, {lhs, UOp::constant(dt, rhs)});
+    };
+    if (l.constant != 0) {
+        // s + k < c  <=>  s < c - k, when neither side overflows.
+        i128 nc = i128{c} - l.constant;
+        if (!fits(dt, nc) || !fits(dt, i128{tb->first} + l.constant) ||
+            !fits(dt, i128{tb->second} + l.constant))
+            return std::nullopt;
+        l.constant = 0;
+        return cmp(rebuild(l), static_cast<int64_t>(nc));
+    }
+    uint64_t g = 0;
+    for (const auto& t : l.terms) g = std::gcd(g, uabs(t.coef));
+    const int64_t gi = static_cast<int64_t>(g);
+    if (g > 1) {
+        Linear s = scaled_down(l, gi, 0);
+        if (op == Op::CmpLt) return cmp(rebuild(s), ceil_div(c, gi)); // g*s < c <=> s < ceil(c/g)
+        if (c % gi != 0) return UOp::boolean(op == Op::CmpNe);        // g*s never equals c
+        return cmp(rebuild(s), c / gi);
+    }
+    if (op != Op::CmpLt) return std::nullopt;
+    // d*q + r < c with 0 <= r < d and d | c  <=>  q < c/d.
+    for (const auto& cand : l.terms) {
+        const int64_t d = cand.coef;
+        if (d <= 1 || c % d != 0) continue;
+        Linear q{dt, {}, 0};
+        std::vector<LinTerm> rest;
+        for (const auto& t : l.terms) {
+            if (t.coef % d == 0)
+                q.terms.push_back({t.mono, t.coef / d});
+            else
+                rest.push_back(t);
+        }
+        if (rest.empty()) continue;
+        auto rb = bounds_of_terms(dt, rest, 0);
+        if (!rb || rb->first < 0 || rb->second >= d) continue;
+        return cmp(rebuild(q), c / d);
+    }
+    return std::nullopt;
+}
+
+} // namespace tempura::symbolic

@@ -1,0 +1,70 @@
+// Symbolic rule groups, part 2: the algebra on linear forms (like terms, constants, canonical
+// order of sums and products, div/mod folding, comparisons). The work is in linear.cpp; the
+// rules say where it applies.
+#include "symbolic/linear.hpp"
+#include "tempura/pattern/table.hpp"
+#include "tempura/rewrite/graph_rewrite.hpp"
+#include "tempura/symbolic/simplify.hpp"
+
+namespace tempura {
+
+namespace {
+
+using namespace tempura::pattern;
+using namespace tempura::symbolic;
+
+inline constexpr auto sums = rules(
+    // x - y == x + y*-1, -x == x*-1; like terms combined; constants last; terms sorted.
+    rule(
+        x + y, [](Match& m) { return canonical_sum(*m.root); }, is_int(x))
+        .named("canonical sum"),
+    rule(
+        x - y, [](Match& m) { return canonical_sum(*m.root); }, is_int(x))
+        .named("canonical sum"),
+    rule(
+        -x, [](Match& m) { return canonical_sum(*m.root); }, is_int(x))
+        .named("canonical sum"),
+    rule(
+        x* y, [](Match& m) { return canonical_product(*m.root); }, is_int(x))
+        .named("canonical product"));
+
+inline constexpr auto divmod =
+    rules(rule(
+              x / c0, [](Match& m) { return fold_divmod(*m.root); }, is_int(x))
+              .named("div folding"),
+          rule(
+              x % c0, [](Match& m) { return fold_divmod(*m.root); }, is_int(x))
+              .named("mod folding"));
+
+inline constexpr auto comparisons =
+    rules(rule(
+              x < y, [](Match& m) { return fold_compare(*m.root); }, is_int(x))
+              .named("lt folding"),
+          rule(
+              x == y, [](Match& m) { return fold_compare(*m.root); }, is_int(x))
+              .named("eq folding"),
+          rule(
+              x != y, [](Match& m) { return fold_compare(*m.root); }, is_int(x))
+              .named("ne folding"));
+
+inline constexpr auto algebra_group = rules(sums, divmod, comparisons);
+
+} // namespace
+
+const pattern::RuleTable& symbolic_algebra_rules() {
+    static const pattern::RuleTable t = pattern::compile(algebra_group);
+    return t;
+}
+
+const pattern::RuleTable& symbolic_rules() {
+    static const pattern::RuleTable t = symbolic_fold_rules() + symbolic_algebra_rules();
+    return t;
+}
+
+UOp simplify(const UOp& u) {
+    RewriteOptions o;
+    o.bottom_up = true;
+    return graph_rewrite(u, symbolic_rules(), nullptr, o);
+}
+
+} // namespace tempura

@@ -1,0 +1,158 @@
+// Symbolic rule groups, part 1: constant folding, bounds, identities, where, max, booleans.
+// Each group reads as the algebra it states; escape-hatch code only where a rule needs a loop.
+#include "symbolic/linear.hpp"
+#include "tempura/pattern/table.hpp"
+#include "tempura/symbolic/eval.hpp"
+#include "tempura/symbolic/simplify.hpp"
+
+namespace tempura {
+
+namespace {
+
+using namespace tempura::pattern;
+
+// ---- constant folding -------------------------------------------------------------------------
+// Any ALU op whose sources are all constants becomes a constant (C semantics; division by
+// zero and out-of-range shifts are left alone).
+std::optional<UOp> fold_constants(const UOp& u) {
+    if (!is_alu(u.op()) || u.dtype().count != 1 || u.op() == Op::BitCast) return std::nullopt;
+    for (const UOp& s : u.srcs())
+        if (s.op() != Op::Const) return std::nullopt;
+    const size_t n = u.srcs().size();
+    if (u.op() == Op::Cast) {
+        const UOp& s = u.src(0);
+        if (u.dtype().is_float()) {
+            double v = std::holds_alternative<double>(s.arg())
+                           ? std::get<double>(s.arg())
+                           : static_cast<double>(s.const_value());
+            if (u.dtype() == DType::Float32) v = static_cast<float>(v);
+            return UOp::constant_f(u.dtype(), v);
+        }
+        if (std::holds_alternative<double>(s.arg())) {
+            double v = std::get<double>(s.arg());
+            if (!(v > -9.2e18 && v < 9.2e18)) return std::nullopt; // undefined in C
+            return UOp::constant(u.dtype(), static_cast<int64_t>(v));
+        }
+        return UOp::constant(u.dtype(), s.const_value());
+    }
+    const DType operand_dt = u.op() == Op::Where ? u.src(1).dtype() : u.src(0).dtype();
+    if (operand_dt.is_float()) {
+        double v[3];
+        for (size_t i = 0; i < n; ++i) {
+            const UOp& s = u.src(i);
+            v[i] = std::holds_alternative<double>(s.arg()) ? std::get<double>(s.arg())
+                                                           : static_cast<double>(s.const_value());
+        }
+        if (is_comparison(u.op())) {
+            bool r = u.op() == Op::CmpLt   ? v[0] < v[1]
+                     : u.op() == Op::CmpNe ? v[0] != v[1]
+                                           : v[0] == v[1];
+            return UOp::boolean(r);
+        }
+        if (u.op() == Op::Where) return v[0] != 0 ? u.src(1) : u.src(2);
+        auto r = exec_float_alu(u.op(), u.dtype(), v, n);
+        if (!r) return std::nullopt;
+        return UOp::constant_f(u.dtype(), *r);
+    }
+    int64_t v[3];
+    for (size_t i = 0; i < n; ++i) v[i] = u.src(i).const_value();
+    auto r = exec_int_alu(u.op(), is_comparison(u.op()) ? u.src(0).dtype() : u.dtype(), v, n);
+    if (!r) return std::nullopt;
+    return UOp::constant(u.dtype(), *r);
+}
+
+// An integer or bool ALU node whose bounds are a single value is that value.
+std::optional<UOp> fold_by_bounds(const UOp& u) {
+    if (!is_alu(u.op()) || !u.dtype().is_integral() || u.dtype().count != 1) return std::nullopt;
+    if (u.vmin() != u.vmax()) return std::nullopt;
+    return u.const_like(u.vmin());
+}
+
+inline constexpr auto folding =
+    rules(rule(x, [](Match& m) { return fold_constants(*m.root); }).named("fold constants"),
+          rule(x, [](Match& m) { return fold_by_bounds(*m.root); }).named("fold by bounds"));
+
+// ---- identities -------------------------------------------------------------------------------
+inline constexpr auto identities =
+    rules(rule(x + 0, x, is_int(x)),   // x + 0 == x (not for floats: -0.0 + 0 == +0.0)
+          rule(x - 0, x),              // x - 0 == x, floats included
+          rule(x * 1, x),              // x * 1 == x, floats included
+          rule(x * 0, 0, is_int(x)),   // x * 0 == 0 (floats: NaN * 0 is NaN)
+          rule(x / 1, x, is_int(x)),   // x / 1 == x
+          rule(op<Op::Fdiv>(x, 1), x), // x / 1.0 == x
+          rule(x % 1, 0, is_int(x)),   // x % 1 == 0
+          rule(x - x, 0, is_int(x)),   // x - x == 0
+          rule(x / x, 1, nonzero(x)),  // x / x == 1 when x cannot be 0
+          rule(x % x, 0, nonzero(x)),  // x % x == 0 when x cannot be 0
+          rule(-(-x), x),              // negation is an involution
+          rule(x / -1, -x, is_int(x)), // truncation toward zero: x / -1 == -x
+          rule(x % -1, 0, is_int(x)));
+
+// ---- where ------------------------------------------------------------------------------------
+bool always(const UOp& c) { return c.dtype().is_bool() && c.vmin() == 1; }
+bool never(const UOp& c) { return c.dtype().is_bool() && c.vmax() == 0; }
+inline constexpr auto where_folding =
+    rules(rule(where(x, y, y), y), // both branches equal
+          rule(where(x, y, z), y, [](const Match& m) { return always(m[x]); }), // decided condition
+          rule(where(x, y, z), z, [](const Match& m) { return never(m[x]); }),
+          rule(where(!x, y, z), where(x, z, y))); // no NOT in conditions
+
+// ---- max --------------------------------------------------------------------------------------
+inline constexpr auto max_folding = rules(
+    rule(maximum(x, x), x),
+    // max(x, y) == x when y can never exceed x (bounds), and symmetrically.
+    rule(maximum(x, y), x,
+         [](const Match& m) { return m[x].dtype().is_integral() && m[y].vmax() <= m[x].vmin(); }),
+    rule(maximum(x, y), y,
+         [](const Match& m) { return m[x].dtype().is_integral() && m[x].vmax() <= m[y].vmin(); }));
+
+// ---- booleans and bitwise ---------------------------------------------------------------------
+inline constexpr auto boolean_algebra =
+    rules(rule(x & x, x),                             // idempotence
+          rule(x | x, x), rule(x ^ x, 0, is_int(x)),  // x ^ x == 0 (false for bools)
+          rule(x ^ x, 0, is_bool(x)), rule(x & 0, 0), // x & false == false, x & 0 == 0
+          rule(x | 0, x),                             // x | false == x
+          rule(x ^ 0, x), rule(x & 1, x, is_bool(x)), // x & true == x
+          rule(x | 1, 1, is_bool(x)),                 // x | true == true
+          rule(x ^ 1, !x, is_bool(x)),                // x ^ true == !x
+          rule(x & -1, x, is_int(x)),                 // all ones
+          rule(x & !x, 0),                            // contradiction / excluded middle
+          rule(x | !x, 1), rule(!(!x), x), rule(x != x, 0, is_int(x)), // not for floats: NaN != NaN
+          rule(x != x, 0, is_bool(x)), rule(x == x, 1, is_int(x)), rule(x == x, 1, is_bool(x)),
+          rule(x < x, 0, is_int(x)),
+          // (x < a) & (x < b) == x < min(a, b);  (x < a) | (x < b) == x < max(a, b)
+          rule((x < c0) & (x < c1), x < c0,
+               [](const Match& m) { return m[c0].const_value() <= m[c1].const_value(); }),
+          rule((x < c0) | (x < c1), x < c1,
+               [](const Match& m) { return m[c0].const_value() <= m[c1].const_value(); }),
+          // !(x < y) for integers: y < x + 1 would need overflow checks; keep NOT on comparisons
+          // to the bool rules above, but a NOT of a constant folds.
+          rule(!c0, [](Match& m) -> std::optional<UOp> {
+              return UOp::boolean(m[c0].const_value() == 0);
+          }));
+
+// ---- canonical order --------------------------------------------------------------------------
+// Commutative ops other than ADD/MUL (whose chains the algebra group sorts): a constant goes to
+// the right, otherwise the structurally smaller operand goes first.
+std::optional<UOp> canonical_order(const UOp& u) {
+    if (!is_commutative(u.op()) || u.srcs().size() != 2 || u.op() == Op::Add || u.op() == Op::Mul)
+        return std::nullopt;
+    const UOp& a = u.src(0);
+    const UOp& b = u.src(1);
+    bool swap = a.is_const() ? !b.is_const() : (!b.is_const() && compare_structural(b, a) < 0);
+    if (!swap) return std::nullopt;
+    return u.replace_srcs({b, a});
+}
+inline constexpr auto ordering = rules(rule(x, [](Match& m) { return canonical_order(*m.root); }));
+
+inline constexpr auto fold_group =
+    rules(folding, identities, where_folding, max_folding, boolean_algebra, ordering);
+
+} // namespace
+
+const pattern::RuleTable& symbolic_fold_rules() {
+    static const pattern::RuleTable t = pattern::compile(fold_group);
+    return t;
+}
+
+} // namespace tempura

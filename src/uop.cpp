@@ -1,0 +1,624 @@
+// The intern table and the node-level operations of UOp.
+#include "tempura/ir/uop.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <mutex>
+#include <sstream>
+#include <unordered_set>
+
+#include "tempura/error.hpp"
+#include "tempura/symbolic/bounds.hpp"
+
+namespace tempura {
+
+void fail(const std::string& op, const std::string& message) {
+    throw Error("[" + op + "] " + message);
+}
+
+std::string DType::name() const {
+    static constexpr const char* names[] = {"void",    "bool",     "int8",    "int16",   "int32",
+                                            "int64",   "uint8",    "uint16",  "uint32",  "uint64",
+                                            "float16", "bfloat16", "float32", "float64", "index"};
+    std::string s = names[static_cast<int>(scalar)];
+    if (count != 1) s += "x" + std::to_string(count);
+    if (is_ptr) {
+        static constexpr const char* spaces[] = {"global", "local", "reg"};
+        s += std::string("*[") + spaces[static_cast<int>(addrspace)] + "]";
+    }
+    return s;
+}
+
+std::string_view axis_type_name(AxisType t) {
+    switch (t) {
+    case AxisType::Placeholder: return "Placeholder";
+    case AxisType::Loop: return "Loop";
+    case AxisType::Global: return "Global";
+    case AxisType::Thread: return "Thread";
+    case AxisType::Warp: return "Warp";
+    case AxisType::Local: return "Local";
+    case AxisType::GroupReduce: return "GroupReduce";
+    case AxisType::Upcast: return "Upcast";
+    case AxisType::Reduce: return "Reduce";
+    case AxisType::Unroll: return "Unroll";
+    }
+    return "?";
+}
+
+namespace {
+
+inline uint64_t mix(uint64_t h, uint64_t v) {
+    // boost::hash_combine's 64-bit variant, with a final avalanche in finish().
+    h ^= v + 0x9e3779b97f4a7c15ULL + (h << 12) + (h >> 4);
+    return h;
+}
+inline uint64_t finish(uint64_t h) {
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+    return h;
+}
+uint64_t hash_bytes(const void* p, size_t n) {
+    return std::hash<std::string_view>{}(std::string_view(static_cast<const char*>(p), n));
+}
+
+} // namespace
+
+uint64_t hash_arg(const Arg& a) {
+    uint64_t h = a.index();
+    std::visit(
+        [&](const auto& v) {
+            using T = std::decay_t<decltype(v)>;
+            if constexpr (std::is_same_v<T, std::monostate>) {
+            } else if constexpr (std::is_same_v<T, int64_t>) {
+                h = mix(h, static_cast<uint64_t>(v));
+            } else if constexpr (std::is_same_v<T, double>) {
+                uint64_t bits;
+                std::memcpy(&bits, &v, sizeof bits);
+                h = mix(h, bits);
+            } else if constexpr (std::is_same_v<T, bool>) {
+                h = mix(h, v ? 1 : 0);
+            } else if constexpr (std::is_same_v<T, std::string>) {
+                h = mix(h, hash_bytes(v.data(), v.size()));
+            } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+                for (int64_t x : v) h = mix(h, static_cast<uint64_t>(x));
+            } else if constexpr (std::is_same_v<T, VarArg>) {
+                h = mix(h, hash_bytes(v.name.data(), v.name.size()));
+                h = mix(h, static_cast<uint64_t>(v.min));
+                h = mix(h, static_cast<uint64_t>(v.max));
+            } else if constexpr (std::is_same_v<T, RangeArg>) {
+                h = mix(h, static_cast<uint64_t>(v.axis_id));
+                h = mix(h, static_cast<uint64_t>(v.type));
+            } else if constexpr (std::is_same_v<T, Op>) {
+                h = mix(h, static_cast<uint64_t>(v));
+            }
+        },
+        a);
+    return h;
+}
+
+std::string arg_to_string(const Arg& a) {
+    std::ostringstream os;
+    std::visit(
+        [&](const auto& v) {
+            using T = std::decay_t<decltype(v)>;
+            if constexpr (std::is_same_v<T, std::monostate>) {
+            } else if constexpr (std::is_same_v<T, int64_t> || std::is_same_v<T, double>) {
+                os << v;
+            } else if constexpr (std::is_same_v<T, bool>) {
+                os << (v ? "true" : "false");
+            } else if constexpr (std::is_same_v<T, std::string>) {
+                os << '"' << v << '"';
+            } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+                os << '[';
+                for (size_t i = 0; i < v.size(); ++i) os << (i ? ", " : "") << v[i];
+                os << ']';
+            } else if constexpr (std::is_same_v<T, VarArg>) {
+                os << v.name << '[' << v.min << ".." << v.max << ']';
+            } else if constexpr (std::is_same_v<T, RangeArg>) {
+                os << 'R' << v.axis_id << ' ' << axis_type_name(v.type);
+            } else if constexpr (std::is_same_v<T, Op>) {
+                os << op_name(v);
+            }
+        },
+        a);
+    return os.str();
+}
+
+// ---- the intern table -------------------------------------------------------------------------
+
+namespace {
+
+struct Entry {
+    const UOpNode* raw; // valid while the shard lock is held (the deleter takes it before freeing)
+    std::weak_ptr<const UOpNode> weak;
+};
+
+struct Shard {
+    std::mutex mu;
+    std::unordered_multimap<uint64_t, Entry> map;
+};
+
+constexpr size_t kShards = 64;
+
+struct Table {
+    Shard shards[kShards];
+    std::atomic<uint64_t> next_id{0};
+    std::atomic<size_t> live{0};
+};
+
+Table& table() {
+    // Never destroyed: nodes may be released by static destructors of other TUs after ours.
+    static Table* t = new Table;
+    return *t;
+}
+
+Shard& shard_for(uint64_t h) { return table().shards[(h >> 7) % kShards]; }
+
+// Nodes are freed outside of any recursion: freeing a node releases its sources, which may
+// free them in turn; a deep chain would otherwise overflow the stack.
+struct Releaser {
+    bool active = false;
+    std::vector<const UOpNode*> pending;
+};
+
+void free_node(const UOpNode* n) {
+    {
+        Shard& s = shard_for(n->hash);
+        std::lock_guard<std::mutex> lock(s.mu);
+        auto [b, e] = s.map.equal_range(n->hash);
+        for (auto it = b; it != e; ++it) {
+            if (it->second.raw == n) {
+                s.map.erase(it);
+                break;
+            }
+        }
+    }
+    table().live.fetch_sub(1, std::memory_order_relaxed);
+    thread_local Releaser r;
+    if (r.active) {
+        r.pending.push_back(n);
+        return;
+    }
+    r.active = true;
+    delete n;
+    while (!r.pending.empty()) {
+        const UOpNode* p = r.pending.back();
+        r.pending.pop_back();
+        delete p;
+    }
+    r.active = false;
+}
+
+bool same_content(const UOpNode* n, Op op, DType dtype, const std::vector<UOp>& srcs,
+                  const Arg& arg) {
+    if (n->op != op || !(n->dtype == dtype) || n->srcs.size() != srcs.size()) return false;
+    for (size_t i = 0; i < srcs.size(); ++i)
+        if (!n->srcs[i].same(srcs[i])) return false;
+    return n->arg == arg;
+}
+
+} // namespace
+
+struct UOpFactory {
+    static UOp intern(Op op, DType dtype, std::vector<UOp>&& srcs, Arg&& arg,
+                      const std::source_location& loc) {
+        uint64_t h = mix(static_cast<uint64_t>(op) * 0x100000001b3ULL,
+                         static_cast<uint64_t>(dtype.scalar) | (uint64_t{dtype.count} << 8) |
+                             (uint64_t{dtype.is_ptr} << 24) |
+                             (static_cast<uint64_t>(dtype.addrspace) << 25));
+        for (const UOp& s : srcs) h = mix(h, s.id());
+        if (arg.index() != 0) h = mix(h, hash_arg(arg));
+        h = finish(h);
+        Shard& s = shard_for(h);
+        {
+            std::lock_guard<std::mutex> lock(s.mu);
+            auto [b, e] = s.map.equal_range(h);
+            for (auto it = b; it != e; ++it) {
+                if (same_content(it->second.raw, op, dtype, srcs, arg)) {
+                    if (auto sp = it->second.weak.lock()) return UOp(std::move(sp));
+                    // else: dying; its deleter will remove that entry; make a fresh node
+                }
+            }
+        }
+        // Build outside the lock: bounds and allocation need no table access.
+        auto [lo, hi] = compute_bounds(op, dtype, srcs, arg);
+        auto* n = new UOpNode{op, dtype, std::move(srcs), std::move(arg), h, 0, lo, hi, loc};
+        std::shared_ptr<const UOpNode> sp(n, free_node);
+        std::lock_guard<std::mutex> lock(s.mu);
+        // Another thread may have built the same node meanwhile: use that one.
+        auto [b, e] = s.map.equal_range(h);
+        for (auto it = b; it != e; ++it) {
+            if (same_content(it->second.raw, n->op, n->dtype, n->srcs, n->arg)) {
+                if (auto other = it->second.weak.lock()) {
+                    // Drop ours without touching the table (it was never inserted).
+                    UOp keep(std::move(other));
+                    table().live.fetch_add(1, std::memory_order_relaxed); // balanced in free
+                    return keep;
+                }
+            }
+        }
+        const_cast<UOpNode*>(n)->id = table().next_id.fetch_add(1, std::memory_order_relaxed);
+        table().live.fetch_add(1, std::memory_order_relaxed);
+        s.map.emplace(h, Entry{n, sp});
+        return UOp(std::move(sp));
+    }
+};
+
+size_t live_uop_count() { return table().live.load(); }
+
+UOp UOp::make(Op op, DType dtype, std::vector<UOp> srcs, Arg arg, std::source_location loc) {
+    if (!arity_ok(op, srcs.size())) {
+        const auto& info = op_info(op);
+        fail("uop", std::string(info.name) + " takes " +
+                        (info.arity == kVariadic ? "at least " + std::to_string(info.min_arity)
+                                                 : std::to_string(info.arity)) +
+                        " sources, got " + std::to_string(srcs.size()));
+    }
+    for (const UOp& s : srcs)
+        if (s.is_null()) fail("uop", std::string(op_name(op)) + " given a null source");
+    return UOpFactory::intern(op, dtype, std::move(srcs), std::move(arg), loc);
+}
+
+UOp UOp::variable(std::string name, int64_t min, int64_t max, std::source_location loc) {
+    if (min > max)
+        fail("variable",
+             "'" + name + "' has min " + std::to_string(min) + " > max " + std::to_string(max));
+    return make(Op::DefineVar, DType::Index, {}, VarArg{std::move(name), min, max}, loc);
+}
+UOp UOp::index(int64_t value, std::source_location loc) {
+    return make(Op::Const, DType::Index, {}, value, loc);
+}
+UOp UOp::boolean(bool value, std::source_location loc) {
+    return make(Op::Const, DType::Bool, {}, value, loc);
+}
+UOp UOp::sink(std::vector<UOp> srcs, std::source_location loc) {
+    return make(Op::Sink, DType::Void, std::move(srcs), {}, loc);
+}
+UOp UOp::constant(DType dtype, int64_t value, std::source_location loc) {
+    if (dtype.is_bool()) return make(Op::Const, dtype, {}, value != 0, loc);
+    if (dtype.is_float()) return make(Op::Const, dtype, {}, static_cast<double>(value), loc);
+    if (!dtype.is_int()) fail("const", "no integer constant of dtype " + dtype.name());
+    return make(Op::Const, dtype, {}, wrap_to(dtype, value), loc);
+}
+UOp UOp::constant_f(DType dtype, double value, std::source_location loc) {
+    if (!dtype.is_float()) return constant(dtype, static_cast<int64_t>(value), loc);
+    return make(Op::Const, dtype, {}, value, loc);
+}
+
+UOp UOp::alu(Op op, std::vector<UOp> srcs, std::source_location loc) {
+    if (!is_alu(op)) fail("alu", std::string(op_name(op)) + " is not an ALU op");
+    if (!arity_ok(op, srcs.size()))
+        fail("alu", std::string(op_name(op)) + " takes " + std::to_string(op_info(op).arity) +
+                        " sources, got " + std::to_string(srcs.size()));
+    DType dt = is_comparison(op) ? DType::Bool.vec(srcs[0].dtype().count)
+               : op == Op::Where ? srcs[1].dtype()
+                                 : srcs[0].dtype();
+    return make(op, dt, std::move(srcs), {}, loc);
+}
+
+int64_t UOp::const_value() const {
+    if (op() != Op::Const)
+        fail("const_value", "node is " + std::string(op_name(op())) + ", not CONST");
+    if (auto* i = std::get_if<int64_t>(&arg())) return *i;
+    if (auto* b = std::get_if<bool>(&arg())) return *b ? 1 : 0;
+    fail("const_value", "CONST of dtype " + dtype().name() + " is not an integer");
+}
+
+UOp UOp::const_like(int64_t value) const { return constant(dtype(), value, location()); }
+
+UOp UOp::replace_srcs(std::vector<UOp> srcs) const {
+    return make(op(), dtype(), std::move(srcs), arg(), location());
+}
+
+std::vector<UOp> UOp::toposort() const {
+    std::vector<UOp> out;
+    std::unordered_set<const UOpNode*> seen;
+    // Iterative post-order DFS: (node, next child index).
+    std::vector<std::pair<const UOp*, size_t>> stack;
+    stack.emplace_back(this, 0);
+    seen.insert(get());
+    while (!stack.empty()) {
+        auto& [u, i] = stack.back();
+        if (i < u->srcs().size()) {
+            const UOp& c = u->src(i++);
+            if (seen.insert(c.get()).second) stack.emplace_back(&c, 0);
+        } else {
+            out.push_back(*u);
+            stack.pop_back();
+        }
+    }
+    return out;
+}
+
+size_t UOp::node_count() const { return toposort().size(); }
+
+UOp UOp::substitute(const std::unordered_map<const UOpNode*, UOp>& map) const {
+    std::unordered_map<const UOpNode*, UOp> done;
+    for (const UOp& u : toposort()) {
+        if (auto it = map.find(u.get()); it != map.end()) {
+            done.emplace(u.get(), it->second);
+            continue;
+        }
+        bool changed = false;
+        std::vector<UOp> srcs;
+        srcs.reserve(u.srcs().size());
+        for (const UOp& s : u.srcs()) {
+            const UOp& n = done.at(s.get());
+            changed |= !n.same(s);
+            srcs.push_back(n);
+        }
+        done.emplace(u.get(), changed ? u.replace_srcs(std::move(srcs)) : u);
+    }
+    return done.at(get());
+}
+
+int compare_structural(const UOp& a, const UOp& b) {
+    if (a.same(b)) return 0;
+    if (a.op() != b.op()) return a.op() < b.op() ? -1 : 1;
+    if (!(a.dtype() == b.dtype())) {
+        auto key = [](DType d) {
+            return std::tuple(static_cast<int>(d.scalar), d.count, d.is_ptr,
+                              static_cast<int>(d.addrspace));
+        };
+        return key(a.dtype()) < key(b.dtype()) ? -1 : 1;
+    }
+    if (a.arg() != b.arg()) {
+        if (a.arg().index() != b.arg().index()) return a.arg().index() < b.arg().index() ? -1 : 1;
+        if (auto* va = std::get_if<VarArg>(&a.arg())) {
+            const auto& vb = std::get<VarArg>(b.arg());
+            return std::tie(va->name, va->min, va->max) < std::tie(vb.name, vb.min, vb.max) ? -1
+                                                                                            : 1;
+        }
+        if (auto* ia = std::get_if<int64_t>(&a.arg()))
+            return *ia < std::get<int64_t>(b.arg()) ? -1 : 1;
+        if (auto* da = std::get_if<double>(&a.arg()))
+            return *da < std::get<double>(b.arg()) ? -1 : 1;
+        return arg_to_string(a.arg()) < arg_to_string(b.arg()) ? -1 : 1;
+    }
+    if (a.srcs().size() != b.srcs().size()) return a.srcs().size() < b.srcs().size() ? -1 : 1;
+    for (size_t i = 0; i < a.srcs().size(); ++i)
+        if (int c = compare_structural(a.src(i), b.src(i))) return c;
+    return 0; // structurally equal but distinct: impossible with hash-consing
+}
+
+// ---- printing ---------------------------------------------------------------------------------
+
+namespace {
+
+// Precedence of infix ops, matching the symbolic grammar (higher binds tighter).
+int precedence(Op op) {
+    switch (op) {
+    case Op::Or: return 1;
+    case Op::Xor: return 2;
+    case Op::And: return 3;
+    case Op::CmpEq:
+    case Op::CmpNe: return 4;
+    case Op::CmpLt: return 5;
+    case Op::Shl:
+    case Op::Shr: return 6;
+    case Op::Add:
+    case Op::Sub: return 7;
+    case Op::Mul:
+    case Op::Idiv:
+    case Op::Fdiv:
+    case Op::Mod: return 8;
+    default: return 10;
+    }
+}
+
+std::string const_text(const UOp& u) {
+    if (auto* b = std::get_if<bool>(&u.arg())) return *b ? "true" : "false";
+    if (auto* i = std::get_if<int64_t>(&u.arg())) return std::to_string(*i);
+    if (auto* d = std::get_if<double>(&u.arg())) {
+        std::ostringstream os;
+        os << *d;
+        std::string s = os.str();
+        if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
+        return s;
+    }
+    return arg_to_string(u.arg());
+}
+
+void render_into(const UOp& u, std::string& out, int depth) {
+    if (depth > 200) {
+        out += "...";
+        return;
+    }
+    switch (u.op()) {
+    case Op::Const: out += const_text(u); return;
+    case Op::DefineVar: out += u.arg_as<VarArg>().name; return;
+    case Op::Neg: {
+        out += '-';
+        bool paren = precedence(u.src(0).op()) < 10 || u.src(0).op() == Op::Neg;
+        if (paren) out += '(';
+        render_into(u.src(0), out, depth + 1);
+        if (paren) out += ')';
+        return;
+    }
+    case Op::Not: {
+        out += '!';
+        bool paren = precedence(u.src(0).op()) < 10;
+        if (paren) out += '(';
+        render_into(u.src(0), out, depth + 1);
+        if (paren) out += ')';
+        return;
+    }
+    default: break;
+    }
+    std::string_view sym = op_symbol(u.op());
+    if (!sym.empty() && u.srcs().size() == 2) {
+        int p = precedence(u.op());
+        bool lp = precedence(u.src(0).op()) < p;
+        bool rp = precedence(u.src(1).op()) <= p;
+        if (lp) out += '(';
+        render_into(u.src(0), out, depth + 1);
+        if (lp) out += ')';
+        out += ' ';
+        out += sym;
+        out += ' ';
+        if (rp) out += '(';
+        render_into(u.src(1), out, depth + 1);
+        if (rp) out += ')';
+        return;
+    }
+    std::string name;
+    switch (u.op()) {
+    case Op::Where: name = "where"; break;
+    case Op::Max: name = "max"; break;
+    default: {
+        name = std::string(op_name(u.op()));
+        std::transform(name.begin(), name.end(), name.begin(), ::tolower);
+    }
+    }
+    out += name;
+    out += '(';
+    for (size_t i = 0; i < u.srcs().size(); ++i) {
+        if (i) out += ", ";
+        render_into(u.src(i), out, depth + 1);
+    }
+    if (u.arg().index() != 0) {
+        if (!u.srcs().empty()) out += ", ";
+        out += arg_to_string(u.arg());
+    }
+    out += ')';
+}
+
+std::string short_file(const char* f) {
+    std::string s = f;
+    auto pos = s.find_last_of('/');
+    return pos == std::string::npos ? s : s.substr(pos + 1);
+}
+
+} // namespace
+
+std::string UOp::render() const {
+    std::string out;
+    if (is_null()) return "<null>";
+    render_into(*this, out, 0);
+    return out;
+}
+
+std::string UOp::tree() const {
+    if (is_null()) return "<null>\n";
+    std::unordered_map<const UOpNode*, size_t> label;
+    std::string out;
+    // Iterative pre-order walk: (node, prefix for its children, connector for itself).
+    struct Item {
+        UOp u;
+        std::string prefix;
+        std::string connector;
+    };
+    std::vector<Item> stack{{*this, "", ""}};
+    while (!stack.empty()) {
+        Item it = std::move(stack.back());
+        stack.pop_back();
+        out += it.connector;
+        auto found = label.find(it.u.get());
+        if (found != label.end()) {
+            out += "[" + std::to_string(found->second) + "] " + std::string(op_name(it.u.op())) +
+                   " (same as above)\n";
+            continue;
+        }
+        size_t id = label.size();
+        label.emplace(it.u.get(), id);
+        out += "[" + std::to_string(id) + "] " + std::string(op_name(it.u.op())) + " " +
+               it.u.dtype().name();
+        if (it.u.arg().index() != 0) out += " " + arg_to_string(it.u.arg());
+        out += "  @" + short_file(it.u.location().file_name()) + ":" +
+               std::to_string(it.u.location().line()) + "\n";
+        const auto& srcs = it.u.srcs();
+        for (size_t i = srcs.size(); i-- > 0;) {
+            bool last = i + 1 == srcs.size();
+            stack.push_back(
+                {srcs[i], it.prefix + (last ? "   " : "│  "), it.prefix + (last ? "└─ " : "├─ ")});
+        }
+    }
+    return out;
+}
+
+// ---- operators --------------------------------------------------------------------------------
+
+namespace {
+
+UOp binary(Op op, const UOp& a, const UOp& b, const std::source_location& loc) {
+    if (a.is_null() || b.is_null()) fail(std::string(op_name(op)), "null operand");
+    if (!(a.dtype() == b.dtype()))
+        fail(std::string(op_name(op)), "operand dtypes differ: " + a.dtype().name() + " and " +
+                                           b.dtype().name() + " in " + a.render() + " " +
+                                           std::string(op_symbol(op)) + " " + b.render());
+    return UOp::alu(op, {a, b}, loc);
+}
+
+} // namespace
+
+#define TEMPURA_BINOP(sym, OP)                                                                     \
+    UOp operator sym(Here a, const UOp& b) { return binary(Op::OP, a.u, b, a.loc); }               \
+    UOp operator sym(Here a, int64_t b) {                                                          \
+        return binary(Op::OP, a.u, UOp::constant(a.u.dtype(), b, a.loc), a.loc);                   \
+    }                                                                                              \
+    UOp operator sym(HereInt a, const UOp& b) {                                                    \
+        return binary(Op::OP, UOp::constant(b.dtype(), a.v, a.loc), b, a.loc);                     \
+    }
+TEMPURA_BINOP(+, Add)
+TEMPURA_BINOP(-, Sub)
+TEMPURA_BINOP(*, Mul)
+TEMPURA_BINOP(/, Idiv)
+TEMPURA_BINOP(%, Mod)
+TEMPURA_BINOP(<, CmpLt)
+TEMPURA_BINOP(&, And)
+TEMPURA_BINOP(|, Or)
+TEMPURA_BINOP(^, Xor)
+TEMPURA_BINOP(<<, Shl)
+TEMPURA_BINOP(>>, Shr)
+#undef TEMPURA_BINOP
+
+#define TEMPURA_EQOP(sym, OP)                                                                      \
+    UOp operator sym(const UOp& a, const UOp& b) {                                                 \
+        return binary(Op::OP, a, b, std::source_location::current());                              \
+    }                                                                                              \
+    UOp operator sym(const UOp& a, int64_t b) {                                                    \
+        return binary(Op::OP, a, UOp::constant(a.dtype(), b), std::source_location::current());    \
+    }                                                                                              \
+    UOp operator sym(int64_t a, const UOp& b) {                                                    \
+        return binary(Op::OP, UOp::constant(b.dtype(), a), b, std::source_location::current());    \
+    }
+TEMPURA_EQOP(==, CmpEq)
+TEMPURA_EQOP(!=, CmpNe)
+#undef TEMPURA_EQOP
+
+UOp operator-(Here a) { return UOp::alu(Op::Neg, {a.u}, a.loc); }
+UOp operator!(Here a) {
+    if (!a.u.dtype().is_bool()) fail("not", "operand must be bool, got " + a.u.dtype().name());
+    return UOp::alu(Op::Not, {a.u}, a.loc);
+}
+
+UOp where(const UOp& c, const UOp& t, const UOp& f, std::source_location loc) {
+    if (!c.dtype().is_bool()) fail("where", "condition must be bool, got " + c.dtype().name());
+    if (!(t.dtype() == f.dtype()))
+        fail("where", "branch dtypes differ: " + t.dtype().name() + " and " + f.dtype().name());
+    return UOp::alu(Op::Where, {c, t, f}, loc);
+}
+UOp where(const UOp& c, int64_t t, const UOp& f, std::source_location loc) {
+    return where(c, UOp::constant(f.dtype(), t, loc), f, loc);
+}
+UOp where(const UOp& c, const UOp& t, int64_t f, std::source_location loc) {
+    return where(c, t, UOp::constant(t.dtype(), f, loc), loc);
+}
+UOp maximum(const UOp& a, const UOp& b, std::source_location loc) {
+    return binary(Op::Max, a, b, loc);
+}
+UOp maximum(const UOp& a, int64_t b, std::source_location loc) {
+    return binary(Op::Max, a, UOp::constant(a.dtype(), b, loc), loc);
+}
+UOp maximum(int64_t a, const UOp& b, std::source_location loc) {
+    return binary(Op::Max, UOp::constant(b.dtype(), a, loc), b, loc);
+}
+UOp minimum(const UOp& a, const UOp& b, std::source_location loc) {
+    // min(a, b) = -max(-a, -b), the form the symbolic rules know.
+    return UOp::alu(Op::Neg,
+                    {maximum(UOp::alu(Op::Neg, {a}, loc), UOp::alu(Op::Neg, {b}, loc), loc)}, loc);
+}
+
+} // namespace tempura
