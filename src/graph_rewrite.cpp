@@ -23,16 +23,23 @@ struct Frame {
 
 UOp graph_rewrite(const UOp& root, const pattern::RuleTable& table, void* ctx,
                   RewriteOptions options) {
+    // The default limit depends on the graph's size, counted only if it could matter.
     size_t limit = options.max_steps;
-    if (limit == 0) limit = 100000 + 100 * root.node_count();
+    bool limit_known = limit != 0;
+    if (!limit_known) limit = 100000;
     const bool top_down = !options.bottom_up;
     // Keyed by UOp, not by address: intermediate nodes die during rewriting and a new node may
     // reuse a dead one's address.
     UOpMap<UOp> memo;
+    memo.reserve(64);
     size_t steps = 0;
 
     auto fired = [&](const UOp& node, const pattern::CompiledRule* rule) {
-        if (++steps > limit)
+        if (++steps > limit && !limit_known) {
+            limit_known = true;
+            limit = 100000 + 100 * root.node_count();
+        }
+        if (steps > limit)
             fail("graph_rewrite",
                  "exceeded the limit of " + std::to_string(limit) + " rewrite steps; the rule `" +
                      rule->text() + "` was firing on " + std::string(op_name(node.op())) +

@@ -130,14 +130,44 @@ std::string arg_to_string(const Arg& a) {
 
 namespace {
 
-struct Entry {
-    const UOpNode* raw; // valid while the shard lock is held (the deleter takes it before freeing)
-    std::weak_ptr<const UOpNode> weak;
-};
-
+// Each shard is an intrusive chained hash set of raw node pointers: a node's memory stays valid
+// while the shard lock is held (its deleter takes the lock before freeing), and a lookup
+// resurrects a hit with weak_from_this(), which fails for a node that is already dying.
 struct Shard {
     std::mutex mu;
-    std::unordered_multimap<uint64_t, Entry> map;
+    std::vector<const UOpNode*> buckets = std::vector<const UOpNode*>(64, nullptr);
+    size_t size = 0;
+
+    const UOpNode*& bucket(uint64_t h) { return buckets[h & (buckets.size() - 1)]; }
+    void insert(const UOpNode* n) {
+        if (size + 1 > buckets.size()) grow();
+        const UOpNode*& b = bucket(n->hash);
+        n->chain_next = b;
+        b = n;
+        ++size;
+    }
+    void erase(const UOpNode* n) {
+        for (const UOpNode** p = &bucket(n->hash); *p; p = &(*p)->chain_next) {
+            if (*p == n) {
+                *p = n->chain_next;
+                --size;
+                return;
+            }
+        }
+    }
+    void grow() {
+        std::vector<const UOpNode*> old(buckets.size() * 2, nullptr);
+        old.swap(buckets);
+        for (const UOpNode* head : old) {
+            while (head) {
+                const UOpNode* next = head->chain_next;
+                const UOpNode*& b = bucket(head->hash);
+                head->chain_next = b;
+                b = head;
+                head = next;
+            }
+        }
+    }
 };
 
 constexpr size_t kShards = 64;
@@ -154,7 +184,7 @@ Table& table() {
     return *t;
 }
 
-Shard& shard_for(uint64_t h) { return table().shards[(h >> 7) % kShards]; }
+Shard& shard_for(uint64_t h) { return table().shards[(h >> 58) % kShards]; }
 
 // Nodes are freed outside of any recursion: freeing a node releases its sources, which may
 // free them in turn; a deep chain would otherwise overflow the stack.
@@ -167,13 +197,7 @@ void free_node(const UOpNode* n) {
     {
         Shard& s = shard_for(n->hash);
         std::lock_guard<std::mutex> lock(s.mu);
-        auto [b, e] = s.map.equal_range(n->hash);
-        for (auto it = b; it != e; ++it) {
-            if (it->second.raw == n) {
-                s.map.erase(it);
-                break;
-            }
-        }
+        s.erase(n);
     }
     table().live.fetch_sub(1, std::memory_order_relaxed);
     thread_local Releaser r;
@@ -191,12 +215,25 @@ void free_node(const UOpNode* n) {
     r.active = false;
 }
 
-bool same_content(const UOpNode* n, Op op, DType dtype, const std::vector<UOp>& srcs,
+bool same_content(const UOpNode* n, uint64_t h, Op op, DType dtype, const std::vector<UOp>& srcs,
                   const Arg& arg) {
-    if (n->op != op || !(n->dtype == dtype) || n->srcs.size() != srcs.size()) return false;
+    if (n->hash != h || n->op != op || !(n->dtype == dtype) || n->srcs.size() != srcs.size())
+        return false;
     for (size_t i = 0; i < srcs.size(); ++i)
         if (!n->srcs[i].same(srcs[i])) return false;
     return n->arg == arg;
+}
+
+// A live node equal to the given content, or null.
+std::shared_ptr<const UOpNode> find_live(Shard& s, uint64_t h, Op op, DType dtype,
+                                         const std::vector<UOp>& srcs, const Arg& arg) {
+    for (const UOpNode* n = s.bucket(h); n; n = n->chain_next) {
+        if (same_content(n, h, op, dtype, srcs, arg)) {
+            if (auto sp = n->weak_from_this().lock()) return sp;
+            // else: dying; its deleter will unlink it. Keep looking, then build afresh.
+        }
+    }
+    return nullptr;
 }
 
 } // namespace
@@ -214,34 +251,28 @@ struct UOpFactory {
         Shard& s = shard_for(h);
         {
             std::lock_guard<std::mutex> lock(s.mu);
-            auto [b, e] = s.map.equal_range(h);
-            for (auto it = b; it != e; ++it) {
-                if (same_content(it->second.raw, op, dtype, srcs, arg)) {
-                    if (auto sp = it->second.weak.lock()) return UOp(std::move(sp));
-                    // else: dying; its deleter will remove that entry; make a fresh node
-                }
-            }
+            if (auto sp = find_live(s, h, op, dtype, srcs, arg)) return UOp(std::move(sp));
         }
         // Build outside the lock: bounds and allocation need no table access.
         auto [lo, hi] = compute_bounds(op, dtype, srcs, arg);
-        auto* n = new UOpNode{op, dtype, std::move(srcs), std::move(arg), h, 0, lo, hi, loc};
+        auto* n = new UOpNode;
+        n->op = op;
+        n->dtype = dtype;
+        n->srcs = std::move(srcs);
+        n->arg = std::move(arg);
+        n->hash = h;
+        n->vmin = lo;
+        n->vmax = hi;
+        n->loc = loc;
         std::shared_ptr<const UOpNode> sp(n, free_node);
+        table().live.fetch_add(1, std::memory_order_relaxed); // balanced in free_node
         std::lock_guard<std::mutex> lock(s.mu);
-        // Another thread may have built the same node meanwhile: use that one.
-        auto [b, e] = s.map.equal_range(h);
-        for (auto it = b; it != e; ++it) {
-            if (same_content(it->second.raw, n->op, n->dtype, n->srcs, n->arg)) {
-                if (auto other = it->second.weak.lock()) {
-                    // Drop ours without touching the table (it was never inserted).
-                    UOp keep(std::move(other));
-                    table().live.fetch_add(1, std::memory_order_relaxed); // balanced in free
-                    return keep;
-                }
-            }
-        }
-        const_cast<UOpNode*>(n)->id = table().next_id.fetch_add(1, std::memory_order_relaxed);
-        table().live.fetch_add(1, std::memory_order_relaxed);
-        s.map.emplace(h, Entry{n, sp});
+        // Another thread may have built the same node meanwhile: use that one. Ours was never
+        // linked; its deleter finds nothing to unlink.
+        if (auto other = find_live(s, h, n->op, n->dtype, n->srcs, n->arg))
+            return UOp(std::move(other));
+        n->id = table().next_id.fetch_add(1, std::memory_order_relaxed);
+        s.insert(n);
         return UOp(std::move(sp));
     }
 };

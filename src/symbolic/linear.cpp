@@ -43,8 +43,9 @@ struct Item {
     const UOp* n;
     int64_t k;
 };
+using Stack = boost::container::small_vector<Item, 16>;
 
-void flatten_into(Linear& l, std::vector<Item>& stack) {
+void flatten_into(Linear& l, Stack& stack) {
     const DType dt = l.dtype;
     while (!stack.empty()) {
         Item it = stack.back();
@@ -117,7 +118,7 @@ bool recombine_divmod(Linear& l) {
             int64_t k = t[j].coef;
             t.erase(t.begin() + static_cast<long>(std::max(i, j)));
             t.erase(t.begin() + static_cast<long>(std::min(i, j)));
-            std::vector<Item> stack{{&x, k}};
+            Stack stack{{&x, k}};
             flatten_into(l, stack);
             combine(l);
             return true;
@@ -133,7 +134,7 @@ Linear scaled_down(const Linear& l, int64_t g, int64_t constant) {
     return r;
 }
 
-std::optional<std::pair<int64_t, int64_t>> bounds_of_terms(DType dt, const std::vector<LinTerm>& ts,
+std::optional<std::pair<int64_t, int64_t>> bounds_of_terms(DType dt, const Terms& ts,
                                                            int64_t constant) {
     i128 lo = constant, hi = constant;
     for (const auto& t : ts) {
@@ -150,7 +151,7 @@ std::optional<std::pair<int64_t, int64_t>> bounds_of_terms(DType dt, const std::
 
 Linear decompose(const UOp& u) {
     Linear l{u.dtype(), {}, 0};
-    std::vector<Item> stack{{&u, 1}};
+    Stack stack{{&u, 1}};
     flatten_into(l, stack);
     combine(l);
     while (recombine_divmod(l)) {
@@ -176,9 +177,38 @@ std::optional<std::pair<int64_t, int64_t>> term_bounds(const Linear& l) {
     return bounds_of_terms(l.dtype, l.terms, 0);
 }
 
+namespace {
+
+// Whether u is already rebuild(l), checked without building anything: most nodes the rules
+// see are canonical, and interning a whole rebuilt chain just to compare it is the hot path.
+bool is_term(const UOp& u, const LinTerm& t) {
+    if (t.coef == 1) return u.same(t.mono);
+    return u.op() == Op::Mul && u.src(0).same(t.mono) && u.src(1).op() == Op::Const &&
+           u.src(1).const_value() == t.coef;
+}
+bool is_rebuilt(const UOp& u, const Linear& l) {
+    const UOp* cur = &u;
+    if (l.constant != 0 || l.terms.empty()) {
+        if (l.terms.empty()) return cur->op() == Op::Const && cur->const_value() == l.constant;
+        if (cur->op() != Op::Add || cur->src(1).op() != Op::Const ||
+            cur->src(1).const_value() != l.constant)
+            return false;
+        cur = &cur->src(0);
+    }
+    for (size_t i = l.terms.size(); i-- > 1;) {
+        if (cur->op() != Op::Add || !is_term(cur->src(1), l.terms[i])) return false;
+        cur = &cur->src(0);
+    }
+    return is_term(*cur, l.terms[0]);
+}
+
+} // namespace
+
 std::optional<UOp> canonical_sum(const UOp& u) {
     if (!u.dtype().is_int() || u.dtype().count != 1) return std::nullopt;
-    UOp r = rebuild(decompose(u));
+    Linear l = decompose(u);
+    if (is_rebuilt(u, l)) return std::nullopt;
+    UOp r = rebuild(l);
     if (r.same(u)) return std::nullopt;
     return r;
 }
@@ -339,7 +369,7 @@ std::optional<UOp> fold_compare(const UOp& u) {
         const int64_t d = cand.coef;
         if (d <= 1 || c % d != 0) continue;
         Linear q{dt, {}, 0};
-        std::vector<LinTerm> rest;
+        Terms rest;
         for (const auto& t : l.terms) {
             if (t.coef % d == 0)
                 q.terms.push_back({t.mono, t.coef / d});

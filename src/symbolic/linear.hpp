@@ -4,6 +4,8 @@
 #include <optional>
 #include <vector>
 
+#include <boost/container/small_vector.hpp>
+
 #include "tempura/ir/uop.hpp"
 
 namespace tempura::symbolic {
@@ -13,9 +15,12 @@ struct LinTerm {
     int64_t coef;
 };
 
+// Small inline storage: index expressions have a handful of terms, and this is the hot path.
+using Terms = boost::container::small_vector<LinTerm, 8>;
+
 struct Linear {
     DType dtype;
-    std::vector<LinTerm> terms; // sorted canonically, like monomials combined, no zero coefs
+    Terms terms; // sorted canonically, like monomials combined, no zero coefs
     int64_t constant = 0;
 };
 

@@ -64,7 +64,12 @@ const pattern::RuleTable& symbolic_rules() {
 UOp simplify(const UOp& u) {
     RewriteOptions o;
     o.bottom_up = true;
-    return graph_rewrite(u, symbolic_rules(), nullptr, o);
+    UOp r = graph_rewrite(u, symbolic_rules(), nullptr, o);
+    // The rules work node by node and cannot see sharing: splitting (s / c) and (s % c) of a
+    // shared s into separate simpler forms can cost more nodes than it saves. The contract is
+    // that simplify never returns a larger graph, so such a result gives way to its input.
+    if (r.same(u) || r.node_count() <= u.node_count()) return r;
+    return u;
 }
 
 } // namespace tempura

@@ -115,7 +115,7 @@ class UOp {
     friend struct UOpFactory;
 };
 
-class UOpNode {
+class UOpNode : public std::enable_shared_from_this<UOpNode> {
   public:
     Op op;
     DType dtype;
@@ -126,6 +126,8 @@ class UOpNode {
     int64_t vmin;
     int64_t vmax;
     std::source_location loc;
+    // The intern table's bucket chain; guarded by the table's shard lock.
+    mutable const UOpNode* chain_next = nullptr;
 };
 
 inline Op UOp::op() const { return p_->op; }

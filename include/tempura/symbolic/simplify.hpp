@@ -14,6 +14,8 @@ const pattern::RuleTable& symbolic_rules();
 const pattern::RuleTable& symbolic_fold_rules();    // constant folding, bounds, identities
 const pattern::RuleTable& symbolic_algebra_rules(); // like terms, canonical order, div/mod, cmp
 
+// The symbolic rules to fixpoint. Never returns a graph with more nodes than its input: where
+// the rewritten graph is larger (rules cannot see sharing), the input is returned.
 UOp simplify(const UOp& u);
 
 } // namespace tempura
