@@ -12,6 +12,35 @@ bool is_infix(const Term& t) {
 }
 } // namespace
 
+bool is_multiple_of(const UOp& u, int64_t k) {
+    if (k == 0 || !u.dtype().is_int()) return false;
+    if (k == 1 || k == -1) return true;
+    // A sum, difference or negation of multiples, or a product with a multiple as a factor.
+    std::vector<const UOp*> stack{&u};
+    while (!stack.empty()) {
+        const UOp& n = *stack.back();
+        stack.pop_back();
+        switch (n.op()) {
+        case Op::Const:
+            if (n.const_value() % k != 0) return false;
+            break;
+        case Op::Add:
+        case Op::Sub:
+            stack.push_back(&n.src(0));
+            stack.push_back(&n.src(1));
+            break;
+        case Op::Neg: stack.push_back(&n.src(0)); break;
+        case Op::Mul:
+            if (!(n.src(1).is_const() && n.src(1).const_value() % k == 0) &&
+                !(n.src(0).is_const() && n.src(0).const_value() % k == 0))
+                return false;
+            break;
+        default: return false;
+        }
+    }
+    return true;
+}
+
 std::string to_string(const Term& t) {
     switch (t.kind) {
     case Term::Kind::Wildcard:
@@ -38,8 +67,16 @@ std::string to_string(const Term& t) {
         if (is_infix(t))
             return child(t.children[0]) + " " + std::string(op_symbol(t.op)) + " " +
                    child(t.children[1]);
-        if (t.op == Op::Neg) return "-" + child(t.children.at(0));
-        if (t.op == Op::Not) return "!" + child(t.children.at(0));
+        if (t.op == Op::Neg || t.op == Op::Not) {
+            // -(-x), not --x: a unary operand of a unary op is parenthesized, as render() does.
+            const Term& c = t.children.at(0);
+            const bool unary = c.kind == Term::Kind::Node && (c.op == Op::Neg || c.op == Op::Not);
+            std::string s(t.op == Op::Neg ? "-" : "!");
+            if (unary) s += '(';
+            s += child(c);
+            if (unary) s += ')';
+            return s;
+        }
         std::string name = t.op == Op::Max ? "maximum" : std::string(op_name(t.op));
         if (t.op != Op::Max) std::transform(name.begin(), name.end(), name.begin(), ::tolower);
         std::string s = name + "(";

@@ -92,6 +92,9 @@ uint64_t hash_arg(const Arg& a) {
                 h = mix(h, static_cast<uint64_t>(v.type));
             } else if constexpr (std::is_same_v<T, Op>) {
                 h = mix(h, static_cast<uint64_t>(v));
+            } else if constexpr (std::is_same_v<T, ReduceArg>) {
+                h = mix(h, static_cast<uint64_t>(v.op));
+                for (int64_t x : v.axes) h = mix(h, static_cast<uint64_t>(x));
             }
         },
         a);
@@ -120,6 +123,10 @@ std::string arg_to_string(const Arg& a) {
                 os << 'R' << v.axis_id << ' ' << axis_type_name(v.type);
             } else if constexpr (std::is_same_v<T, Op>) {
                 os << op_name(v);
+            } else if constexpr (std::is_same_v<T, ReduceArg>) {
+                os << op_name(v.op) << " axes [";
+                for (size_t i = 0; i < v.axes.size(); ++i) os << (i ? ", " : "") << v.axes[i];
+                os << ']';
             }
         },
         a);
@@ -215,13 +222,23 @@ void free_node(const UOpNode* n) {
     r.active = false;
 }
 
+// Argument identity for interning: doubles compare by bits, so NaN constants are reused and
+// -0.0 stays distinct from 0.0.
+bool args_identical(const Arg& a, const Arg& b) {
+    if (auto* da = std::get_if<double>(&a)) {
+        auto* db = std::get_if<double>(&b);
+        return db && std::memcmp(da, db, sizeof(double)) == 0;
+    }
+    return a == b;
+}
+
 bool same_content(const UOpNode* n, uint64_t h, Op op, DType dtype, const std::vector<UOp>& srcs,
                   const Arg& arg) {
     if (n->hash != h || n->op != op || !(n->dtype == dtype) || n->srcs.size() != srcs.size())
         return false;
     for (size_t i = 0; i < srcs.size(); ++i)
         if (!n->srcs[i].same(srcs[i])) return false;
-    return n->arg == arg;
+    return args_identical(n->arg, arg);
 }
 
 // A live node equal to the given content, or null.
@@ -385,8 +402,16 @@ UOp UOp::substitute(const std::unordered_map<const UOpNode*, UOp>& map) const {
     return done.at(get());
 }
 
-int compare_structural(const UOp& a, const UOp& b) {
-    if (a.same(b)) return 0;
+namespace {
+
+uint64_t double_bits(double d) {
+    uint64_t b;
+    std::memcpy(&b, &d, sizeof b);
+    return b;
+}
+
+// Compares the node-local parts (op, dtype, arg, arity); the sources are the caller's.
+int compare_local(const UOp& a, const UOp& b) {
     if (a.op() != b.op()) return a.op() < b.op() ? -1 : 1;
     if (!(a.dtype() == b.dtype())) {
         auto key = [](DType d) {
@@ -395,22 +420,43 @@ int compare_structural(const UOp& a, const UOp& b) {
         };
         return key(a.dtype()) < key(b.dtype()) ? -1 : 1;
     }
-    if (a.arg() != b.arg()) {
-        if (a.arg().index() != b.arg().index()) return a.arg().index() < b.arg().index() ? -1 : 1;
-        if (auto* va = std::get_if<VarArg>(&a.arg())) {
-            const auto& vb = std::get<VarArg>(b.arg());
-            return std::tie(va->name, va->min, va->max) < std::tie(vb.name, vb.min, vb.max) ? -1
-                                                                                            : 1;
-        }
-        if (auto* ia = std::get_if<int64_t>(&a.arg()))
-            return *ia < std::get<int64_t>(b.arg()) ? -1 : 1;
-        if (auto* da = std::get_if<double>(&a.arg()))
-            return *da < std::get<double>(b.arg()) ? -1 : 1;
-        return arg_to_string(a.arg()) < arg_to_string(b.arg()) ? -1 : 1;
+    const Arg& x = a.arg();
+    const Arg& y = b.arg();
+    if (x.index() != y.index()) return x.index() < y.index() ? -1 : 1;
+    if (auto* va = std::get_if<VarArg>(&x)) {
+        const auto& vb = std::get<VarArg>(y);
+        if (*va == vb) return 0;
+        return std::tie(va->name, va->min, va->max) < std::tie(vb.name, vb.min, vb.max) ? -1 : 1;
     }
+    if (auto* ia = std::get_if<int64_t>(&x)) {
+        int64_t ib = std::get<int64_t>(y);
+        return *ia == ib ? 0 : *ia < ib ? -1 : 1;
+    }
+    if (auto* da = std::get_if<double>(&x)) {
+        // By value where ordered, then by bits (NaN, -0.0): a total order consistent with same().
+        double db = std::get<double>(y);
+        if (*da < db) return -1;
+        if (db < *da) return 1;
+        uint64_t ba = double_bits(*da), bb = double_bits(db);
+        return ba == bb ? 0 : ba < bb ? -1 : 1;
+    }
+    if (x != y) return arg_to_string(x) < arg_to_string(y) ? -1 : 1;
     if (a.srcs().size() != b.srcs().size()) return a.srcs().size() < b.srcs().size() ? -1 : 1;
-    for (size_t i = 0; i < a.srcs().size(); ++i)
-        if (int c = compare_structural(a.src(i), b.src(i))) return c;
+    return 0;
+}
+
+} // namespace
+
+int compare_structural(const UOp& a, const UOp& b) {
+    // Iterative, depth first over pairs of sources, so deep graphs cannot overflow the stack.
+    std::vector<std::pair<const UOp*, const UOp*>> stack{{&a, &b}};
+    while (!stack.empty()) {
+        auto [x, y] = stack.back();
+        stack.pop_back();
+        if (x->same(*y)) continue;
+        if (int c = compare_local(*x, *y)) return c;
+        for (size_t i = x->srcs().size(); i-- > 0;) stack.emplace_back(&x->src(i), &y->src(i));
+    }
     return 0; // structurally equal but distinct: impossible with hash-consing
 }
 

@@ -159,17 +159,27 @@ Linear decompose(const UOp& u) {
     return l;
 }
 
+// A term after the first with a negative coefficient is subtracted (x - y, not x + y*-1), and
+// a negative constant too: fewer nodes, and the form a reader expects.
+static bool subtracted(int64_t coef, DType dt) { return coef < 0 && coef != dt.min(); }
+
 UOp rebuild(const Linear& l) {
     UOp acc;
+    auto term_node = [&](const UOp& mono, int64_t coef) {
+        return coef == 1 ? mono : UOp::alu(Op::Mul, {mono, UOp::constant(l.dtype, coef)});
+    };
     for (const auto& t : l.terms) {
-        UOp term =
-            t.coef == 1 ? t.mono : UOp::alu(Op::Mul, {t.mono, UOp::constant(l.dtype, t.coef)});
-        acc = acc.is_null() ? term : UOp::alu(Op::Add, {acc, term});
+        if (acc.is_null())
+            acc = term_node(t.mono, t.coef);
+        else if (subtracted(t.coef, l.dtype))
+            acc = UOp::alu(Op::Sub, {acc, term_node(t.mono, -t.coef)});
+        else
+            acc = UOp::alu(Op::Add, {acc, term_node(t.mono, t.coef)});
     }
-    if (l.constant != 0 || acc.is_null()) {
-        UOp c = UOp::constant(l.dtype, l.constant);
-        acc = acc.is_null() ? c : UOp::alu(Op::Add, {acc, c});
-    }
+    if (acc.is_null()) return UOp::constant(l.dtype, l.constant);
+    if (subtracted(l.constant, l.dtype))
+        return UOp::alu(Op::Sub, {acc, UOp::constant(l.dtype, -l.constant)});
+    if (l.constant != 0) return UOp::alu(Op::Add, {acc, UOp::constant(l.dtype, l.constant)});
     return acc;
 }
 
@@ -181,25 +191,32 @@ namespace {
 
 // Whether u is already rebuild(l), checked without building anything: most nodes the rules
 // see are canonical, and interning a whole rebuilt chain just to compare it is the hot path.
-bool is_term(const UOp& u, const LinTerm& t) {
-    if (t.coef == 1) return u.same(t.mono);
-    return u.op() == Op::Mul && u.src(0).same(t.mono) && u.src(1).op() == Op::Const &&
-           u.src(1).const_value() == t.coef;
+bool is_term(const UOp& u, const UOp& mono, int64_t coef) {
+    if (coef == 1) return u.same(mono);
+    return u.op() == Op::Mul && u.src(0).same(mono) && u.src(1).op() == Op::Const &&
+           u.src(1).const_value() == coef;
+}
+// One step of the chain: `cur` is `rest + term` or `rest - term` as rebuild() makes it.
+bool is_step(const UOp*& cur, const UOp& mono, int64_t coef, DType dt) {
+    const bool sub = subtracted(coef, dt);
+    if (cur->op() != (sub ? Op::Sub : Op::Add) || !is_term(cur->src(1), mono, sub ? -coef : coef))
+        return false;
+    cur = &cur->src(0);
+    return true;
 }
 bool is_rebuilt(const UOp& u, const Linear& l) {
     const UOp* cur = &u;
-    if (l.constant != 0 || l.terms.empty()) {
-        if (l.terms.empty()) return cur->op() == Op::Const && cur->const_value() == l.constant;
-        if (cur->op() != Op::Add || cur->src(1).op() != Op::Const ||
-            cur->src(1).const_value() != l.constant)
+    if (l.terms.empty()) return cur->op() == Op::Const && cur->const_value() == l.constant;
+    if (l.constant != 0) {
+        const bool sub = subtracted(l.constant, l.dtype);
+        if (cur->op() != (sub ? Op::Sub : Op::Add) || cur->src(1).op() != Op::Const ||
+            cur->src(1).const_value() != (sub ? -l.constant : l.constant))
             return false;
         cur = &cur->src(0);
     }
-    for (size_t i = l.terms.size(); i-- > 1;) {
-        if (cur->op() != Op::Add || !is_term(cur->src(1), l.terms[i])) return false;
-        cur = &cur->src(0);
-    }
-    return is_term(*cur, l.terms[0]);
+    for (size_t i = l.terms.size(); i-- > 1;)
+        if (!is_step(cur, l.terms[i].mono, l.terms[i].coef, l.dtype)) return false;
+    return is_term(*cur, l.terms[0].mono, l.terms[0].coef);
 }
 
 } // namespace

@@ -1,10 +1,13 @@
 // Differential fuzzing of simplify(): random integer expressions over bounded variables, biased
 // toward index arithmetic ((a*c1 + b*c2 + c3)/c4 % c5, nested div/mod, div/mod recombination) so
-// the folding rules get exercised. For every expression e and s = simplify(e), at random
+// the folding rules get exercised. Division is mostly by constants, sometimes by a variable whose
+// range excludes 0, rarely by any subexpression (assignments where the original divides by zero are
+// skipped). For every expression e and s = simplify(e), at random
 // assignments within the variables' bounds: evaluate(s) == evaluate(e), and the value lies within
 // both [s.vmin(), s.vmax()] and [e.vmin(), e.vmax()].
 //
-// TEMPURA_FUZZ_N overrides the number of expressions (default 100000); TEMPURA_FUZZ_SEED the seed.
+// TEMPURA_FUZZ_N overrides the number of expressions (default 100000, or 20000 under
+// AddressSanitizer, which makes this test about 30x slower); TEMPURA_FUZZ_SEED the seed.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -23,6 +26,19 @@
 namespace {
 
 using tempura::UOp;
+
+#if defined(__SANITIZE_ADDRESS__)
+#define TEMPURA_FUZZ_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TEMPURA_FUZZ_SANITIZED 1
+#endif
+#endif
+#ifdef TEMPURA_FUZZ_SANITIZED
+constexpr int64_t kDefaultCount = 20000;
+#else
+constexpr int64_t kDefaultCount = 100000;
+#endif
 
 // Generated values stay far from int64 overflow (in the expression and in any sane rewrite of it).
 constexpr int64_t kMagLimit = int64_t{1} << 36;
@@ -56,6 +72,12 @@ class Generator {
         }
         for (int i = 0; i < 4; ++i) // sizes, [1, n]
             add_var("n" + std::to_string(i), 1, uniform(1, 64));
+        // A few wider, one-sided and single-valued ranges.
+        add_var("w0", -1000, 1000);
+        add_var("w1", 0, 4095);
+        add_var("w2", -4096, -1);
+        add_var("k0", 5, 5);
+        add_var("k1", -3, -3);
     }
 
     void reseed(uint64_t seed) { rng_.seed(seed); }
@@ -101,6 +123,18 @@ class Generator {
     IExpr constant() {
         int64_t c = uniform(-12, 12);
         return {UOp::index(c), abs64(c)};
+    }
+    // A variable of the current expression whose range excludes 0, else a nonzero constant.
+    IExpr nonzero_var() {
+        std::vector<const Var*> ok;
+        for (const Var* v : cur_)
+            if (v->lo > 0 || v->hi < 0) ok.push_back(v);
+        if (ok.empty()) {
+            int64_t d = divisor();
+            return {UOp::index(d), abs64(d)};
+        }
+        const Var* v = ok[static_cast<size_t>(uniform(0, static_cast<int64_t>(ok.size()) - 1))];
+        return {v->u, std::max(abs64(v->lo), abs64(v->hi))};
     }
     IExpr leaf() { return chance(0.75) ? var() : constant(); }
 
@@ -186,6 +220,12 @@ class Generator {
             IExpr a = integer(depth - 1);
             int64_t d = divisor();
             return {chance(0.85) ? a.u % d : a.u % UOp::index(d), std::min(a.mag, abs64(d) - 1)};
+        }
+        if (r < 54) { // by a variable whose range excludes 0, or (rarely) by any subexpression
+            IExpr a = integer(depth - 1);
+            IExpr d = chance(0.8) ? nonzero_var() : integer(depth - 1);
+            if (chance(0.5)) return {a.u / d.u, a.mag};
+            return {a.u % d.u, a.mag};
         }
         if (r < 67) return index_shape(depth - 1);
         if (r < 74) {
@@ -284,7 +324,7 @@ std::string var_bounds(const std::vector<const Var*>& vars) {
 } // namespace
 
 TEST_CASE("symbolic fuzz: simplify preserves values and bounds hold") {
-    const int64_t n = env_int("TEMPURA_FUZZ_N", 100000);
+    const int64_t n = env_int("TEMPURA_FUZZ_N", kDefaultCount);
     const uint64_t seed = static_cast<uint64_t>(env_int("TEMPURA_FUZZ_SEED", 0x5eed7e3907a));
     constexpr int kAssignments = 8;
     constexpr int kShown = 10;

@@ -36,11 +36,18 @@ struct RangeArg {
     bool operator==(const RangeArg&) const = default;
 };
 
+// REDUCE_AXIS's argument: the combining op and the (sorted) axes reduced.
+struct ReduceArg {
+    Op op = Op::Add;
+    std::vector<int64_t> axes;
+    bool operator==(const ReduceArg&) const = default;
+};
+
 // The argument of a node; which alternative an op uses is its ArgKind in the op table.
 // For CONST: int64_t for integers and Index, bool for Bool, double for floats.
 // For REDUCE_AXIS/REDUCE/ALLREDUCE: the combining Op (Add, Mul, Max, ...).
 using Arg = std::variant<std::monostate, int64_t, double, bool, std::string, std::vector<int64_t>,
-                         VarArg, RangeArg, Op>;
+                         VarArg, RangeArg, Op, ReduceArg>;
 
 uint64_t hash_arg(const Arg& a);
 std::string arg_to_string(const Arg& a);

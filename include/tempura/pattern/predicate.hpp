@@ -70,13 +70,15 @@ constexpr auto operator&&(A a, B b) {
     return PredAnd<A, B>{a, b};
 }
 
+// Whether u is provably a multiple of k: a constant multiple, or sums, differences,
+// negations and products built from multiples (e.g. a*4 + 8 for k = 4).
+bool is_multiple_of(const UOp& u, int64_t k);
+
 namespace preds {
 struct MultipleOf {
     static constexpr const char* kName = "is_multiple_of";
     static bool test(const UOp& a, const UOp& b) {
-        if (!a.is_const() || !b.is_const() || !a.dtype().is_int()) return false;
-        int64_t bv = b.const_value();
-        return bv != 0 && a.const_value() % bv == 0;
+        return b.is_const() && b.dtype().is_int() && is_multiple_of(a, b.const_value());
     }
 };
 struct NonNeg {
