@@ -8,3 +8,4 @@
 #include "tempura/symbolic/bounds.hpp"
 #include "tempura/symbolic/eval.hpp"
 #include "tempura/symbolic/simplify.hpp"
+#include "tempura/tensor/tensor.hpp"

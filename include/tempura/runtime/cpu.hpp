@@ -1,0 +1,67 @@
+#pragma once
+// The CPU backend: a linearized kernel (docs/KERNEL_IR.md section 2) rendered to LLVM IR,
+// optimized at O2 for the host CPU and JIT-compiled with ORC. LLVM stays behind src/llvm: this
+// header names no LLVM type, so users compile against Tempura without LLVM's headers.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tempura/ir/uop.hpp"
+
+namespace tempura::runtime {
+
+// A kernel compiled for the host CPU. Its machine code lives in the process-wide JIT for the rest
+// of the process, so the entry point stays valid as long as anyone holds this object (and longer).
+class CompiledKernel {
+  public:
+    // The signature of every CPU kernel: buffers[slot] is PARAM `slot`'s base address, vars[k]
+    // the k-th DEFINE_VAR (in program order), as int64 whatever the variable's dtype.
+    using EntryFn = void (*)(void* const* buffers, const int64_t* vars);
+
+    CompiledKernel(std::string name, std::string symbol, std::string source, double compile_ms,
+                   EntryFn entry, size_t buffer_count, size_t var_count);
+    virtual ~CompiledKernel();
+    CompiledKernel(const CompiledKernel&) = delete;
+    CompiledKernel& operator=(const CompiledKernel&) = delete;
+
+    // Runs the kernel once on the calling thread. `vars` may be null when var_count() is 0.
+    void run(void* const* buffers, const int64_t* vars) const { entry_(buffers, vars); }
+
+    const std::string& name() const { return name_; }     // as given to compile_cpu_kernel
+    const std::string& symbol() const { return symbol_; } // the unique JIT symbol
+    const std::string& source() const { return source_; } // the optimized LLVM IR text
+    double compile_ms() const { return compile_ms_; }     // render + O2 + codegen, wall clock
+    EntryFn entry() const { return entry_; }
+    size_t buffer_count() const { return buffer_count_; } // 1 + the highest PARAM slot (0 if none)
+    size_t var_count() const { return var_count_; }       // the number of DEFINE_VARs
+
+  private:
+    std::string name_, symbol_, source_;
+    double compile_ms_;
+    EntryFn entry_;
+    size_t buffer_count_, var_count_;
+};
+
+// Compiles a linearized kernel for the host CPU, or returns the cached one. The cache key is the
+// structure of the program (each UOp as op, dtype, arg and the positions of its sources in
+// `linear`), not UOp identity: compiling the same computation again, even from freshly built
+// UOps, compiles nothing. A hit under another name returns a kernel of that name sharing the
+// machine code. Throws tempura::Error for an op or dtype the backend does not support, or a
+// program that breaks the contract (a source after its user, an unclosed RANGE, ...).
+// Thread-safe; compiles are serialized.
+std::shared_ptr<const CompiledKernel> compile_cpu_kernel(const std::string& name,
+                                                         const std::vector<UOp>& linear);
+
+struct CpuCacheStats {
+    size_t hits = 0, misses = 0;
+};
+CpuCacheStats cpu_kernel_cache_stats();
+
+// The host CPU as LLVM sees it (e.g. "znver5") and the feature string the JIT compiles for
+// (e.g. "+avx512f,+fma,...").
+std::string host_cpu_name();
+std::string host_cpu_features();
+
+} // namespace tempura::runtime

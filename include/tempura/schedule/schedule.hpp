@@ -1,0 +1,35 @@
+#pragma once
+// The scheduler: splits a tensor-level graph (docs/KERNEL_IR.md §1) into kernels at its
+// materialization points and rangeifies each one (movement ops become index arithmetic on
+// RANGEs, REDUCE_AXIS a REDUCE over Reduce ranges, PAD a gated load).
+//
+// Materialization points: the root, CONTIGUOUS, and every REDUCE_AXIS that is reached through
+// an EXPAND (its value is reused by many outputs, so recomputing it per output would multiply
+// the work). Everything else fuses into the kernel that consumes it: a chain of elementwise
+// ops and the reduce that consumes it form one kernel; softmax is three kernels.
+#include <string>
+#include <vector>
+
+#include "tempura/ir/uop.hpp"
+
+namespace tempura {
+
+struct ScheduledKernel {
+    std::string name;
+    UOp output;              // the tensor-level node this kernel computes (materializes)
+    std::vector<UOp> params; // tensor-level node behind each PARAM slot; params[0] == output
+    UOp ast;                 // SINK(END(STORE(INDEX(PARAM 0, i), value), ranges...))
+};
+
+// The kernels of a graph in dependency order (a kernel comes after those whose outputs it
+// reads). BUFFER leaves are inputs, not kernels.
+std::vector<ScheduledKernel> schedule_graph(const UOp& root);
+
+// The materialization points of a graph (the root first), for inspection and tests.
+std::vector<UOp> materialization_points(const UOp& root);
+
+// rangeify: the kernel AST computing `output`, reading the nodes in `materialized` (other than
+// output) and BUFFER leaves through PARAMs; fills `params` in slot order.
+UOp rangeify(const UOp& output, const std::vector<UOp>& materialized, std::vector<UOp>& params);
+
+} // namespace tempura

@@ -1,0 +1,347 @@
+#pragma once
+// Tensor: a lazy n-dimensional array with runtime shapes. Every operation builds a node of the
+// tensor-level UOp graph (docs/KERNEL_IR.md section 1); realize() hands the graph to the
+// scheduler and replaces it by RESHAPE(BUFFER) of the result.
+//
+// Tensors are values: copying one copies a handle to the (immutable, shared) graph. A tensor
+// keeps alive every runtime::Buffer its graph reads, so a lazy graph never outlives its inputs.
+#include <concepts>
+#include <cstdint>
+#include <memory>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "tempura/ir/dtype.hpp"
+#include "tempura/ir/uop.hpp"
+#include "tempura/runtime/buffer.hpp"
+#include "tempura/schedule/realize.hpp"
+#include "tempura/tensor/shape.hpp"
+
+namespace tempura {
+
+// A C++ number that can be an element or a scalar operand (bool included).
+template <class T>
+concept Number = std::is_arithmetic_v<T>;
+
+// The DType of a C++ element type: float -> Float32, double -> Float64, bool -> Bool, integers by
+// width and signedness (int -> Int32, int64_t -> Int64, uint8_t -> UInt8, ...).
+template <Number T>
+constexpr DType dtype_of() {
+    if constexpr (std::is_same_v<T, bool>)
+        return DType::Bool;
+    else if constexpr (std::is_same_v<T, float>)
+        return DType::Float32;
+    else if constexpr (std::is_floating_point_v<T>)
+        return DType::Float64;
+    else if constexpr (std::is_signed_v<T>) {
+        if constexpr (sizeof(T) == 1)
+            return DType::Int8;
+        else if constexpr (sizeof(T) == 2)
+            return DType::Int16;
+        else if constexpr (sizeof(T) == 4)
+            return DType::Int32;
+        else
+            return DType::Int64;
+    } else {
+        if constexpr (sizeof(T) == 1)
+            return DType::UInt8;
+        else if constexpr (sizeof(T) == 2)
+            return DType::UInt16;
+        else if constexpr (sizeof(T) == 4)
+            return DType::UInt32;
+        else
+            return DType::UInt64;
+    }
+}
+
+// The dtype a scalar of type T gives to Tensor::full(): like dtype_of, except that double (the
+// type of C++ floating literals) gives the default float, Float32.
+template <Number T>
+constexpr DType default_dtype_of() {
+    if constexpr (std::is_same_v<T, double> || std::is_same_v<T, long double>)
+        return DType::Float32;
+    else
+        return dtype_of<T>();
+}
+
+class Tensor {
+  public:
+    using Buffers = std::vector<std::shared_ptr<runtime::Buffer>>;
+
+    // A float32 scalar 0 (so that Tensor can live in containers and be assigned later).
+    Tensor();
+
+    // ---- creation -------------------------------------------------------------------------
+    // A realized tensor holding `data` (row-major) in a new buffer; no kernel runs.
+    // Throws "[from_vector] 5 values do not fill shape [2, 3] (6 elements)".
+    template <Number T>
+    static Tensor from_vector(const std::vector<T>& data, Shape shape) {
+        return from_vector(data, std::move(shape), dtype_of<T>());
+    }
+    // One dimension: shape [data.size()].
+    template <Number T>
+    static Tensor from_vector(const std::vector<T>& data) {
+        return from_vector(data, Shape{static_cast<int64_t>(data.size())}, dtype_of<T>());
+    }
+    // Converting the values to `dtype` (e.g. float data into a Float16 tensor).
+    template <Number T>
+    static Tensor from_vector(const std::vector<T>& data, Shape shape, DType dtype) {
+        if constexpr (std::is_same_v<T, bool>) {
+            std::vector<uint8_t> bytes(data.begin(), data.end());
+            return from_host(DType::Bool, bytes.data(), static_cast<int64_t>(bytes.size()),
+                             std::move(shape), dtype);
+        } else {
+            return from_host(dtype_of<T>(), data.data(), static_cast<int64_t>(data.size()),
+                             std::move(shape), dtype);
+        }
+    }
+    // A tensor of `shape` whose every element is `value` (lazy: CONST, RESHAPE, EXPAND).
+    // The dtype follows T (double gives Float32, see default_dtype_of), or is given.
+    template <Number T>
+    static Tensor full(Shape shape, T value) {
+        return full(std::move(shape), value, default_dtype_of<T>());
+    }
+    template <Number T>
+    static Tensor full(Shape shape, T value, DType dtype) {
+        if constexpr (std::is_floating_point_v<T>)
+            return full_const(std::move(shape), make_const_f(dtype, static_cast<double>(value)));
+        else
+            return full_const(std::move(shape), make_const_i(dtype, static_cast<int64_t>(value),
+                                                             static_cast<double>(value)));
+    }
+    static Tensor zeros(Shape shape, DType dtype = DType::Float32);
+    static Tensor ones(Shape shape, DType dtype = DType::Float32);
+    // [0, 1, ..., n-1] (float32 unless given).
+    static Tensor arange(int64_t n, DType dtype = DType::Float32);
+    // The n x n identity (float32 unless given).
+    static Tensor eye(int64_t n, DType dtype = DType::Float32);
+    // Concatenation along `axis` (negative counts from the end).
+    static Tensor cat(const std::vector<Tensor>& tensors, int64_t axis = 0);
+    // A tensor over an existing tensor-level graph; its BUFFER leaves must be alive (they are
+    // kept alive from now on). Throws if the graph breaks the contract.
+    static Tensor from_uop(const UOp& uop);
+
+    // ---- properties -----------------------------------------------------------------------
+    const Shape& shape() const { return shape_; }
+    DType dtype() const { return uop_.dtype(); }
+    int64_t numel() const;
+    int64_t ndim() const { return static_cast<int64_t>(shape_.size()); }
+    // The lazy graph (after realize(): RESHAPE(BUFFER)); printable with tree().
+    const UOp& uop() const { return uop_; }
+    // Whether the tensor is a buffer already (from_vector, arange, eye, or after realize()).
+    bool is_realized() const { return buffer_ != nullptr; }
+    // The buffers this tensor's graph reads (kept alive by the tensor).
+    const Buffers& buffers() const;
+
+    // ---- elementwise ----------------------------------------------------------------------
+    Tensor neg() const;
+    Tensor exp() const;  // EXP2(x * (1/ln 2))
+    Tensor exp2() const; // EXP2(x)
+    Tensor log() const;  // LOG2(x) * ln 2
+    Tensor log2() const; // LOG2(x)
+    Tensor sqrt() const;
+    Tensor sin() const;
+    Tensor cos() const; // SIN(pi/2 - x)
+    Tensor relu() const;
+    Tensor sigmoid() const; // 1 / (1 + exp(-x))
+    Tensor tanh() const;    // 2 * sigmoid(2x) - 1
+    Tensor abs() const;
+    Tensor reciprocal() const;
+    Tensor square() const;
+    Tensor logical_not() const; // bool tensors
+    Tensor maximum(const Tensor& other) const;
+    Tensor minimum(const Tensor& other) const;
+    Tensor cast(DType dtype) const;
+
+    // ---- movement -------------------------------------------------------------------------
+    Tensor reshape(Shape shape) const; // one -1 allowed
+    Tensor permute(Shape order) const;
+    Tensor transpose(int64_t dim0 = -2, int64_t dim1 = -1) const;
+    Tensor expand(Shape shape) const; // size-1 dims grow; new leading dims; -1 keeps a dim
+    Tensor pad(const std::vector<std::pair<int64_t, int64_t>>& padding) const; // reads 0
+    Tensor shrink(const std::vector<std::pair<int64_t, int64_t>>& bounds) const;
+    Tensor flip(Shape axes) const;
+    Tensor squeeze(int64_t axis) const;
+    Tensor squeeze() const; // every size-1 dim
+    Tensor unsqueeze(int64_t axis) const;
+    Tensor flatten() const;
+    // A materialization point (CONTIGUOUS): the scheduler writes this value to a buffer.
+    Tensor contiguous() const;
+
+    // ---- reductions (axes {} = all; negative axes count from the end) ----------------------
+    Tensor sum(Shape axes = {}, bool keepdim = false) const;
+    Tensor prod(Shape axes = {}, bool keepdim = false) const;
+    Tensor max(Shape axes = {}, bool keepdim = false) const;
+    Tensor min(Shape axes = {}, bool keepdim = false) const;
+    Tensor mean(Shape axes = {}, bool keepdim = false) const;
+    // One axis. (Templates, so that `t.sum({})` means all axes rather than axis 0.)
+    template <std::integral I>
+    Tensor sum(I axis, bool keepdim = false) const {
+        return sum(Shape{static_cast<int64_t>(axis)}, keepdim);
+    }
+    template <std::integral I>
+    Tensor prod(I axis, bool keepdim = false) const {
+        return prod(Shape{static_cast<int64_t>(axis)}, keepdim);
+    }
+    template <std::integral I>
+    Tensor max(I axis, bool keepdim = false) const {
+        return max(Shape{static_cast<int64_t>(axis)}, keepdim);
+    }
+    template <std::integral I>
+    Tensor min(I axis, bool keepdim = false) const {
+        return min(Shape{static_cast<int64_t>(axis)}, keepdim);
+    }
+    template <std::integral I>
+    Tensor mean(I axis, bool keepdim = false) const {
+        return mean(Shape{static_cast<int64_t>(axis)}, keepdim);
+    }
+    // The index of the first maximum (minimum) along `axis`, as Int32.
+    Tensor argmax(int64_t axis, bool keepdim = false) const;
+    Tensor argmin(int64_t axis, bool keepdim = false) const;
+
+    // ---- linear algebra and friends -------------------------------------------------------
+    // [M,K]@[K,N] -> [M,N]; [K]@[K,N] -> [N]; [M,K]@[K] -> [M]; [K]@[K] -> [];
+    // batched [...,M,K]@[...,K,N] -> [...,M,N] (batch dims broadcast).
+    Tensor dot(const Tensor& other) const;
+    Tensor matmul(const Tensor& other) const;
+    Tensor softmax(int64_t axis = -1) const;
+    Tensor log_softmax(int64_t axis = -1) const;
+
+    // ---- realization ----------------------------------------------------------------------
+    // Runs the graph (realize_graph) unless the tensor is a buffer already; afterwards uop() is
+    // RESHAPE(BUFFER{id, numel}, shape) and kernels() lists the kernels that ran.
+    Tensor& realize();
+    // The kernels of the last realize() of this tensor (empty if none ran).
+    const std::vector<KernelInfo>& kernels() const { return kernels_; }
+    // The elements in row-major order, converted to T; realizes first.
+    template <Number T = float>
+    std::vector<T> to_vector() {
+        realize();
+        return read_as<T>();
+    }
+    template <Number T = float>
+    std::vector<T> to_vector() const {
+        if (is_realized()) return read_as<T>();
+        Tensor copy = *this;
+        return copy.to_vector<T>();
+    }
+    // The one element of a tensor with one element; realizes first.
+    // Throws "[item] tensor of shape [2, 3] has 6 elements, not 1".
+    template <Number T = float>
+    T item() {
+        check_item();
+        return to_vector<T>()[0];
+    }
+    template <Number T = float>
+    T item() const {
+        check_item();
+        return to_vector<T>()[0];
+    }
+
+    // The buffer of a realized tensor (null when lazy).
+    const std::shared_ptr<runtime::Buffer>& buffer() const { return buffer_; }
+
+  private:
+    friend struct TensorAccess;
+    Tensor(UOp uop, Shape shape, std::shared_ptr<const Buffers> buffers);
+
+    static Tensor from_host(DType src_dtype, const void* data, int64_t count, Shape shape,
+                            DType dtype);
+    static UOp make_const_f(DType dtype, double value);
+    static UOp make_const_i(DType dtype, int64_t value, double as_double);
+    static Tensor full_const(Shape shape, const UOp& constant, const char* op = "full");
+    // Host copy of the realized buffer, converted element by element into `dst` of dtype `to`.
+    void read_into(DType to, void* dst) const;
+    void check_item() const;
+    template <Number T>
+    std::vector<T> read_as() const {
+        if constexpr (std::is_same_v<T, bool>) {
+            std::vector<uint8_t> tmp(static_cast<size_t>(numel()));
+            read_into(DType::Bool, tmp.data());
+            return std::vector<bool>(tmp.begin(), tmp.end());
+        } else {
+            std::vector<T> out(static_cast<size_t>(numel()));
+            read_into(dtype_of<T>(), out.data());
+            return out;
+        }
+    }
+
+    UOp uop_;
+    Shape shape_;
+    std::shared_ptr<const Buffers> buffers_;  // sorted by id, no duplicates; never null
+    std::shared_ptr<runtime::Buffer> buffer_; // set while uop_ is RESHAPE(BUFFER) of it
+    std::vector<KernelInfo> kernels_;
+};
+
+// ---- operators: NumPy broadcasting; a scalar operand takes the tensor's dtype -----------------
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b); // FDIV on floats, IDIV on integers
+Tensor operator<(const Tensor& a, const Tensor& b);
+Tensor operator<=(const Tensor& a, const Tensor& b);
+Tensor operator>(const Tensor& a, const Tensor& b);
+Tensor operator>=(const Tensor& a, const Tensor& b);
+Tensor operator==(const Tensor& a, const Tensor& b);
+Tensor operator!=(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a);
+Tensor operator!(const Tensor& a); // logical not of a bool tensor
+
+// where(cond, a, b): elementwise cond ? a : b, all three broadcast together; cond is bool.
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor minimum(const Tensor& a, const Tensor& b);
+
+#define TEMPURA_TENSOR_SCALAR_OP(sym)                                                              \
+    template <Number T>                                                                            \
+    Tensor operator sym(const Tensor& a, T b) {                                                    \
+        return a sym Tensor::full(Shape{}, b, a.dtype());                                          \
+    }                                                                                              \
+    template <Number T>                                                                            \
+    Tensor operator sym(T a, const Tensor& b) {                                                    \
+        return Tensor::full(Shape{}, a, b.dtype()) sym b;                                          \
+    }
+TEMPURA_TENSOR_SCALAR_OP(+)
+TEMPURA_TENSOR_SCALAR_OP(-)
+TEMPURA_TENSOR_SCALAR_OP(*)
+TEMPURA_TENSOR_SCALAR_OP(/)
+TEMPURA_TENSOR_SCALAR_OP(<)
+TEMPURA_TENSOR_SCALAR_OP(<=)
+TEMPURA_TENSOR_SCALAR_OP(>)
+TEMPURA_TENSOR_SCALAR_OP(>=)
+TEMPURA_TENSOR_SCALAR_OP(==)
+TEMPURA_TENSOR_SCALAR_OP(!=)
+#undef TEMPURA_TENSOR_SCALAR_OP
+
+template <Number T>
+Tensor where(const Tensor& cond, const Tensor& a, T b) {
+    return where(cond, a, Tensor::full(Shape{}, b, a.dtype()));
+}
+template <Number T>
+Tensor where(const Tensor& cond, T a, const Tensor& b) {
+    return where(cond, Tensor::full(Shape{}, a, b.dtype()), b);
+}
+
+inline Tensor& operator+=(Tensor& a, const Tensor& b) { return a = a + b; }
+inline Tensor& operator-=(Tensor& a, const Tensor& b) { return a = a - b; }
+inline Tensor& operator*=(Tensor& a, const Tensor& b) { return a = a * b; }
+inline Tensor& operator/=(Tensor& a, const Tensor& b) { return a = a / b; }
+template <Number T>
+Tensor& operator+=(Tensor& a, T b) {
+    return a = a + b;
+}
+template <Number T>
+Tensor& operator-=(Tensor& a, T b) {
+    return a = a - b;
+}
+template <Number T>
+Tensor& operator*=(Tensor& a, T b) {
+    return a = a * b;
+}
+template <Number T>
+Tensor& operator/=(Tensor& a, T b) {
+    return a = a / b;
+}
+
+} // namespace tempura

@@ -1,0 +1,284 @@
+// The CPU backend: render (llvm/render.cpp) -> O2 with the host's TargetMachine -> ORC LLJIT.
+//
+// One LLJIT serves the whole process, created on first use from JITTargetMachineBuilder::
+// detectHost(), which carries the host CPU and its features (without them LLVM emits SSE only).
+// Every function gets those as "target-cpu"/"target-features" attributes, so the optimizer's
+// TargetTransformInfo (and the loop vectorizer with it) sees AVX-512 where the host has it.
+// Compiled kernels are cached by the structure of the program, not by UOp identity.
+#include "tempura/runtime/cpu.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cstring>
+#include <mutex>
+#include <unordered_map>
+
+#include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
+#include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
+#include <llvm/IR/Verifier.h>
+#include <llvm/Passes/OptimizationLevel.h>
+#include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/Error.h>
+#include <llvm/Support/TargetSelect.h>
+#include <llvm/Support/raw_ostream.h>
+#include <llvm/Target/TargetMachine.h>
+#include <llvm/TargetParser/Host.h>
+
+#include "tempura/error.hpp"
+#include "llvm/render.hpp"
+
+namespace tempura::runtime {
+
+CompiledKernel::CompiledKernel(std::string name, std::string symbol, std::string source,
+                               double compile_ms, EntryFn entry, size_t buffer_count,
+                               size_t var_count)
+    : name_(std::move(name)), symbol_(std::move(symbol)), source_(std::move(source)),
+      compile_ms_(compile_ms), entry_(entry), buffer_count_(buffer_count), var_count_(var_count) {}
+
+CompiledKernel::~CompiledKernel() = default;
+
+namespace {
+
+std::string to_string(llvm::Error e) { return llvm::toString(std::move(e)); }
+
+// ---- the process-wide JIT -----------------------------------------------------------------------
+
+struct Jit {
+    std::unique_ptr<llvm::orc::LLJIT> lljit;
+    std::unique_ptr<llvm::TargetMachine> tm; // for the optimizer's TTI; the JIT has its own
+    std::string cpu, features;
+    std::mutex mu; // serializes compiles: `tm` and the JIT's compiler are not shared safely
+    std::string session_error; // what the JIT reported during the current compile (under `mu`)
+    uint64_t next_id = 0;
+};
+
+Jit* make_jit() {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+    auto jtmb = llvm::orc::JITTargetMachineBuilder::detectHost();
+    if (!jtmb) fail("cpu", "cannot describe the host for the JIT: " + to_string(jtmb.takeError()));
+    jtmb->setCodeGenOptLevel(llvm::CodeGenOptLevel::Default);
+    auto j = std::make_unique<Jit>();
+    j->cpu = jtmb->getCPU();
+    j->features = jtmb->getFeatures().getString();
+    auto tm = jtmb->createTargetMachine();
+    if (!tm) fail("cpu", "cannot create the host TargetMachine: " + to_string(tm.takeError()));
+    j->tm = std::move(*tm);
+    // Process symbols (sinf, exp2f, fmodf, memset, ...) are linked by default.
+    auto lljit = llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(*jtmb)).create();
+    if (!lljit) fail("cpu", "cannot create the ORC JIT: " + to_string(lljit.takeError()));
+    j->lljit = std::move(*lljit);
+    // ORC reports the cause of a failed materialization (an unresolved symbol, ...) here rather
+    // than in the lookup's error: keep it for our exception instead of printing it.
+    Jit* raw = j.get();
+    j->lljit->getExecutionSession().setErrorReporter([raw](llvm::Error e) {
+        if (!raw->session_error.empty()) raw->session_error += "; ";
+        raw->session_error += llvm::toString(std::move(e));
+    });
+    return j.release();
+}
+
+// Never destroyed: kernels may run until the process ends, and LLVM's own statics go away at
+// exit in an order we do not control. (A static pointer keeps it reachable for LeakSanitizer.)
+Jit& jit() {
+    static Jit* j = make_jit(); // thread-safe initialization; a throw is retried on next use
+    return *j;
+}
+
+void optimize(llvm::Module& m, llvm::TargetMachine& tm) {
+    llvm::LoopAnalysisManager lam;
+    llvm::FunctionAnalysisManager fam;
+    llvm::CGSCCAnalysisManager cgam;
+    llvm::ModuleAnalysisManager mam;
+    llvm::PipelineTuningOptions pto; // vectorizers are off unless asked for (clang asks at O2)
+    pto.LoopVectorization = true;
+    pto.SLPVectorization = true;
+    pto.LoopUnrolling = true;
+    llvm::PassBuilder pb(&tm, pto);
+    pb.registerModuleAnalyses(mam);
+    pb.registerCGSCCAnalyses(cgam);
+    pb.registerFunctionAnalyses(fam);
+    pb.registerLoopAnalyses(lam);
+    pb.crossRegisterProxies(lam, fam, cgam, mam);
+    llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O2);
+    mpm.run(m, mam);
+}
+
+// A C identifier from the kernel's name, for readable IR and symbols.
+std::string sanitize(const std::string& name) {
+    std::string s;
+    for (char c : name.substr(0, 48))
+        s += (std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_') ? c : '_';
+    return s.empty() ? "kernel" : s;
+}
+
+std::shared_ptr<const CompiledKernel> compile_uncached(const std::string& name,
+                                                       const std::vector<UOp>& linear) {
+    Jit& j = jit();
+    std::lock_guard<std::mutex> lock(j.mu);
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::string symbol = "tempura_" + sanitize(name) + "_" + std::to_string(j.next_id++);
+
+    auto ctx = std::make_unique<llvm::LLVMContext>();
+    auto mod = std::make_unique<llvm::Module>(symbol, *ctx);
+    mod->setDataLayout(j.tm->createDataLayout());
+    mod->setTargetTriple(j.tm->getTargetTriple().str());
+
+    llvm_backend::RenderInfo info;
+    llvm::Function* fn = llvm_backend::render_kernel(*mod, symbol, name, linear, info);
+    fn->addFnAttr("target-cpu", j.cpu);
+    fn->addFnAttr("target-features", j.features);
+
+    std::string problems;
+    llvm::raw_string_ostream ps(problems);
+    if (llvm::verifyModule(*mod, &ps))
+        fail("cpu", "kernel '" + name + "' renders to invalid LLVM IR (a value used outside the " +
+                        "block that defines it?): " + ps.str());
+
+    optimize(*mod, *j.tm);
+    std::string source;
+    llvm::raw_string_ostream os(source);
+    mod->print(os, nullptr);
+    os.flush();
+
+    llvm::orc::ThreadSafeModule tsm(std::move(mod), llvm::orc::ThreadSafeContext(std::move(ctx)));
+    if (auto e = j.lljit->addIRModule(std::move(tsm)))
+        fail("cpu",
+             "kernel '" + name + "': the JIT rejected the module: " + to_string(std::move(e)));
+    j.session_error.clear();
+    auto addr = j.lljit->lookup(symbol); // machine code is generated here
+    if (!addr)
+        fail("cpu", "kernel '" + name +
+                        "': JIT compilation failed: " + to_string(addr.takeError()) +
+                        (j.session_error.empty() ? "" : " (" + j.session_error + ")"));
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    return std::make_shared<const CompiledKernel>(name, symbol, std::move(source), ms,
+                                                  addr->toPtr<CompiledKernel::EntryFn>(),
+                                                  info.buffer_count, info.var_count);
+}
+
+// ---- the kernel cache -------------------------------------------------------------------------
+
+template <class T>
+void put(std::string& k, const T& v) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    k.append(reinterpret_cast<const char*>(&v), sizeof v);
+}
+void put_str(std::string& k, const std::string& s) {
+    put(k, s.size());
+    k += s;
+}
+
+// The structure of the program as bytes: per UOp its op, dtype, arg and the positions of its
+// sources. Two programs with equal keys render to the same LLVM IR.
+std::string program_key(const std::vector<UOp>& linear) {
+    std::string k;
+    k.reserve(linear.size() * 32);
+    std::unordered_map<const UOpNode*, uint32_t> pos;
+    pos.reserve(linear.size());
+    put(k, linear.size());
+    for (size_t i = 0; i < linear.size(); ++i) {
+        const UOp& u = linear[i];
+        if (u.is_null())
+            fail("cpu", "position " + std::to_string(i) + ": a null UOp in the program");
+        const DType dt = u.dtype();
+        put(k, u.op());
+        put(k, dt.scalar);
+        put(k, dt.count);
+        put(k, dt.is_ptr);
+        put(k, dt.addrspace);
+        put(k, static_cast<uint8_t>(u.arg().index()));
+        std::visit(
+            [&](const auto& v) {
+                using T = std::decay_t<decltype(v)>;
+                if constexpr (std::is_same_v<T, std::monostate>) {
+                } else if constexpr (std::is_same_v<T, int64_t> || std::is_same_v<T, double> ||
+                                     std::is_same_v<T, bool> || std::is_same_v<T, Op>) {
+                    put(k, v); // a double by its bits: -0.0 and NaN payloads stay distinct
+                } else if constexpr (std::is_same_v<T, std::string>) {
+                    put_str(k, v);
+                } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+                    put(k, v.size());
+                    for (int64_t x : v) put(k, x);
+                } else if constexpr (std::is_same_v<T, VarArg>) {
+                    put_str(k, v.name);
+                    put(k, v.min);
+                    put(k, v.max);
+                } else if constexpr (std::is_same_v<T, RangeArg>) {
+                    put(k, v.axis_id);
+                    put(k, v.type);
+                } else {
+                    put_str(k, arg_to_string(Arg(v))); // any later alternative
+                }
+            },
+            u.arg());
+        put(k, static_cast<uint32_t>(u.srcs().size()));
+        for (size_t s = 0; s < u.srcs().size(); ++s) {
+            auto it = pos.find(u.src(s).get());
+            if (it == pos.end())
+                fail("cpu", "position " + std::to_string(i) + ": source " + std::to_string(s) +
+                                " of " + std::string(op_name(u.op())) + " of dtype " + dt.name() +
+                                " (" + std::string(op_name(u.src(s).op())) +
+                                ") does not precede it in the program");
+            put(k, it->second);
+        }
+        pos[u.get()] = static_cast<uint32_t>(i);
+    }
+    return k;
+}
+
+struct Cache {
+    std::mutex mu;
+    std::unordered_map<std::string, std::shared_ptr<const CompiledKernel>> kernels;
+    CpuCacheStats stats;
+};
+Cache& cache() {
+    static Cache* c = new Cache(); // outlives every static that might still run kernels at exit
+    return *c;
+}
+
+// A hit under another name: the same machine code, the caller's name.
+std::shared_ptr<const CompiledKernel> renamed(const std::shared_ptr<const CompiledKernel>& k,
+                                              const std::string& name) {
+    if (k->name() == name) return k;
+    return std::make_shared<const CompiledKernel>(name, k->symbol(), k->source(), k->compile_ms(),
+                                                  k->entry(), k->buffer_count(), k->var_count());
+}
+
+} // namespace
+
+std::shared_ptr<const CompiledKernel> compile_cpu_kernel(const std::string& name,
+                                                         const std::vector<UOp>& linear) {
+    std::string key = program_key(linear);
+    Cache& c = cache();
+    {
+        std::lock_guard<std::mutex> lock(c.mu);
+        if (auto it = c.kernels.find(key); it != c.kernels.end()) {
+            ++c.stats.hits;
+            return renamed(it->second, name);
+        }
+    }
+    // Compiles run outside the cache lock (they serialize on the JIT's own lock); two threads
+    // racing on one new program both compile, and the first to finish is kept.
+    auto k = compile_uncached(name, linear);
+    std::lock_guard<std::mutex> lock(c.mu);
+    ++c.stats.misses;
+    auto [it, inserted] = c.kernels.emplace(std::move(key), k);
+    return inserted ? k : renamed(it->second, name);
+}
+
+CpuCacheStats cpu_kernel_cache_stats() {
+    Cache& c = cache();
+    std::lock_guard<std::mutex> lock(c.mu);
+    return c.stats;
+}
+
+std::string host_cpu_name() { return jit().cpu; }
+std::string host_cpu_features() { return jit().features; }
+
+} // namespace tempura::runtime

@@ -1,0 +1,663 @@
+// The linearized kernel (docs/KERNEL_IR.md section 2) -> LLVM IR, with llvm::IRBuilder.
+//
+// The program is a list in execution order, so rendering is one pass: each UOp becomes at most one
+// llvm::Value, and control flow follows the list. RANGE opens a loop (a header block with the
+// induction phi and the `r < end` test, then the body), END closes it (increment, back edge, exit
+// block); IF/ENDIF open and close a conditional block. Blocks nest like the list, so a value
+// defined before a loop dominates everything after it, inside the loop and after its END.
+#include "llvm/render.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <unordered_map>
+
+#include <llvm/IR/BasicBlock.h>
+#include <llvm/IR/Constants.h>
+#include <llvm/IR/DerivedTypes.h>
+#include <llvm/IR/Function.h>
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
+
+#include "tempura/error.hpp"
+
+namespace tempura::llvm_backend {
+
+namespace {
+
+std::string describe(const UOp& u) {
+    return std::string(op_name(u.op())) + " of dtype " + u.dtype().name();
+}
+
+class Renderer {
+  public:
+    Renderer(llvm::Module& m, const std::string& kernel)
+        : ctx_(m.getContext()), mod_(m), b_(m.getContext()), kernel_(kernel) {
+        // `contract` on every float instruction lets the backend fuse a*b+c into an FMA.
+        llvm::FastMathFlags fmf;
+        fmf.setAllowContract(true);
+        b_.setFastMathFlags(fmf);
+    }
+
+    llvm::Function* render(const std::string& symbol, const std::vector<UOp>& linear,
+                           RenderInfo& info) {
+        auto* ptr_ty = llvm::PointerType::get(ctx_, 0);
+        auto* fn_ty = llvm::FunctionType::get(b_.getVoidTy(), {ptr_ty, ptr_ty}, false);
+        fn_ = llvm::Function::Create(fn_ty, llvm::Function::ExternalLinkage, symbol, mod_);
+        fn_->addFnAttr(llvm::Attribute::NoUnwind);
+        // The two argument arrays are only read, and no buffer overlaps them: loads of buffer
+        // pointers and variables can be hoisted out of loops that store.
+        for (unsigned i = 0; i < 2; ++i) {
+            fn_->addParamAttr(i, llvm::Attribute::NoAlias);
+            fn_->addParamAttr(i, llvm::Attribute::NoCapture);
+            fn_->addParamAttr(i, llvm::Attribute::ReadOnly);
+        }
+        buffers_ = fn_->getArg(0);
+        vars_ = fn_->getArg(1);
+        buffers_->setName("buffers");
+        vars_->setName("vars");
+
+        // `entry` holds only the allocas of DEFINE_REG (so mem2reg/SROA can promote them); the
+        // program starts in `body`.
+        entry_ = llvm::BasicBlock::Create(ctx_, "entry", fn_);
+        auto* body = llvm::BasicBlock::Create(ctx_, "body", fn_);
+        b_.SetInsertPoint(body);
+
+        vals_.assign(linear.size(), nullptr);
+        pos_.reserve(linear.size());
+        for (size_t i = 0; i < linear.size(); ++i) {
+            const UOp& u = linear[i];
+            if (u.is_null()) fail("cpu", where(i) + "a null UOp in the program");
+            cur_ = i;
+            vals_[i] = emit(u);
+            pos_[u.get()] = i;
+        }
+        if (!frames_.empty()) {
+            const Frame& f = frames_.back();
+            fail("cpu", "kernel '" + kernel_ + "': " + (f.loop ? "RANGE" : "IF") + " at position " +
+                            std::to_string(f.pos) + " is never closed (missing " +
+                            (f.loop ? "END" : "ENDIF") + ")");
+        }
+        b_.CreateRetVoid();
+        llvm::IRBuilder<> eb(entry_);
+        eb.CreateBr(body);
+
+        info.buffer_count = static_cast<size_t>(max_slot_ + 1);
+        info.var_count = var_count_;
+        return fn_;
+    }
+
+  private:
+    struct Frame {
+        bool loop;                // RANGE (else IF)
+        const UOpNode* node;      // the RANGE or IF
+        size_t pos;               // its position in the program
+        llvm::PHINode* phi;       // loop: the induction variable
+        llvm::BasicBlock* header; // loop: the block with the phi and the test
+        llvm::BasicBlock* exit;   // loop: after the loop; if: after the conditional block
+    };
+
+    std::string where(size_t i) const {
+        return "kernel '" + kernel_ + "', position " + std::to_string(i) + ": ";
+    }
+    [[noreturn]] void unsupported(const UOp& u, const std::string& why) const {
+        fail("cpu", where(cur_) + "cannot render " + describe(u) + ": " + why);
+    }
+
+    // ---- types --------------------------------------------------------------------------------
+    // The type of a scalar value in registers (bool is i1) ...
+    llvm::Type* value_type(DType dt, const UOp& u) const {
+        if (dt.is_ptr) return llvm::PointerType::get(ctx_, 0);
+        if (dt.count != 1) unsupported(u, "vector dtypes are not supported by the CPU backend yet");
+        switch (dt.scalar) {
+        case Scalar::Bool: return b_.getInt1Ty();
+        case Scalar::Int8:
+        case Scalar::UInt8: return b_.getInt8Ty();
+        case Scalar::Int16:
+        case Scalar::UInt16: return b_.getInt16Ty();
+        case Scalar::Int32:
+        case Scalar::UInt32: return b_.getInt32Ty();
+        case Scalar::Int64:
+        case Scalar::UInt64:
+        case Scalar::Index: return b_.getInt64Ty();
+        case Scalar::Float16: return b_.getHalfTy();
+        case Scalar::BFloat16: return b_.getBFloatTy();
+        case Scalar::Float32: return b_.getFloatTy();
+        case Scalar::Float64: return b_.getDoubleTy();
+        case Scalar::Void: break;
+        }
+        unsupported(u, "it has no value type");
+    }
+    // ... and in memory (bool is one byte, as in C++ and numpy).
+    llvm::Type* mem_type(DType dt, const UOp& u) const {
+        const DType e = dt.base();
+        if (e.count != 1) unsupported(u, "vector dtypes are not supported by the CPU backend yet");
+        if (e.scalar == Scalar::Void) unsupported(u, "a pointer to void cannot be accessed");
+        if (e.is_bool()) return b_.getInt8Ty();
+        return value_type(e, u);
+    }
+
+    // ---- sources ------------------------------------------------------------------------------
+    llvm::Value* val(const UOp& u, size_t k) const {
+        const UOp& s = u.src(k);
+        auto it = pos_.find(s.get());
+        if (it == pos_.end())
+            unsupported(u, "source " + std::to_string(k) + " (" + describe(s) +
+                               ") does not precede it in the program");
+        llvm::Value* v = vals_[it->second];
+        if (v == nullptr)
+            unsupported(u, "source " + std::to_string(k) + " (" + describe(s) + ") has no value");
+        return v;
+    }
+    llvm::Value* scalar_src(const UOp& u, size_t k, DType want) const {
+        llvm::Value* v = val(u, k);
+        if (u.src(k).dtype() != want)
+            unsupported(u, "source " + std::to_string(k) + " has dtype " + u.src(k).dtype().name() +
+                               ", expected " + want.name());
+        return v;
+    }
+    llvm::Value* bool_src(const UOp& u, size_t k) const { return scalar_src(u, k, DType::Bool); }
+    llvm::Value* int_src(const UOp& u, size_t k) const {
+        const DType dt = u.src(k).dtype();
+        if (!dt.is_int() || dt.count != 1)
+            unsupported(u, "source " + std::to_string(k) + " has dtype " + dt.name() +
+                               ", expected an integer");
+        return val(u, k);
+    }
+    // An integer index widened to i64, as GEP wants it.
+    llvm::Value* index_src(const UOp& u, size_t k) {
+        llvm::Value* v = int_src(u, k);
+        if (v->getType()->getIntegerBitWidth() == 64) return v;
+        return u.src(k).dtype().is_unsigned() ? b_.CreateZExt(v, b_.getInt64Ty())
+                                              : b_.CreateSExt(v, b_.getInt64Ty());
+    }
+    llvm::Value* ptr_src(const UOp& u, size_t k) const {
+        if (!u.src(k).dtype().is_ptr)
+            unsupported(u, "source " + std::to_string(k) + " has dtype " + u.src(k).dtype().name() +
+                               ", expected a pointer");
+        return val(u, k);
+    }
+
+    // ---- constants ----------------------------------------------------------------------------
+    llvm::Value* constant(const UOp& u) {
+        const DType dt = u.dtype();
+        llvm::Type* ty = value_type(dt, u);
+        if (dt.is_ptr) unsupported(u, "a pointer constant");
+        const Arg& a = u.arg();
+        if (dt.is_float()) {
+            double d;
+            if (auto* p = std::get_if<double>(&a))
+                d = *p;
+            else if (auto* q = std::get_if<int64_t>(&a))
+                d = static_cast<double>(*q);
+            else if (auto* r = std::get_if<bool>(&a))
+                d = *r ? 1.0 : 0.0;
+            else
+                unsupported(u, "the value is not a number");
+            return llvm::ConstantFP::get(ty, d);
+        }
+        int64_t v;
+        if (auto* q = std::get_if<int64_t>(&a))
+            v = *q;
+        else if (auto* r = std::get_if<bool>(&a))
+            v = *r ? 1 : 0;
+        else if (auto* p = std::get_if<double>(&a))
+            v = static_cast<int64_t>(*p);
+        else
+            unsupported(u, "the value is not a number");
+        if (dt.is_bool()) return b_.getInt1(v != 0);
+        return llvm::ConstantInt::get(ty, static_cast<uint64_t>(wrap_to(dt, v)), !dt.is_unsigned());
+    }
+
+    // ---- control flow -------------------------------------------------------------------------
+    llvm::Value* open_range(const UOp& u) {
+        const DType dt = u.dtype();
+        if (!dt.is_int() || dt.count != 1)
+            unsupported(u, "a loop counter must be an integer (index, int32 or int64)");
+        llvm::Value* end = scalar_src(u, 0, dt);
+        auto* pre = b_.GetInsertBlock();
+        const std::string n = "r" + std::to_string(cur_);
+        auto* header = llvm::BasicBlock::Create(ctx_, n + ".header", fn_);
+        auto* body = llvm::BasicBlock::Create(ctx_, n + ".body", fn_);
+        auto* exit = llvm::BasicBlock::Create(ctx_, n + ".exit", fn_);
+        b_.CreateBr(header);
+        b_.SetInsertPoint(header);
+        llvm::PHINode* phi = b_.CreatePHI(value_type(dt, u), 2, n);
+        phi->addIncoming(llvm::ConstantInt::get(phi->getType(), 0), pre);
+        llvm::Value* more =
+            dt.is_unsigned() ? b_.CreateICmpULT(phi, end) : b_.CreateICmpSLT(phi, end);
+        b_.CreateCondBr(more, body, exit);
+        b_.SetInsertPoint(body);
+        frames_.push_back(Frame{true, u.get(), cur_, phi, header, exit});
+        return phi;
+    }
+
+    void close_ranges(const UOp& u) {
+        // END's sources: the RANGEs it closes (other sources only order the END after them).
+        std::vector<const UOpNode*> ranges;
+        for (const UOp& s : u.srcs())
+            if (s.op() == Op::Range) ranges.push_back(s.get());
+        if (ranges.empty()) unsupported(u, "END names no RANGE to close");
+        for (size_t k = 0; k < ranges.size(); ++k) {
+            if (frames_.empty() || !frames_.back().loop ||
+                std::find(ranges.begin(), ranges.end(), frames_.back().node) == ranges.end()) {
+                std::string open = frames_.empty() ? "nothing is open"
+                                   : frames_.back().loop
+                                       ? "the innermost open RANGE is at position " +
+                                             std::to_string(frames_.back().pos)
+                                       : "the IF at position " +
+                                             std::to_string(frames_.back().pos) + " is still open";
+                unsupported(u, "it closes a RANGE that is not the innermost open block (" + open +
+                                   ")");
+            }
+            const Frame f = frames_.back();
+            frames_.pop_back();
+            // r + 1 cannot wrap: r < end <= the type's maximum.
+            llvm::Value* next = b_.CreateAdd(f.phi, llvm::ConstantInt::get(f.phi->getType(), 1),
+                                             f.phi->getName() + ".next", /*HasNUW=*/true,
+                                             /*HasNSW=*/true);
+            f.phi->addIncoming(next, b_.GetInsertBlock());
+            b_.CreateBr(f.header);
+            b_.SetInsertPoint(f.exit);
+        }
+    }
+
+    void open_if(const UOp& u) {
+        llvm::Value* cond = bool_src(u, 0);
+        const std::string n = "if" + std::to_string(cur_);
+        auto* then = llvm::BasicBlock::Create(ctx_, n + ".then", fn_);
+        auto* exit = llvm::BasicBlock::Create(ctx_, n + ".end", fn_);
+        b_.CreateCondBr(cond, then, exit);
+        b_.SetInsertPoint(then);
+        frames_.push_back(Frame{false, u.get(), cur_, nullptr, nullptr, exit});
+    }
+
+    void close_if(const UOp& u) {
+        if (frames_.empty() || frames_.back().loop || frames_.back().node != u.src(0).get())
+            unsupported(u, "it does not close the innermost open IF");
+        const Frame f = frames_.back();
+        frames_.pop_back();
+        b_.CreateBr(f.exit);
+        b_.SetInsertPoint(f.exit);
+    }
+
+    // ---- memory -------------------------------------------------------------------------------
+    // A load of `dt` from `p` converted to its value type (bytes to i1 for bool: nonzero is true).
+    llvm::Value* load_value(const UOp& u, llvm::Value* p) {
+        llvm::Value* x = b_.CreateLoad(mem_type(u.dtype(), u), p);
+        if (u.dtype().is_bool()) x = b_.CreateICmpNE(x, b_.getInt8(0));
+        return x;
+    }
+
+    llvm::Value* load(const UOp& u) {
+        llvm::Value* p = ptr_src(u, 0);
+        if (u.dtype().is_ptr) unsupported(u, "a LOAD yields a value, not a pointer");
+        if (u.src(0).dtype().base() != u.dtype())
+            unsupported(u, "it loads through a pointer of dtype " + u.src(0).dtype().name());
+        llvm::Value* gate = nullptr;
+        llvm::Value* alt = nullptr;
+        auto g = gates_.find(u.src(0).get()); // INDEX(ptr, idx, gate): the gate rides the INDEX
+        if (u.srcs().size() == 3) {
+            gate = bool_src(u, 1);
+            alt = scalar_src(u, 2, u.dtype());
+        } else if (u.srcs().size() == 2 && g != gates_.end()) {
+            gate = g->second;
+            alt = scalar_src(u, 1, u.dtype());
+        } else if (u.srcs().size() == 1 && g != gates_.end()) {
+            gate = g->second;
+            alt = llvm::Constant::getNullValue(value_type(u.dtype(), u));
+        } else if (u.srcs().size() != 1) {
+            unsupported(u, "a LOAD takes INDEX, or INDEX, gate and alt; got " +
+                               std::to_string(u.srcs().size()) + " sources");
+        }
+        if (gate == nullptr) return load_value(u, p);
+        // gate ? *p : alt, and p is not touched when the gate is false: a branch, not a select
+        // (p may be out of bounds exactly when the gate is false).
+        const std::string n = "ld" + std::to_string(cur_);
+        auto* from = b_.GetInsertBlock();
+        auto* then = llvm::BasicBlock::Create(ctx_, n + ".then", fn_);
+        auto* done = llvm::BasicBlock::Create(ctx_, n + ".end", fn_);
+        b_.CreateCondBr(gate, then, done);
+        b_.SetInsertPoint(then);
+        llvm::Value* x = load_value(u, p);
+        b_.CreateBr(done);
+        b_.SetInsertPoint(done);
+        llvm::PHINode* phi = b_.CreatePHI(x->getType(), 2, n);
+        phi->addIncoming(x, then);
+        phi->addIncoming(alt, from);
+        return phi;
+    }
+
+    void store(const UOp& u) {
+        llvm::Value* p = ptr_src(u, 0);
+        const DType et = u.src(0).dtype().base();
+        llvm::Value* v = scalar_src(u, 1, et);
+        for (size_t k = 2; k < u.srcs().size(); ++k)
+            if (u.src(k).op() != Op::Range)
+                unsupported(u, "a STORE takes INDEX and value (extra sources may only be RANGEs)");
+        if (et.is_bool()) v = b_.CreateZExt(v, b_.getInt8Ty());
+        auto g = gates_.find(u.src(0).get());
+        if (g == gates_.end()) {
+            b_.CreateStore(v, p);
+            return;
+        }
+        const std::string n = "st" + std::to_string(cur_);
+        auto* then = llvm::BasicBlock::Create(ctx_, n + ".then", fn_);
+        auto* done = llvm::BasicBlock::Create(ctx_, n + ".end", fn_);
+        b_.CreateCondBr(g->second, then, done);
+        b_.SetInsertPoint(then);
+        b_.CreateStore(v, p);
+        b_.CreateBr(done);
+        b_.SetInsertPoint(done);
+    }
+
+    llvm::Value* index(const UOp& u) {
+        if (!u.dtype().is_ptr) unsupported(u, "an INDEX yields a pointer");
+        llvm::Value* p = ptr_src(u, 0);
+        if (u.src(0).dtype().scalar != u.dtype().scalar)
+            unsupported(u, "it indexes a pointer of dtype " + u.src(0).dtype().name());
+        llvm::Value* i = index_src(u, 1);
+        if (u.srcs().size() == 3)
+            gates_[u.get()] = bool_src(u, 2);
+        else if (u.srcs().size() != 2)
+            unsupported(u, "an INDEX takes a pointer and one index (and optionally a gate)");
+        // inbounds: an out-of-bounds address is only ever formed under a false gate, and is then
+        // never dereferenced.
+        return b_.CreateInBoundsGEP(mem_type(u.dtype(), u), p, i);
+    }
+
+    llvm::Value* param(const UOp& u) {
+        if (!u.dtype().is_ptr) unsupported(u, "a PARAM must have a pointer dtype");
+        mem_type(u.dtype(), u); // checks the element type
+        const auto* slots = std::get_if<std::vector<int64_t>>(&u.arg());
+        if (slots == nullptr || slots->empty() || (*slots)[0] < 0)
+            unsupported(u, "its arg must be {slot, numel} with slot >= 0");
+        const int64_t slot = (*slots)[0];
+        max_slot_ = std::max(max_slot_, slot);
+        auto* ptr_ty = llvm::PointerType::get(ctx_, 0);
+        llvm::Value* at =
+            b_.CreateConstInBoundsGEP1_64(ptr_ty, buffers_, static_cast<uint64_t>(slot));
+        return b_.CreateLoad(ptr_ty, at, "buf" + std::to_string(slot));
+    }
+
+    llvm::Value* define_var(const UOp& u) {
+        const DType dt = u.dtype();
+        if (!dt.is_int() || dt.count != 1)
+            unsupported(u, "a DEFINE_VAR must be an integer (index, int32 or int64)");
+        const auto k = static_cast<uint64_t>(var_count_++);
+        llvm::Value* at = b_.CreateConstInBoundsGEP1_64(b_.getInt64Ty(), vars_, k);
+        std::string name = "var";
+        if (const auto* va = std::get_if<VarArg>(&u.arg())) name = va->name;
+        llvm::Value* v = b_.CreateLoad(b_.getInt64Ty(), at, name);
+        llvm::Type* ty = value_type(dt, u);
+        return ty == v->getType() ? v : b_.CreateTrunc(v, ty);
+    }
+
+    llvm::Value* define_reg(const UOp& u) {
+        if (!u.dtype().is_ptr) unsupported(u, "a DEFINE_REG must have a pointer dtype");
+        // arg: the element count, or {count, id} (the id keeps distinct registers distinct
+        // under hash-consing).
+        const int64_t* n = std::get_if<int64_t>(&u.arg());
+        if (const auto* v = std::get_if<std::vector<int64_t>>(&u.arg()); v && !v->empty())
+            n = &v->front();
+        if (n == nullptr || *n <= 0 || *n > (int64_t{1} << 20))
+            unsupported(u, "its arg must be the element count (1 .. 2^20)");
+        llvm::IRBuilder<> eb(entry_);
+        auto* arr = llvm::ArrayType::get(mem_type(u.dtype(), u), static_cast<uint64_t>(*n));
+        return eb.CreateAlloca(arr, nullptr, "reg" + std::to_string(cur_));
+    }
+
+    // ---- ALU ----------------------------------------------------------------------------------
+    llvm::Value* intrinsic(llvm::Intrinsic::ID id, llvm::ArrayRef<llvm::Value*> args) {
+        return b_.CreateIntrinsic(id, {args[0]->getType()}, args);
+    }
+
+    // Integer division and remainder with C semantics, and no trap: x / 0 is 0 and x % 0 is 0,
+    // and INT_MIN / -1 wraps to INT_MIN (x86's idiv would raise SIGFPE on both).
+    llvm::Value* div_rem(bool rem, bool is_unsigned, llvm::Value* a, llvm::Value* d) {
+        if (auto* c = llvm::dyn_cast<llvm::ConstantInt>(d);
+            c != nullptr && !c->isZero() && (is_unsigned || !c->isMinusOne())) {
+            if (rem) return is_unsigned ? b_.CreateURem(a, d) : b_.CreateSRem(a, d);
+            return is_unsigned ? b_.CreateUDiv(a, d) : b_.CreateSDiv(a, d);
+        }
+        llvm::Type* ty = d->getType();
+        llvm::Value* zero = b_.CreateICmpEQ(d, llvm::ConstantInt::get(ty, 0));
+        llvm::Value* one = llvm::ConstantInt::get(ty, 1);
+        if (is_unsigned) {
+            llvm::Value* ds = b_.CreateSelect(zero, one, d);
+            if (rem) return b_.CreateURem(a, ds); // a % 1 == 0
+            return b_.CreateSelect(zero, llvm::ConstantInt::get(ty, 0), b_.CreateUDiv(a, ds));
+        }
+        llvm::Value* minus1 = b_.CreateICmpEQ(d, llvm::ConstantInt::getSigned(ty, -1));
+        llvm::Value* ds = b_.CreateSelect(b_.CreateOr(zero, minus1), one, d);
+        if (rem) return b_.CreateSRem(a, ds); // a % 1 == a % -1 == 0
+        llvm::Value* q = b_.CreateSelect(minus1, b_.CreateNeg(a), b_.CreateSDiv(a, ds));
+        return b_.CreateSelect(zero, llvm::ConstantInt::get(ty, 0), q);
+    }
+
+    llvm::Value* cast(const UOp& u, llvm::Value* x, DType from, DType to) {
+        llvm::Type* ty = value_type(to, u);
+        if (from.is_ptr || to.is_ptr) unsupported(u, "casts of pointers");
+        if (to.is_bool()) {
+            if (from.is_bool()) return x;
+            if (from.is_float())
+                return b_.CreateFCmpUNE(x, llvm::ConstantFP::get(x->getType(), 0.0));
+            return b_.CreateICmpNE(x, llvm::ConstantInt::get(x->getType(), 0));
+        }
+        if (from.is_bool()) return to.is_float() ? b_.CreateUIToFP(x, ty) : b_.CreateZExt(x, ty);
+        if (from.is_int() && to.is_int()) {
+            const unsigned fb = x->getType()->getIntegerBitWidth(), tb = ty->getIntegerBitWidth();
+            if (fb == tb) return x;
+            if (fb > tb) return b_.CreateTrunc(x, ty);
+            return from.is_unsigned() ? b_.CreateZExt(x, ty) : b_.CreateSExt(x, ty);
+        }
+        if (from.is_int() && to.is_float())
+            return from.is_unsigned() ? b_.CreateUIToFP(x, ty) : b_.CreateSIToFP(x, ty);
+        if (from.is_float() && to.is_int())
+            return to.is_unsigned() ? b_.CreateFPToUI(x, ty) : b_.CreateFPToSI(x, ty);
+        if (from.is_float() && to.is_float()) {
+            if (x->getType() == ty) return x;
+            // half <-> bfloat go through float. double -> bfloat too: the runtime has no
+            // __truncdfbf2 (libgcc 12), at the price of a double rounding in rare ties.
+            if (from.bits() == to.bits())
+                return b_.CreateFPTrunc(b_.CreateFPExt(x, b_.getFloatTy()), ty);
+            if (to.scalar == Scalar::BFloat16 && from.bits() > 32)
+                return b_.CreateFPTrunc(b_.CreateFPTrunc(x, b_.getFloatTy()), ty);
+            return from.bits() < to.bits() ? b_.CreateFPExt(x, ty) : b_.CreateFPTrunc(x, ty);
+        }
+        unsupported(u, "no cast from " + from.name() + " to " + to.name());
+    }
+
+    llvm::Value* alu(const UOp& u) {
+        const Op op = u.op();
+        const DType dt = u.dtype();
+        if (dt.is_ptr) unsupported(u, "ALU ops on pointers");
+        llvm::Type* ty = value_type(dt, u);
+        std::vector<llvm::Value*> a;
+        for (size_t k = 0; k < u.srcs().size(); ++k) a.push_back(val(u, k));
+        const DType st = u.src(0).dtype(); // the operand dtype (differs from dt for compares)
+        const bool f = dt.is_float(), i = dt.is_int(), b = dt.is_bool();
+        const bool sf = st.is_float(), si = st.is_int(), sb = st.is_bool();
+        // Operands must agree with each other and with the result, except where the op says.
+        auto same = [&](size_t from, DType want) {
+            for (size_t k = from; k < u.srcs().size(); ++k)
+                if (u.src(k).dtype() != want)
+                    unsupported(u, "source " + std::to_string(k) + " has dtype " +
+                                       u.src(k).dtype().name() + ", expected " + want.name());
+        };
+        auto not_for = [&](const char* what) -> llvm::Value* {
+            unsupported(u, std::string("not defined for ") + what);
+        };
+
+        switch (op) {
+        // unary ---------------------------------------------------------------------------------
+        case Op::Cast: return cast(u, a[0], st, dt);
+        case Op::BitCast:
+            if (st.is_bool() || b || st.bits() != dt.bits() || st.is_ptr)
+                unsupported(u, "a bitcast needs two non-bool dtypes of one size (from " +
+                                   st.name() + ")");
+            return b_.CreateBitCast(a[0], ty);
+        case Op::Neg:
+            same(0, dt);
+            if (f) return b_.CreateFNeg(a[0]);
+            if (i) return b_.CreateNeg(a[0]);
+            return b_.CreateNot(a[0]); // bool: logical not
+        case Op::Not:
+            same(0, dt);
+            if (f) return not_for("floats");
+            return b_.CreateNot(a[0]);
+        case Op::Exp2:
+        case Op::Log2:
+        case Op::Sin:
+        case Op::Sqrt: {
+            same(0, dt);
+            if (!f) return not_for("non-float dtypes");
+            const llvm::Intrinsic::ID id = op == Op::Exp2   ? llvm::Intrinsic::exp2
+                                           : op == Op::Log2 ? llvm::Intrinsic::log2
+                                           : op == Op::Sin  ? llvm::Intrinsic::sin
+                                                            : llvm::Intrinsic::sqrt;
+            return intrinsic(id, {a[0]});
+        }
+        case Op::Recip:
+            same(0, dt);
+            if (!f) return not_for("non-float dtypes");
+            return b_.CreateFDiv(llvm::ConstantFP::get(ty, 1.0), a[0]);
+        case Op::Trunc:
+            same(0, dt);
+            if (f) return intrinsic(llvm::Intrinsic::trunc, {a[0]});
+            return a[0]; // integers are whole already
+        // binary --------------------------------------------------------------------------------
+        case Op::Add:
+            same(0, dt);
+            if (f) return b_.CreateFAdd(a[0], a[1]);
+            if (i) return b_.CreateAdd(a[0], a[1]);
+            return b_.CreateOr(a[0], a[1]);
+        case Op::Sub:
+            same(0, dt);
+            if (f) return b_.CreateFSub(a[0], a[1]);
+            if (i) return b_.CreateSub(a[0], a[1]);
+            return not_for("bool");
+        case Op::Mul:
+            same(0, dt);
+            if (f) return b_.CreateFMul(a[0], a[1]);
+            if (i) return b_.CreateMul(a[0], a[1]);
+            return b_.CreateAnd(a[0], a[1]);
+        case Op::Idiv:
+        case Op::Mod:
+            same(0, dt);
+            if (i) return div_rem(op == Op::Mod, dt.is_unsigned(), a[0], a[1]);
+            if (f && op == Op::Mod) return b_.CreateFRem(a[0], a[1]); // fmod
+            return not_for(f ? "floats (use FDIV)" : "bool");
+        case Op::Fdiv:
+            same(0, dt);
+            if (!f) return not_for("non-float dtypes (use IDIV)");
+            return b_.CreateFDiv(a[0], a[1]);
+        case Op::Max:
+            same(0, dt);
+            if (f) return b_.CreateMaxNum(a[0], a[1]);
+            if (i)
+                return b_.CreateBinaryIntrinsic(
+                    dt.is_unsigned() ? llvm::Intrinsic::umax : llvm::Intrinsic::smax, a[0], a[1]);
+            return b_.CreateOr(a[0], a[1]);
+        case Op::Pow:
+            same(0, dt);
+            if (!f) return not_for("non-float dtypes");
+            return intrinsic(llvm::Intrinsic::pow, {a[0], a[1]});
+        case Op::Shl:
+        case Op::Shr:
+            same(0, dt);
+            if (!i) return not_for("non-integer dtypes");
+            if (op == Op::Shl) return b_.CreateShl(a[0], a[1]);
+            return dt.is_unsigned() ? b_.CreateLShr(a[0], a[1]) : b_.CreateAShr(a[0], a[1]);
+        case Op::And:
+        case Op::Or:
+        case Op::Xor:
+            same(0, dt);
+            if (f) return not_for("floats");
+            if (op == Op::And) return b_.CreateAnd(a[0], a[1]);
+            if (op == Op::Or) return b_.CreateOr(a[0], a[1]);
+            return b_.CreateXor(a[0], a[1]);
+        case Op::CmpLt:
+        case Op::CmpNe:
+        case Op::CmpEq:
+            if (!b) unsupported(u, "a comparison yields bool");
+            same(1, st);
+            if (st.is_ptr) return not_for("pointers");
+            if (sf) {
+                // Ordered compares (false on NaN), except != which is true on NaN, as in C.
+                if (op == Op::CmpLt) return b_.CreateFCmpOLT(a[0], a[1]);
+                if (op == Op::CmpEq) return b_.CreateFCmpOEQ(a[0], a[1]);
+                return b_.CreateFCmpUNE(a[0], a[1]);
+            }
+            if (op == Op::CmpEq) return b_.CreateICmpEQ(a[0], a[1]);
+            if (op == Op::CmpNe) return b_.CreateICmpNE(a[0], a[1]);
+            if (si && !st.is_unsigned()) return b_.CreateICmpSLT(a[0], a[1]);
+            if (si || sb) return b_.CreateICmpULT(a[0], a[1]); // false < true
+            return not_for("this operand dtype");
+        // ternary -------------------------------------------------------------------------------
+        case Op::Where:
+            if (!sb) unsupported(u, "WHERE's condition must be bool, got " + st.name());
+            same(1, dt);
+            return b_.CreateSelect(a[0], a[1], a[2]);
+        case Op::MulAcc:
+            same(0, dt);
+            if (f) return b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {ty}, {a[0], a[1], a[2]});
+            if (i) return b_.CreateAdd(b_.CreateMul(a[0], a[1]), a[2]);
+            return not_for("bool");
+        default: break;
+        }
+        unsupported(u, "not an ALU op the CPU backend knows");
+    }
+
+    // ---- dispatch -----------------------------------------------------------------------------
+    llvm::Value* emit(const UOp& u) {
+        if (is_alu(u.op())) return alu(u);
+        switch (u.op()) {
+        case Op::Const: return constant(u);
+        case Op::Param: return param(u);
+        case Op::DefineVar: return define_var(u);
+        case Op::DefineReg: return define_reg(u);
+        case Op::Index: return index(u);
+        case Op::Load: return load(u);
+        case Op::Store: store(u); return nullptr;
+        case Op::Range: return open_range(u);
+        case Op::End: close_ranges(u); return nullptr;
+        case Op::If: open_if(u); return nullptr;
+        case Op::EndIf: close_if(u); return nullptr;
+        case Op::After: return val(u, 0); // ordering only: the value of its first source
+        case Op::Sink:
+        case Op::Group:
+        case Op::Barrier: return nullptr; // one thread: nothing to wait for
+        default: break;
+        }
+        unsupported(u, "not an op of the linearized CPU kernel (docs/KERNEL_IR.md section 2)");
+    }
+
+    llvm::LLVMContext& ctx_;
+    llvm::Module& mod_;
+    mutable llvm::IRBuilder<> b_; // its type getters are non-const
+    std::string kernel_;
+    llvm::Function* fn_ = nullptr;
+    llvm::BasicBlock* entry_ = nullptr;
+    llvm::Value* buffers_ = nullptr;
+    llvm::Value* vars_ = nullptr;
+    std::unordered_map<const UOpNode*, size_t> pos_;
+    std::unordered_map<const UOpNode*, llvm::Value*> gates_; // INDEX -> its gate
+    std::vector<llvm::Value*> vals_;
+    std::vector<Frame> frames_;
+    size_t cur_ = 0;
+    size_t var_count_ = 0;
+    int64_t max_slot_ = -1;
+};
+
+} // namespace
+
+llvm::Function* render_kernel(llvm::Module& module, const std::string& symbol,
+                              const std::string& kernel, const std::vector<UOp>& linear,
+                              RenderInfo& info) {
+    Renderer r(module, kernel);
+    return r.render(symbol, linear, info);
+}
+
+} // namespace tempura::llvm_backend

@@ -1,0 +1,301 @@
+// Kernel split and rangeify (docs/KERNEL_IR.md §1 in, kernel ASTs out).
+#include "tempura/schedule/schedule.hpp"
+
+#include <map>
+#include <set>
+#include <unordered_set>
+
+#include "tempura/codegen/stages.hpp"
+#include "tempura/error.hpp"
+#include "tempura/tensor/graph.hpp"
+
+namespace tempura {
+
+namespace {
+
+// Shapes of every node of the graph, computed once.
+UOpMap<Shape> all_shapes(const UOp& root) {
+    UOpMap<Shape> shapes;
+    for (const UOp& u : root.toposort()) {
+        std::vector<const Shape*> srcs;
+        srcs.reserve(u.srcs().size());
+        for (const UOp& s : u.srcs()) srcs.push_back(&shapes.at(s));
+        shapes.emplace(u, node_shape(u, srcs));
+    }
+    return shapes;
+}
+
+bool grows(const Shape& in, const Shape& out) {
+    for (size_t d = 0; d < in.size() && d < out.size(); ++d)
+        if (in[d] == 1 && out[d] != 1) return true;
+    return false;
+}
+
+std::vector<UOp> find_materialized(const UOp& root, const UOpMap<Shape>& shapes) {
+    std::vector<UOp> mat{root};
+    std::unordered_set<const UOpNode*> is_mat{root.get()};
+    std::vector<UOp> work{root};
+    while (!work.empty()) {
+        UOp k = work.back();
+        work.pop_back();
+        std::set<std::pair<const UOpNode*, bool>> seen;
+        std::vector<std::pair<UOp, bool>> stack{{k, false}};
+        while (!stack.empty()) {
+            auto [n, expanded] = stack.back();
+            stack.pop_back();
+            if (!seen.insert({n.get(), expanded}).second) continue;
+            if (!n.same(k)) {
+                if (is_mat.count(n.get())) continue;
+                if (n.op() == Op::Contiguous || (n.op() == Op::ReduceAxis && expanded)) {
+                    is_mat.insert(n.get());
+                    mat.push_back(n);
+                    work.push_back(n);
+                    continue;
+                }
+            }
+            if (n.op() == Op::Buffer) continue;
+            bool e = expanded || (n.op() == Op::Expand && grows(shapes.at(n.src(0)), shapes.at(n)));
+            for (const UOp& s : n.srcs()) stack.emplace_back(s, e);
+        }
+    }
+    return mat;
+}
+
+UOp idx_const(int64_t v) { return UOp::index(v); }
+
+// Row-major linear index of `idx` in `shape` (dims of size 1 contribute nothing).
+UOp linear_index(const std::vector<UOp>& idx, const Shape& shape) {
+    UOp lin;
+    int64_t stride = 1;
+    for (size_t d = shape.size(); d-- > 0;) {
+        if (shape[d] != 1) {
+            UOp term = stride == 1 ? idx[d] : idx[d] * stride;
+            lin = lin.is_null() ? term : term + lin;
+        }
+        stride *= shape[d];
+    }
+    return lin.is_null() ? idx_const(0) : lin;
+}
+
+struct Rangeifier {
+    const UOpMap<Shape>& shapes;
+    std::unordered_set<const UOpNode*> materialized;
+    UOp output;
+    std::vector<UOp>& params;
+    UOpMap<UOp> param_of; // tensor node -> PARAM
+    int64_t next_axis = 0;
+    std::map<std::vector<const UOpNode*>, UOp> memo;
+    std::vector<UOp> keep; // keeps memo keys alive
+
+    UOp param(const UOp& node, DType dt, int64_t numel) {
+        if (auto it = param_of.find(node); it != param_of.end()) return it->second;
+        const int64_t slot = static_cast<int64_t>(params.size());
+        UOp p = UOp::make(Op::Param, dt.ptr(), {}, std::vector<int64_t>{slot, numel});
+        params.push_back(node);
+        param_of.emplace(node, p);
+        return p;
+    }
+
+    UOp load(const UOp& node, const std::vector<UOp>& idx, const UOp& gate) {
+        const Shape& shape = shapes.at(node);
+        UOp p = param(node, node.dtype(), numel(shape));
+        UOp index = UOp::make(Op::Index, p.dtype(), {p, linear_index(idx, shape)});
+        if (gate.is_null()) return UOp::make(Op::Load, node.dtype(), {index});
+        UOp alt = node.dtype().is_float() ? UOp::constant_f(node.dtype(), 0.0)
+                                          : UOp::constant(node.dtype(), 0);
+        return UOp::make(Op::Load, node.dtype(), {index, gate, alt});
+    }
+
+    UOp lower(const UOp& node, const std::vector<UOp>& idx, const UOp& gate) {
+        std::vector<const UOpNode*> key{node.get(), gate.get()};
+        for (const UOp& i : idx) key.push_back(i.get());
+        if (auto it = memo.find(key); it != memo.end()) return it->second;
+        UOp r = lower_uncached(node, idx, gate);
+        keep.push_back(gate.is_null() ? node : gate);
+        for (const UOp& i : idx) keep.push_back(i);
+        memo.emplace(std::move(key), r);
+        return r;
+    }
+
+    UOp lower_uncached(const UOp& node, const std::vector<UOp>& idx, const UOp& gate) {
+        if (node.op() == Op::Buffer || (!node.same(output) && materialized.count(node.get())))
+            return load(node, idx, gate);
+        const Shape& out = shapes.at(node);
+        switch (node.op()) {
+        case Op::Const: return node;
+        case Op::Contiguous: return lower(node.src(0), idx, gate);
+        case Op::Reshape: {
+            const Shape& in = shapes.at(node.src(0));
+            if (in == out) return lower(node.src(0), idx, gate);
+            // Flatten over the new shape, unflatten over the old; symbolic folds the div/mod.
+            UOp lin = linear_index(idx, out);
+            std::vector<UOp> in_idx(in.size());
+            int64_t stride = 1;
+            for (size_t d = in.size(); d-- > 0;) {
+                if (in[d] == 1)
+                    in_idx[d] = idx_const(0);
+                else
+                    in_idx[d] = (stride == 1 ? lin : lin / stride) % in[d];
+                stride *= in[d];
+            }
+            return lower(node.src(0), in_idx, gate);
+        }
+        case Op::Expand: {
+            const Shape& in = shapes.at(node.src(0));
+            std::vector<UOp> in_idx(idx);
+            for (size_t d = 0; d < in.size(); ++d)
+                if (in[d] == 1) in_idx[d] = idx_const(0);
+            return lower(node.src(0), in_idx, gate);
+        }
+        case Op::Permute: {
+            const auto& perm = node.arg_as<std::vector<int64_t>>();
+            std::vector<UOp> in_idx(idx.size());
+            for (size_t i = 0; i < perm.size(); ++i) in_idx[static_cast<size_t>(perm[i])] = idx[i];
+            return lower(node.src(0), in_idx, gate);
+        }
+        case Op::Shrink: {
+            const auto& b = node.arg_as<std::vector<int64_t>>();
+            std::vector<UOp> in_idx(idx.size());
+            for (size_t d = 0; d < idx.size(); ++d)
+                in_idx[d] = b[2 * d] == 0 ? idx[d] : idx[d] + b[2 * d];
+            return lower(node.src(0), in_idx, gate);
+        }
+        case Op::Flip: {
+            const auto& f = node.arg_as<std::vector<int64_t>>();
+            std::vector<UOp> in_idx(idx);
+            for (size_t d = 0; d < idx.size(); ++d)
+                if (f[d] != 0) in_idx[d] = (out[d] - 1) - idx[d];
+            return lower(node.src(0), in_idx, gate);
+        }
+        case Op::Pad: {
+            const auto& p = node.arg_as<std::vector<int64_t>>();
+            const Shape& in = shapes.at(node.src(0));
+            std::vector<UOp> in_idx(idx.size());
+            UOp valid;
+            for (size_t d = 0; d < idx.size(); ++d) {
+                const int64_t b = p[2 * d], e = p[2 * d + 1];
+                in_idx[d] = b == 0 ? idx[d] : idx[d] - b;
+                auto conj = [&](const UOp& c) { valid = valid.is_null() ? c : valid & c; };
+                if (b > 0) conj(b - 1 < idx[d]);
+                if (e > 0) conj(idx[d] < b + in[d]);
+            }
+            if (valid.is_null()) return lower(node.src(0), in_idx, gate);
+            UOp g = gate.is_null() ? valid : gate & valid;
+            UOp v = lower(node.src(0), in_idx, g);
+            UOp zero = node.dtype().is_float() ? UOp::constant_f(node.dtype(), 0.0)
+                                               : UOp::constant(node.dtype(), 0);
+            return UOp::alu(Op::Where, {valid, v, zero});
+        }
+        case Op::ReduceAxis: {
+            const auto& ra = node.arg_as<ReduceArg>();
+            const Shape& in = shapes.at(node.src(0));
+            std::vector<UOp> in_idx(idx);
+            std::vector<UOp> ranges;
+            for (int64_t a : ra.axes) {
+                const auto d = static_cast<size_t>(a);
+                if (in[d] == 0) return codegen::reduce_identity(ra.op, node.dtype());
+                if (in[d] == 1) {
+                    in_idx[d] = idx_const(0);
+                    continue;
+                }
+                UOp r = UOp::make(Op::Range, DType::Index, {idx_const(in[d])},
+                                  RangeArg{next_axis++, AxisType::Reduce});
+                in_idx[d] = r;
+                ranges.push_back(r);
+            }
+            UOp v = lower(node.src(0), in_idx, gate);
+            if (ranges.empty()) return v;
+            std::vector<UOp> srcs{v};
+            srcs.insert(srcs.end(), ranges.begin(), ranges.end());
+            return UOp::make(Op::Reduce, node.dtype(), std::move(srcs), ra.op);
+        }
+        default: break;
+        }
+        if (is_alu(node.op())) {
+            std::vector<UOp> srcs;
+            srcs.reserve(node.srcs().size());
+            for (const UOp& s : node.srcs()) srcs.push_back(lower(s, idx, gate));
+            return UOp::make(node.op(), node.dtype(), std::move(srcs));
+        }
+        fail("rangeify", "cannot rangeify a " + std::string(op_name(node.op())) + " node");
+    }
+};
+
+std::string kernel_name(const UOp& ast, const Shape& out) {
+    bool has_reduce = false;
+    std::string reduce_dims;
+    for (const UOp& u : ast.toposort())
+        if (u.op() == Op::Range && u.arg_as<RangeArg>().type == AxisType::Reduce) {
+            has_reduce = true;
+            reduce_dims += '_';
+            reduce_dims += std::to_string(u.src(0).const_value());
+        }
+    std::string n = has_reduce ? "r" : "E";
+    bool any = false;
+    for (int64_t d : out)
+        if (d != 1) {
+            n += '_';
+            n += std::to_string(d);
+            any = true;
+        }
+    if (!any) n += "_1";
+    return n + reduce_dims;
+}
+
+} // namespace
+
+UOp rangeify(const UOp& output, const std::vector<UOp>& materialized, std::vector<UOp>& params) {
+    const UOpMap<Shape> shapes = all_shapes(output);
+    Rangeifier r{shapes, {}, output, params, {}, 0, {}, {}};
+    for (const UOp& m : materialized) r.materialized.insert(m.get());
+    const Shape& out = shapes.at(output);
+    params.clear();
+    UOp p0 = r.param(output, output.dtype(), numel(out));
+    std::vector<UOp> idx(out.size()), ranges;
+    for (size_t d = 0; d < out.size(); ++d) {
+        if (out[d] == 1) {
+            idx[d] = idx_const(0);
+            continue;
+        }
+        idx[d] = UOp::make(Op::Range, DType::Index, {idx_const(out[d])},
+                           RangeArg{r.next_axis++, AxisType::Loop});
+        ranges.push_back(idx[d]);
+    }
+    UOp value = r.lower(output, idx, UOp());
+    UOp store = UOp::make(Op::Store, DType::Void,
+                          {UOp::make(Op::Index, p0.dtype(), {p0, linear_index(idx, out)}), value});
+    if (ranges.empty()) return UOp::sink({store});
+    std::vector<UOp> end_srcs{store};
+    end_srcs.insert(end_srcs.end(), ranges.begin(), ranges.end());
+    return UOp::sink({UOp::make(Op::End, DType::Void, std::move(end_srcs))});
+}
+
+std::vector<UOp> materialization_points(const UOp& root) {
+    return find_materialized(root, all_shapes(root));
+}
+
+std::vector<ScheduledKernel> schedule_graph(const UOp& root) {
+    const UOpMap<Shape> shapes = all_shapes(root);
+    std::vector<UOp> mat = find_materialized(root, shapes);
+    std::unordered_set<const UOpNode*> is_mat;
+    for (const UOp& m : mat) is_mat.insert(m.get());
+    std::vector<ScheduledKernel> out;
+    // Sources come before users in toposort: a kernel follows the kernels it reads.
+    for (const UOp& u : root.toposort()) {
+        if (!is_mat.count(u.get()) || u.op() == Op::Buffer) continue;
+        ScheduledKernel k;
+        k.output = u;
+        if (numel(shapes.at(u)) == 0) {
+            k.params = {u};
+            k.name = "empty";
+            out.push_back(std::move(k)); // nothing to compute; the buffer is empty
+            continue;
+        }
+        k.ast = rangeify(u, mat, k.params);
+        k.name = kernel_name(k.ast, shapes.at(u));
+        out.push_back(std::move(k));
+    }
+    return out;
+}
+
+} // namespace tempura

@@ -1,0 +1,169 @@
+// Tensor reductions (REDUCE_AXIS) and the ops built on them: mean, argmax, dot, softmax.
+#include <algorithm>
+#include <cmath>
+
+#include "tempura/error.hpp"
+#include "tempura/tensor/tensor.hpp"
+#include "tensor_impl.hpp"
+
+namespace tempura {
+
+using detail::binary;
+using detail::bit_not;
+using detail::broadcast_to;
+using detail::reshape_node;
+
+namespace {
+
+// The axes to reduce, normalized and sorted; {} means every axis.
+Shape reduce_axes(const std::string& op, const Tensor& x, const Shape& axes) {
+    const int64_t n = x.ndim();
+    Shape out;
+    if (axes.empty()) {
+        for (int64_t i = 0; i < n; ++i) out.push_back(i);
+        return out;
+    }
+    std::vector<bool> seen(static_cast<size_t>(n), false);
+    for (int64_t ax : axes) {
+        const int64_t a = normalize_axis(op, ax, n);
+        if (seen[a]) fail(op, "axis " + std::to_string(ax) + " is repeated in " + shape_str(axes));
+        seen[a] = true;
+        out.push_back(a);
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+// REDUCE_AXIS (reduced dims kept as 1), then a RESHAPE dropping them unless keepdim.
+Tensor reduce(const std::string& op, Op rop, const Tensor& x, const Shape& axes_in, bool keepdim) {
+    const Shape axes = reduce_axes(op, x, axes_in);
+    if (axes.empty()) return x; // a scalar: nothing to reduce
+    Shape kept = x.shape();
+    for (int64_t a : axes) kept[a] = 1;
+    Tensor r = TensorAccess::derive(
+        x, UOp::make(Op::ReduceAxis, x.dtype(), {x.uop()}, ReduceArg{rop, axes}), kept);
+    if (keepdim) return r;
+    Shape out;
+    for (int64_t i = 0; i < x.ndim(); ++i)
+        if (!std::binary_search(axes.begin(), axes.end(), i)) out.push_back(x.shape()[i]);
+    return reshape_node(r, out);
+}
+
+// min over axes: -max(-x) on floats, ~max(~x) on integers (exact at INT_MIN and for unsigned).
+Tensor reduce_min(const std::string& op, const Tensor& x, const Shape& axes, bool keepdim) {
+    if (x.dtype().is_float()) return -reduce(op, Op::Max, -x, axes, keepdim);
+    return bit_not(reduce(op, Op::Max, bit_not(x), axes, keepdim));
+}
+
+} // namespace
+
+Tensor Tensor::sum(Shape axes, bool keepdim) const {
+    const Tensor x = dtype().is_bool() ? cast(DType::Int32) : *this;
+    return reduce("sum", Op::Add, x, axes, keepdim);
+}
+
+Tensor Tensor::prod(Shape axes, bool keepdim) const {
+    const Tensor x = dtype().is_bool() ? cast(DType::Int32) : *this;
+    return reduce("prod", Op::Mul, x, axes, keepdim);
+}
+
+Tensor Tensor::max(Shape axes, bool keepdim) const {
+    if (dtype().is_bool())
+        return reduce("max", Op::Max, cast(DType::Int32), axes, keepdim).cast(DType::Bool);
+    return reduce("max", Op::Max, *this, axes, keepdim);
+}
+
+Tensor Tensor::min(Shape axes, bool keepdim) const {
+    if (dtype().is_bool())
+        return reduce_min("min", cast(DType::Int32), axes, keepdim).cast(DType::Bool);
+    return reduce_min("min", *this, axes, keepdim);
+}
+
+Tensor Tensor::mean(Shape axes, bool keepdim) const {
+    const Tensor x = dtype().is_float() ? *this : cast(DType::Float32);
+    int64_t n = 1;
+    for (int64_t a : reduce_axes("mean", x, axes)) n *= shape_[a];
+    // mean = sum * (1/n); an empty reduction gives 0 * inf = nan, as NumPy does.
+    const double inv = n == 0 ? INFINITY : 1.0 / static_cast<double>(n);
+    return reduce("mean", Op::Add, x, axes, keepdim) * detail::scalar_like(x, inv);
+}
+
+Tensor Tensor::argmax(int64_t axis, bool keepdim) const {
+    const int64_t a = normalize_axis("argmax", axis, ndim());
+    const int64_t n = shape_[a];
+    if (n == 0) fail("argmax", "axis " + std::to_string(axis) + " has size 0");
+    const Tensor x = dtype().is_bool() ? cast(DType::Int32) : *this;
+    // The first index where x equals the max: where(x == max, index, n), then min over axis.
+    const Tensor m = reduce("argmax", Op::Max, x, Shape{a}, true);
+    const Tensor is_max = binary("argmax", Op::CmpEq, x, m);
+    Shape index_shape(static_cast<size_t>(ndim()), 1);
+    index_shape[a] = n;
+    const Tensor index = reshape_node(Tensor::arange(n, DType::Int32), index_shape);
+    const Tensor candidates = where(is_max, index, TensorAccess::scalar_int(DType::Int32, n));
+    return reduce_min("argmax", candidates, Shape{a}, keepdim);
+}
+
+Tensor Tensor::argmin(int64_t axis, bool keepdim) const {
+    (void)normalize_axis("argmin", axis, ndim());
+    if (dtype().is_bool()) return logical_not().argmax(axis, keepdim);
+    if (dtype().is_float()) return (-*this).argmax(axis, keepdim);
+    return bit_not(*this).argmax(axis, keepdim);
+}
+
+Tensor Tensor::dot(const Tensor& other) const {
+    const Tensor& a = *this;
+    const Tensor& b = other;
+    if (a.ndim() == 0 || b.ndim() == 0)
+        fail("dot", "needs tensors with at least 1 dim, got " + shape_str(a.shape_) + " @ " +
+                        shape_str(b.shape_));
+    detail::check_same_dtype("dot", a, b);
+    detail::check_arith("dot", a);
+    // 1-D operands: [K] is a row [1, K] on the left, a column [K, 1] on the right.
+    const Tensor x = a.ndim() == 1 ? reshape_node(a, Shape{1, a.shape_[0]}) : a;
+    const Tensor y = b.ndim() == 1 ? reshape_node(b, Shape{b.shape_[0], 1}) : b;
+    const Shape& xs = x.shape_;
+    const Shape& ys = y.shape_;
+    const int64_t M = xs[xs.size() - 2], K = xs.back(), N = ys.back();
+    if (ys[ys.size() - 2] != K)
+        fail("dot",
+             "inner dimensions differ: " + shape_str(a.shape_) + " @ " + shape_str(b.shape_));
+    const Shape xb(xs.begin(), xs.end() - 2), yb(ys.begin(), ys.end() - 2);
+    Shape batch;
+    try {
+        batch = broadcast_shapes(xb, yb);
+    } catch (const Error&) {
+        fail("dot",
+             "batch dimensions differ: " + shape_str(a.shape_) + " @ " + shape_str(b.shape_));
+    }
+    // (x[..., M, K, 1] * y[..., 1, K, N]).sum(K): both expanded to [..., M, K, N].
+    Shape x3 = xb, y3 = yb, full = batch;
+    x3.insert(x3.end(), {M, K, 1});
+    y3.insert(y3.end(), {1, K, N});
+    full.insert(full.end(), {M, K, N});
+    const Tensor prod =
+        broadcast_to(reshape_node(x, x3), full) * broadcast_to(reshape_node(y, y3), full);
+    Tensor r = reduce("dot", Op::Add, prod, Shape{static_cast<int64_t>(full.size()) - 2}, false);
+    Shape out = batch;
+    if (a.ndim() > 1) out.push_back(M);
+    if (b.ndim() > 1) out.push_back(N);
+    return reshape_node(r, out);
+}
+
+Tensor Tensor::matmul(const Tensor& other) const { return dot(other); }
+
+Tensor Tensor::softmax(int64_t axis) const {
+    detail::check_float("softmax", *this);
+    const int64_t a = normalize_axis("softmax", axis, ndim());
+    // e / sum(e), e = exp(x - max(x)): the max keeps exp from overflowing.
+    const Tensor e = (*this - reduce("softmax", Op::Max, *this, Shape{a}, true)).exp();
+    return e / reduce("softmax", Op::Add, e, Shape{a}, true);
+}
+
+Tensor Tensor::log_softmax(int64_t axis) const {
+    detail::check_float("log_softmax", *this);
+    const int64_t a = normalize_axis("log_softmax", axis, ndim());
+    const Tensor s = *this - reduce("log_softmax", Op::Max, *this, Shape{a}, true);
+    return s - reduce("log_softmax", Op::Add, s.exp(), Shape{a}, true).log();
+}
+
+} // namespace tempura

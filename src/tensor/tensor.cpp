@@ -1,0 +1,454 @@
+// Tensor: creation, properties, realization, elementwise ops and operators.
+// Movement ops live in movement.cpp, reductions and the ops built on them in reduce.cpp.
+#include "tempura/tensor/tensor.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+
+#include "convert.hpp"
+#include "tempura/error.hpp"
+#include "tempura/tensor/graph.hpp"
+#include "tensor_impl.hpp"
+
+namespace tempura {
+
+// ---- TensorAccess: the internals the free functions of src/tensor need ---------------------
+
+std::shared_ptr<const Tensor::Buffers> TensorAccess::no_buffers() {
+    static const auto empty = std::make_shared<const Tensor::Buffers>();
+    return empty;
+}
+
+std::shared_ptr<const Tensor::Buffers>
+TensorAccess::merge(const std::shared_ptr<const Tensor::Buffers>& a,
+                    const std::shared_ptr<const Tensor::Buffers>& b) {
+    if (a == b || b->empty()) return a;
+    if (a->empty()) return b;
+    auto out = std::make_shared<Tensor::Buffers>();
+    out->reserve(a->size() + b->size());
+    const auto by_id = [](const auto& x, const auto& y) { return x->id() < y->id(); };
+    std::set_union(a->begin(), a->end(), b->begin(), b->end(), std::back_inserter(*out), by_id);
+    if (out->size() == a->size()) return a; // b's buffers were all in a
+    if (out->size() == b->size()) return b;
+    return out;
+}
+
+Tensor TensorAccess::make(UOp uop, Shape shape, std::shared_ptr<const Tensor::Buffers> buffers) {
+    return Tensor(std::move(uop), std::move(shape), std::move(buffers));
+}
+
+Tensor TensorAccess::derive(const Tensor& x, UOp uop, Shape shape) {
+    return Tensor(std::move(uop), std::move(shape), x.buffers_);
+}
+
+void TensorAccess::set_buffer(Tensor& x, std::shared_ptr<runtime::Buffer> buffer) {
+    x.buffer_ = std::move(buffer);
+}
+
+const std::shared_ptr<const Tensor::Buffers>& TensorAccess::buffers(const Tensor& x) {
+    return x.buffers_;
+}
+
+Tensor TensorAccess::scalar(DType dtype, double value) {
+    return Tensor(Tensor::make_const_f(dtype, value), Shape{}, no_buffers());
+}
+
+Tensor TensorAccess::scalar_int(DType dtype, int64_t value) {
+    return Tensor(Tensor::make_const_i(dtype, value, static_cast<double>(value)), Shape{},
+                  no_buffers());
+}
+
+// ---- helpers -----------------------------------------------------------------------------
+
+namespace detail {
+
+void check_element_dtype(const std::string& op, DType dtype) {
+    if (dtype.is_ptr || dtype.count != 1 || dtype.scalar == Scalar::Void ||
+        dtype.scalar == Scalar::Index)
+        fail(op, "no tensors of dtype " + dtype.name());
+}
+
+void check_shape(const std::string& op, const Shape& shape) {
+    for (int64_t d : shape)
+        if (d < 0) fail(op, "negative dimension in " + shape_str(shape));
+    (void)numel(shape); // overflow
+}
+
+void check_arith(const std::string& op, const Tensor& x) {
+    if (x.dtype().is_bool()) fail(op, "not supported for bool tensors");
+}
+
+void check_float(const std::string& op, const Tensor& x) {
+    if (!x.dtype().is_float()) fail(op, "needs a float tensor, got " + x.dtype().name());
+}
+
+void check_same_dtype(const std::string& op, const Tensor& a, const Tensor& b) {
+    if (a.dtype() != b.dtype())
+        fail(op, "dtype mismatch: " + a.dtype().name() + " and " + b.dtype().name());
+}
+
+Tensor broadcast_to(const Tensor& x, const Shape& target) {
+    if (x.shape() == target) return x;
+    Tensor y = x;
+    if (y.shape().size() < target.size()) {
+        Shape s(target.size() - y.shape().size(), 1);
+        s.insert(s.end(), y.shape().begin(), y.shape().end());
+        y = reshape_node(y, s);
+    }
+    if (y.shape() == target) return y;
+    return TensorAccess::derive(y, UOp::make(Op::Expand, y.dtype(), {y.uop()}, target), target);
+}
+
+Tensor reshape_node(const Tensor& x, const Shape& shape) {
+    if (x.shape() == shape) return x;
+    if (x.is_realized()) {
+        // A realized tensor is RESHAPE(BUFFER): reshaping it is another view of the same
+        // contiguous buffer, RESHAPE(BUFFER, shape), and still realized.
+        const UOp& leaf = x.uop().op() == Op::Reshape ? x.uop().src(0) : x.uop();
+        Tensor t = TensorAccess::derive(x, UOp::make(Op::Reshape, x.dtype(), {leaf}, shape), shape);
+        TensorAccess::set_buffer(t, x.buffer());
+        return t;
+    }
+    return TensorAccess::derive(x, UOp::make(Op::Reshape, x.dtype(), {x.uop()}, shape), shape);
+}
+
+Tensor unary(Op op, const Tensor& x) {
+    return TensorAccess::derive(x, UOp::alu(op, {x.uop()}), x.shape());
+}
+
+Tensor binary(const std::string& name, Op op, const Tensor& a, const Tensor& b) {
+    check_same_dtype(name, a, b);
+    const Shape out = broadcast_shapes(a.shape(), b.shape());
+    const Tensor x = broadcast_to(a, out), y = broadcast_to(b, out);
+    return TensorAccess::make(
+        UOp::alu(op, {x.uop(), y.uop()}), out,
+        TensorAccess::merge(TensorAccess::buffers(a), TensorAccess::buffers(b)));
+}
+
+Tensor scalar_like(const Tensor& x, double value) { return TensorAccess::scalar(x.dtype(), value); }
+
+// Bitwise not through XOR with all ones: reverses the order of signed and unsigned integers alike.
+Tensor bit_not(const Tensor& x) {
+    return binary("xor", Op::Xor, x, TensorAccess::scalar_int(x.dtype(), -1));
+}
+
+} // namespace detail
+
+using detail::binary;
+using detail::broadcast_to;
+using detail::check_arith;
+using detail::check_float;
+using detail::scalar_like;
+using detail::unary;
+
+// ---- construction --------------------------------------------------------------------------
+
+Tensor::Tensor() : Tensor(make_const_f(DType::Float32, 0.0), Shape{}, TensorAccess::no_buffers()) {}
+
+Tensor::Tensor(UOp uop, Shape shape, std::shared_ptr<const Buffers> buffers)
+    : uop_(std::move(uop)), shape_(std::move(shape)), buffers_(std::move(buffers)) {}
+
+UOp Tensor::make_const_f(DType dtype, double value) {
+    detail::check_element_dtype("full", dtype);
+    if (dtype.is_float()) return UOp::constant_f(dtype, value);
+    if (dtype.is_bool()) return UOp::boolean(value != 0.0);
+    return UOp::constant(dtype, detail::float_to_int(dtype, value));
+}
+
+UOp Tensor::make_const_i(DType dtype, int64_t value, double as_double) {
+    detail::check_element_dtype("full", dtype);
+    if (dtype.is_float()) return UOp::constant_f(dtype, as_double);
+    return UOp::constant(dtype, value);
+}
+
+Tensor Tensor::full_const(Shape shape, const UOp& constant, const char* op) {
+    detail::check_shape(op, shape);
+    return broadcast_to(Tensor(constant, Shape{}, TensorAccess::no_buffers()), shape);
+}
+
+Tensor Tensor::zeros(Shape shape, DType dtype) {
+    detail::check_element_dtype("zeros", dtype);
+    return full_const(std::move(shape), make_const_i(dtype, 0, 0.0), "zeros");
+}
+
+Tensor Tensor::ones(Shape shape, DType dtype) {
+    detail::check_element_dtype("ones", dtype);
+    return full_const(std::move(shape), make_const_i(dtype, 1, 1.0), "ones");
+}
+
+namespace {
+
+UOp buffer_uop(const std::shared_ptr<runtime::Buffer>& b, const Shape& shape) {
+    UOp leaf = UOp::make(Op::Buffer, b->dtype(), {}, std::vector<int64_t>{b->id(), b->numel()});
+    return UOp::make(Op::Reshape, b->dtype(), {leaf}, shape);
+}
+
+Tensor realized(const std::shared_ptr<runtime::Buffer>& b, const Shape& shape) {
+    return Tensor::from_uop(buffer_uop(b, shape));
+}
+
+} // namespace
+
+Tensor Tensor::from_host(DType src_dtype, const void* data, int64_t count, Shape shape,
+                         DType dtype) {
+    detail::check_element_dtype("from_vector", dtype);
+    detail::check_shape("from_vector", shape);
+    const int64_t n = tempura::numel(shape);
+    if (count != n)
+        fail("from_vector", std::to_string(count) + " values do not fill shape " +
+                                shape_str(shape) + " (" + std::to_string(n) + " elements)");
+    auto b = runtime::make_buffer(dtype, n);
+    detail::convert_elements(src_dtype, data, dtype, b->data(), n);
+    return realized(b, shape);
+}
+
+Tensor Tensor::arange(int64_t n, DType dtype) {
+    detail::check_element_dtype("arange", dtype);
+    if (n < 0) fail("arange", "negative length " + std::to_string(n));
+    auto b = runtime::make_buffer(dtype, n);
+    for (int64_t i = 0; i < n; ++i) {
+        if (dtype.is_float())
+            detail::store_float(dtype, b->data(), i, static_cast<double>(i));
+        else
+            detail::store_int(dtype, b->data(), i, i);
+    }
+    return realized(b, Shape{n});
+}
+
+Tensor Tensor::eye(int64_t n, DType dtype) {
+    detail::check_element_dtype("eye", dtype);
+    if (n < 0) fail("eye", "negative size " + std::to_string(n));
+    const Shape shape{n, n};
+    auto b = runtime::make_buffer(dtype, tempura::numel(shape));
+    for (int64_t i = 0; i < n; ++i) detail::store_int(dtype, b->data(), i * n + i, 1);
+    return realized(b, shape);
+}
+
+Tensor Tensor::from_uop(const UOp& uop) {
+    if (uop.is_null()) fail("from_uop", "null UOp");
+    Shape shape = tensor_shape(uop);
+    auto bufs = std::make_shared<Buffers>();
+    for (const UOp& u : uop.toposort()) {
+        if (u.op() != Op::Buffer) continue;
+        const auto& a = u.arg_as<std::vector<int64_t>>();
+        auto b = runtime::lookup_buffer(a[0]);
+        if (b->numel() != a[1] || b->dtype() != u.dtype())
+            fail("from_uop", "BUFFER " + std::to_string(a[0]) + " is " + b->dtype().name() + " [" +
+                                 std::to_string(b->numel()) + "], the graph says " +
+                                 u.dtype().name() + " [" + std::to_string(a[1]) + "]");
+        bufs->push_back(std::move(b));
+    }
+    std::sort(bufs->begin(), bufs->end(),
+              [](const auto& x, const auto& y) { return x->id() < y->id(); });
+    Tensor t(uop, std::move(shape), std::move(bufs));
+    // RESHAPE(BUFFER) and BUFFER are realized already.
+    const bool is_buffer_view =
+        uop.op() == Op::Buffer || (uop.op() == Op::Reshape && uop.src(0).op() == Op::Buffer);
+    if (is_buffer_view) t.buffer_ = t.buffers_->front();
+    return t;
+}
+
+// ---- properties and realization ------------------------------------------------------------
+
+int64_t Tensor::numel() const { return tempura::numel(shape_); }
+
+const Tensor::Buffers& Tensor::buffers() const { return *buffers_; }
+
+Tensor& Tensor::realize() {
+    if (buffer_) return *this;
+    RealizeResult r = realize_graph(uop_);
+    if (!r.buffer) fail("realize", "the scheduler returned no buffer");
+    if (r.buffer->numel() != numel() || r.buffer->dtype() != dtype())
+        fail("realize", "the scheduler returned " + r.buffer->dtype().name() + " [" +
+                            std::to_string(r.buffer->numel()) + "] for a " + dtype().name() +
+                            " tensor of shape " + shape_str(shape_));
+    runtime::register_buffer(r.buffer);
+    uop_ = buffer_uop(r.buffer, shape_);
+    buffers_ = std::make_shared<const Buffers>(Buffers{r.buffer});
+    buffer_ = std::move(r.buffer);
+    kernels_ = std::move(r.kernels);
+    return *this;
+}
+
+void Tensor::read_into(DType to, void* dst) const {
+    if (!buffer_) fail("to_vector", "tensor is not realized");
+    detail::convert_elements(buffer_->dtype(), buffer_->data(), to, dst, buffer_->numel());
+}
+
+void Tensor::check_item() const {
+    if (numel() != 1)
+        fail("item", "tensor of shape " + shape_str(shape_) + " has " + std::to_string(numel()) +
+                         " elements, not 1");
+}
+
+// ---- elementwise ---------------------------------------------------------------------------
+
+Tensor Tensor::neg() const {
+    check_arith("neg", *this);
+    return unary(Op::Neg, *this);
+}
+
+Tensor Tensor::exp2() const {
+    check_float("exp2", *this);
+    return unary(Op::Exp2, *this);
+}
+
+Tensor Tensor::exp() const {
+    check_float("exp", *this);
+    // e^x = 2^(x / ln 2)
+    return unary(Op::Exp2, *this * scalar_like(*this, 1.0 / std::numbers::ln2));
+}
+
+Tensor Tensor::log2() const {
+    check_float("log2", *this);
+    return unary(Op::Log2, *this);
+}
+
+Tensor Tensor::log() const {
+    check_float("log", *this);
+    // ln x = log2(x) * ln 2
+    return unary(Op::Log2, *this) * scalar_like(*this, std::numbers::ln2);
+}
+
+Tensor Tensor::sqrt() const {
+    check_float("sqrt", *this);
+    return unary(Op::Sqrt, *this);
+}
+
+Tensor Tensor::sin() const {
+    check_float("sin", *this);
+    return unary(Op::Sin, *this);
+}
+
+Tensor Tensor::cos() const {
+    check_float("cos", *this);
+    // cos x = sin(pi/2 - x)
+    return unary(Op::Sin, scalar_like(*this, std::numbers::pi / 2) - *this);
+}
+
+Tensor Tensor::relu() const {
+    check_arith("relu", *this);
+    return binary("relu", Op::Max, *this, scalar_like(*this, 0.0));
+}
+
+Tensor Tensor::sigmoid() const {
+    check_float("sigmoid", *this);
+    return unary(Op::Recip, scalar_like(*this, 1.0) + (-*this).exp());
+}
+
+Tensor Tensor::tanh() const {
+    check_float("tanh", *this);
+    // tanh x = 2 sigmoid(2x) - 1
+    return scalar_like(*this, 2.0) * (*this * scalar_like(*this, 2.0)).sigmoid() -
+           scalar_like(*this, 1.0);
+}
+
+Tensor Tensor::abs() const {
+    check_arith("abs", *this);
+    if (dtype().is_unsigned()) return *this;
+    return where(*this < scalar_like(*this, 0.0), -*this, *this);
+}
+
+Tensor Tensor::reciprocal() const {
+    check_float("reciprocal", *this);
+    return unary(Op::Recip, *this);
+}
+
+Tensor Tensor::square() const {
+    check_arith("square", *this);
+    return *this * *this;
+}
+
+Tensor Tensor::logical_not() const {
+    if (!dtype().is_bool()) fail("logical_not", "needs a bool tensor, got " + dtype().name());
+    // !x = (x != true), without a NOT node
+    return binary("logical_not", Op::CmpNe, *this, scalar_like(*this, 1.0));
+}
+
+Tensor Tensor::maximum(const Tensor& other) const {
+    check_arith("maximum", *this);
+    return binary("maximum", Op::Max, *this, other);
+}
+
+Tensor Tensor::minimum(const Tensor& other) const {
+    check_arith("minimum", *this);
+    detail::check_same_dtype("minimum", *this, other);
+    // min(a, b) = -max(-a, -b) on floats; ~max(~a, ~b) on integers (no overflow at INT_MIN,
+    // right for unsigned types too).
+    if (dtype().is_float()) return -(-*this).maximum(-other);
+    return detail::bit_not(detail::bit_not(*this).maximum(detail::bit_not(other)));
+}
+
+Tensor Tensor::cast(DType dtype) const {
+    detail::check_element_dtype("cast", dtype);
+    if (dtype == this->dtype()) return *this;
+    return TensorAccess::derive(*this, UOp::make(Op::Cast, dtype, {uop_}), shape_);
+}
+
+// ---- operators -----------------------------------------------------------------------------
+
+Tensor operator+(const Tensor& a, const Tensor& b) {
+    check_arith("add", a);
+    return binary("add", Op::Add, a, b);
+}
+
+Tensor operator-(const Tensor& a, const Tensor& b) {
+    check_arith("sub", a);
+    return binary("sub", Op::Sub, a, b);
+}
+
+Tensor operator*(const Tensor& a, const Tensor& b) {
+    check_arith("mul", a);
+    return binary("mul", Op::Mul, a, b);
+}
+
+Tensor operator/(const Tensor& a, const Tensor& b) {
+    check_arith("div", a);
+    return binary("div", a.dtype().is_float() ? Op::Fdiv : Op::Idiv, a, b);
+}
+
+Tensor operator<(const Tensor& a, const Tensor& b) { return binary("less", Op::CmpLt, a, b); }
+
+Tensor operator>(const Tensor& a, const Tensor& b) {
+    detail::check_same_dtype("greater", a, b);
+    return binary("greater", Op::CmpLt, b, a); // a > b = b < a
+}
+
+Tensor operator<=(const Tensor& a, const Tensor& b) {
+    detail::check_same_dtype("less_equal", a, b);
+    // a <= b = !(b < a), spelled (b < a) != true
+    return binary("less_equal", Op::CmpLt, b, a).logical_not();
+}
+
+Tensor operator>=(const Tensor& a, const Tensor& b) {
+    detail::check_same_dtype("greater_equal", a, b);
+    // a >= b = !(a < b)
+    return binary("greater_equal", Op::CmpLt, a, b).logical_not();
+}
+
+Tensor operator==(const Tensor& a, const Tensor& b) { return binary("equal", Op::CmpEq, a, b); }
+
+Tensor operator!=(const Tensor& a, const Tensor& b) { return binary("not_equal", Op::CmpNe, a, b); }
+
+Tensor operator-(const Tensor& a) { return a.neg(); }
+
+Tensor operator!(const Tensor& a) { return a.logical_not(); }
+
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+    if (!cond.dtype().is_bool())
+        fail("where", "condition must be bool, got " + cond.dtype().name());
+    detail::check_same_dtype("where", a, b);
+    const Shape out = broadcast_shapes(broadcast_shapes(cond.shape(), a.shape()), b.shape());
+    const Tensor c = broadcast_to(cond, out), x = broadcast_to(a, out), y = broadcast_to(b, out);
+    auto bufs = TensorAccess::merge(
+        TensorAccess::merge(TensorAccess::buffers(cond), TensorAccess::buffers(a)),
+        TensorAccess::buffers(b));
+    return TensorAccess::make(UOp::alu(Op::Where, {c.uop(), x.uop(), y.uop()}), out,
+                              std::move(bufs));
+}
+
+Tensor maximum(const Tensor& a, const Tensor& b) { return a.maximum(b); }
+Tensor minimum(const Tensor& a, const Tensor& b) { return a.minimum(b); }
+
+} // namespace tempura

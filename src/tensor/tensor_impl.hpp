@@ -1,0 +1,46 @@
+#pragma once
+// Internals shared by the translation units of src/tensor (not installed).
+#include <memory>
+#include <string>
+
+#include "tempura/tensor/tensor.hpp"
+
+namespace tempura {
+
+// The one friend of Tensor: builds tensors from nodes and reads their buffer lists.
+struct TensorAccess {
+    static std::shared_ptr<const Tensor::Buffers> no_buffers();
+    // The sorted union of two buffer lists (sharing an input list when possible).
+    static std::shared_ptr<const Tensor::Buffers>
+    merge(const std::shared_ptr<const Tensor::Buffers>& a,
+          const std::shared_ptr<const Tensor::Buffers>& b);
+    static Tensor make(UOp uop, Shape shape, std::shared_ptr<const Tensor::Buffers> buffers);
+    // A tensor over `uop`, which reads what x reads.
+    static Tensor derive(const Tensor& x, UOp uop, Shape shape);
+    static const std::shared_ptr<const Tensor::Buffers>& buffers(const Tensor& x);
+    static void set_buffer(Tensor& x, std::shared_ptr<runtime::Buffer> buffer);
+    // A CONST scalar tensor of `dtype` (value converted as C does; floats rounded by the dtype).
+    static Tensor scalar(DType dtype, double value);
+    static Tensor scalar_int(DType dtype, int64_t value);
+};
+
+namespace detail {
+
+void check_element_dtype(const std::string& op, DType dtype);
+void check_shape(const std::string& op, const Shape& shape);
+void check_arith(const std::string& op, const Tensor& x);
+void check_float(const std::string& op, const Tensor& x);
+void check_same_dtype(const std::string& op, const Tensor& a, const Tensor& b);
+
+// x broadcast to `target` (assumed compatible): RESHAPE adding leading 1s, then EXPAND.
+Tensor broadcast_to(const Tensor& x, const Shape& target);
+// A RESHAPE node (none if the shape is unchanged; RESHAPE of RESHAPE collapses).
+Tensor reshape_node(const Tensor& x, const Shape& shape);
+Tensor unary(Op op, const Tensor& x);
+// An ALU node over a and b broadcast together; "[name] dtype mismatch: ..." if dtypes differ.
+Tensor binary(const std::string& name, Op op, const Tensor& a, const Tensor& b);
+Tensor scalar_like(const Tensor& x, double value);
+Tensor bit_not(const Tensor& x);
+
+} // namespace detail
+} // namespace tempura
