@@ -86,7 +86,10 @@ Bounds compute_bounds(Op op, DType dt, const std::vector<UOp>& s, const Arg& arg
     case Op::Add: return fit(dt, lo(0) + lo(1), hi(0) + hi(1));
     case Op::Sub: return fit(dt, lo(0) - hi(1), hi(0) - lo(1));
     case Op::Neg: return fit(dt, -hi(0), -lo(0));
-    case Op::Not: return {1 - s[0].vmax(), 1 - s[0].vmin()};
+    case Op::Not:
+        if (dt.is_bool()) return {1 - s[0].vmax(), 1 - s[0].vmin()};
+        if (dt.is_unsigned()) return fit(dt, dt.max() - hi(0), dt.max() - lo(0)); // ~x = max - x
+        return fit(dt, -hi(0) - 1, -lo(0) - 1);                                   // ~x = -x - 1
     case Op::Mul: return minmax(dt, {lo(0) * lo(1), lo(0) * hi(1), hi(0) * lo(1), hi(0) * hi(1)});
     case Op::MulAcc: {
         auto m = minmax(DType::Int64, {lo(0) * lo(1), lo(0) * hi(1), hi(0) * lo(1), hi(0) * hi(1)});

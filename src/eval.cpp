@@ -15,7 +15,7 @@ std::optional<int64_t> exec_int_alu(Op op, DType dt, const int64_t* v, size_t n)
     const bool uns = dt.is_unsigned();
     switch (op) {
     case Op::Neg: return w(0 - u(v[0]));
-    case Op::Not: return v[0] == 0 ? 1 : 0;
+    case Op::Not: return dt.is_bool() ? (v[0] == 0 ? 1 : 0) : w(~u(v[0])); // logical / bitwise
     case Op::Add: return w(u(v[0]) + u(v[1]));
     case Op::Sub: return w(u(v[0]) - u(v[1]));
     case Op::Mul: return w(u(v[0]) * u(v[1]));

@@ -1,76 +1,225 @@
-// realize_graph: schedule, lower, compile (cached), allocate, run.
+// realize_graph: a plan per graph structure, built once (schedule, lower, compile) and re-run.
+//
+// The plan cache is keyed by the graph's structure with its BUFFERs replaced by input
+// positions, so the same computation on other buffers (the usual case: a model's forward pass
+// on new inputs) skips scheduling and codegen entirely and only allocates and runs.
 #include "tempura/schedule/realize.hpp"
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <unordered_map>
 
 #include "tempura/codegen/stages.hpp"
 #include "tempura/error.hpp"
 #include "tempura/runtime/buffer.hpp"
 #include "tempura/runtime/cpu.hpp"
+#include "tempura/runtime/thread_pool.hpp"
 #include "tempura/schedule/schedule.hpp"
 #include "tempura/tensor/graph.hpp"
 
 namespace tempura {
 
 namespace {
+
 int debug_level() {
-    const char* e = std::getenv("TEMPURA_DEBUG");
-    return e ? std::atoi(e) : 0;
+    static const int level = [] {
+        const char* e = std::getenv("TEMPURA_DEBUG");
+        return e ? std::atoi(e) : 0;
+    }();
+    return level;
 }
+
+// A buffer a plan step reads or writes: an input of the graph or a plan-allocated output.
+struct Slot {
+    bool input;
+    size_t index;
+};
+
+struct Step {
+    std::shared_ptr<const runtime::CompiledKernel> kernel; // null for an empty output
+    std::vector<Slot> params;                              // params[0] is the output
+    size_t level;                                          // independent steps share a level
+    size_t work;                                           // output elements (for parallelism)
+};
+
+struct Plan {
+    std::vector<std::pair<DType, int64_t>> outputs; // buffers the plan allocates
+    std::vector<Step> steps;                        // dependency order
+    std::vector<std::vector<size_t>> levels;        // step indices per level
+    Slot result;
+    std::vector<KernelInfo> kernels;
+};
+
+// The structure of a graph with BUFFERs as input positions, and the BUFFER nodes in that order.
+std::string structure_key(const std::vector<UOp>& topo, std::vector<UOp>& inputs) {
+    std::string key;
+    UOpMap<uint32_t> pos;
+    auto put = [&](const void* p, size_t n) { key.append(static_cast<const char*>(p), n); };
+    for (const UOp& u : topo) {
+        const uint32_t me = static_cast<uint32_t>(pos.size());
+        pos.emplace(u, me);
+        const uint8_t op = static_cast<uint8_t>(u.op());
+        put(&op, 1);
+        const DType dt = u.dtype(); // field by field: DType has padding bytes
+        const uint8_t d[5] = {static_cast<uint8_t>(dt.scalar), static_cast<uint8_t>(dt.count),
+                              static_cast<uint8_t>(dt.count >> 8), dt.is_ptr,
+                              static_cast<uint8_t>(dt.addrspace)};
+        put(d, sizeof d);
+        const uint32_t n = static_cast<uint32_t>(u.srcs().size());
+        put(&n, 4);
+        for (const UOp& s : u.srcs()) {
+            const uint32_t p = pos.at(s);
+            put(&p, 4);
+        }
+        if (u.op() == Op::Buffer) {
+            const uint32_t in = static_cast<uint32_t>(inputs.size());
+            inputs.push_back(u);
+            put(&in, 4);
+            const int64_t numel = u.arg_as<std::vector<int64_t>>().at(1);
+            put(&numel, 8);
+        } else {
+            // Doubles by their bits (printing would round); everything else by its text.
+            if (const auto* f = std::get_if<double>(&u.arg()))
+                put(f, sizeof(double));
+            else
+                key += arg_to_string(u.arg());
+            key += '\0';
+        }
+    }
+    return key;
+}
+
+Plan build_plan(const UOp& root, const std::vector<UOp>& inputs) {
+    Plan plan;
+    UOpMap<Slot> slot_of;
+    for (size_t i = 0; i < inputs.size(); ++i) slot_of.emplace(inputs[i], Slot{true, i});
+    UOpMap<size_t> step_of_output;
+    for (const ScheduledKernel& k : schedule_graph(root)) {
+        const Shape shape = tensor_shape(k.output);
+        const Slot out{false, plan.outputs.size()};
+        plan.outputs.emplace_back(k.output.dtype(), numel(shape));
+        slot_of.emplace(k.output, out);
+        Step step{nullptr, {out}, 0, static_cast<size_t>(numel(shape))};
+        if (!k.ast.is_null()) {
+            step.kernel = runtime::compile_cpu_kernel(k.name, codegen::lower_kernel(k.name, k.ast));
+            step.params.clear();
+            for (const UOp& p : k.params) {
+                auto it = slot_of.find(p);
+                if (it == slot_of.end())
+                    fail("realize", "internal: kernel " + k.name + " reads a " +
+                                        std::string(op_name(p.op())) + " with no buffer");
+                step.params.push_back(it->second);
+                if (!it->second.input && !p.same(k.output)) {
+                    // After every step that writes what this one reads.
+                    auto s = step_of_output.find(p);
+                    if (s != step_of_output.end())
+                        step.level = std::max(step.level, plan.steps[s->second].level + 1);
+                }
+            }
+            plan.kernels.push_back(KernelInfo{k.name, "CPU", step.kernel->source()});
+        }
+        step_of_output.emplace(k.output, plan.steps.size());
+        if (plan.levels.size() <= step.level) plan.levels.resize(step.level + 1);
+        plan.levels[step.level].push_back(plan.steps.size());
+        plan.steps.push_back(std::move(step));
+    }
+    auto it = slot_of.find(root);
+    if (it == slot_of.end()) fail("realize", "internal: the root has no buffer");
+    plan.result = it->second;
+    return plan;
+}
+
+// Kernels of one level run concurrently when there is enough work to share.
+constexpr size_t kParallelWork = size_t{1} << 16;
+
+void run_plan(const Plan& plan, const std::vector<std::shared_ptr<runtime::Buffer>>& inputs,
+              std::vector<std::shared_ptr<runtime::Buffer>>& outputs) {
+    outputs.clear();
+    outputs.reserve(plan.outputs.size());
+    for (const auto& [dt, n] : plan.outputs) outputs.push_back(runtime::make_buffer(dt, n));
+    const int dbg = debug_level();
+    auto run_step = [&](size_t i) {
+        const Step& s = plan.steps[i];
+        if (!s.kernel) return;
+        void* args[64];
+        std::vector<void*> many;
+        void** argv = args;
+        if (s.params.size() > 64) {
+            many.resize(s.params.size());
+            argv = many.data();
+        }
+        size_t bytes = 0;
+        for (size_t p = 0; p < s.params.size(); ++p) {
+            runtime::Buffer& b =
+                s.params[p].input ? *inputs[s.params[p].index] : *outputs[s.params[p].index];
+            argv[p] = b.data();
+            bytes += b.nbytes();
+        }
+        const auto t0 = std::chrono::steady_clock::now();
+        s.kernel->run(argv, nullptr);
+        if (dbg >= 1) {
+            std::string line = "*** CPU  " + s.kernel->name();
+            if (dbg >= 2) {
+                const double ms =
+                    std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                        .count();
+                char buf[128];
+                std::snprintf(buf, sizeof buf, "  %9.3f ms  %8.2f GB/s  (compiled in %.2f ms)", ms,
+                              ms > 0 ? static_cast<double>(bytes) / ms / 1e6 : 0.0,
+                              s.kernel->compile_ms());
+                line += buf;
+            }
+            std::fprintf(stderr, "%s\n", line.c_str());
+            if (dbg >= 4) std::fprintf(stderr, "%s\n", s.kernel->source().c_str());
+        }
+    };
+    for (const auto& level : plan.levels) {
+        size_t work = 0;
+        for (size_t i : level) work += plan.steps[i].work;
+        if (level.size() > 1 && work >= kParallelWork && runtime::thread_count() > 1)
+            runtime::parallel_for(level.size(), [&](size_t j) { run_step(level[j]); });
+        else
+            for (size_t i : level) run_step(i);
+    }
+}
+
+std::mutex g_plans_mu;
+std::unordered_map<std::string, std::shared_ptr<const Plan>>& plans() {
+    static auto* p = new std::unordered_map<std::string, std::shared_ptr<const Plan>>;
+    return *p;
+}
+
 } // namespace
 
 RealizeResult realize_graph(const UOp& root) {
-    const int dbg = debug_level();
     RealizeResult result;
     if (root.op() == Op::Buffer) {
         result.buffer = runtime::lookup_buffer(root.arg_as<std::vector<int64_t>>().at(0));
         return result;
     }
-    std::vector<ScheduledKernel> kernels = schedule_graph(root);
-    UOpMap<std::shared_ptr<runtime::Buffer>> buffers;
-    auto buffer_of = [&](const UOp& node) -> std::shared_ptr<runtime::Buffer> {
-        if (node.op() == Op::Buffer)
-            return runtime::lookup_buffer(node.arg_as<std::vector<int64_t>>().at(0));
-        auto it = buffers.find(node);
-        if (it == buffers.end())
-            fail("realize", "internal: no buffer for " + std::string(op_name(node.op())));
-        return it->second;
-    };
-    for (const ScheduledKernel& k : kernels) {
-        const Shape shape = tensor_shape(k.output);
-        auto out = runtime::make_buffer(k.output.dtype(), numel(shape));
-        buffers.emplace(k.output, out);
-        if (k.ast.is_null()) continue; // an empty output: nothing to compute
-        const auto t0 = std::chrono::steady_clock::now();
-        std::vector<UOp> program = codegen::lower_kernel(k.name, k.ast);
-        auto compiled = runtime::compile_cpu_kernel(k.name, program);
-        std::vector<std::shared_ptr<runtime::Buffer>> held;
-        std::vector<void*> args;
-        for (const UOp& p : k.params) {
-            held.push_back(buffer_of(p));
-            args.push_back(held.back()->data());
-        }
-        const auto t1 = std::chrono::steady_clock::now();
-        compiled->run(args.data(), nullptr);
-        const auto t2 = std::chrono::steady_clock::now();
-        if (dbg >= 1) {
-            std::fprintf(stderr, "*** CPU  %-24s", k.name.c_str());
-            if (dbg >= 2) {
-                const double run_ms = std::chrono::duration<double, std::milli>(t2 - t1).count();
-                const double prep_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
-                size_t bytes = 0;
-                for (const auto& b : held) bytes += b->nbytes();
-                std::fprintf(stderr, "  run %8.3f ms  lower+compile %7.3f ms  %7.2f GB/s", run_ms,
-                             prep_ms, run_ms > 0 ? bytes / run_ms / 1e6 : 0.0);
-            }
-            std::fprintf(stderr, "\n");
-            if (dbg >= 4) std::fprintf(stderr, "%s\n", compiled->source().c_str());
-        }
-        result.kernels.push_back(KernelInfo{k.name, "CPU", compiled->source()});
+    const std::vector<UOp> topo = root.toposort();
+    std::vector<UOp> input_nodes;
+    std::string key = structure_key(topo, input_nodes);
+    std::shared_ptr<const Plan> plan;
+    {
+        std::lock_guard<std::mutex> l(g_plans_mu);
+        if (auto it = plans().find(key); it != plans().end()) plan = it->second;
     }
-    result.buffer = buffer_of(root);
+    if (!plan) {
+        plan = std::make_shared<const Plan>(build_plan(root, input_nodes));
+        std::lock_guard<std::mutex> l(g_plans_mu);
+        plans().emplace(std::move(key), plan);
+    }
+    std::vector<std::shared_ptr<runtime::Buffer>> inputs, outputs;
+    inputs.reserve(input_nodes.size());
+    for (const UOp& b : input_nodes)
+        inputs.push_back(runtime::lookup_buffer(b.arg_as<std::vector<int64_t>>().at(0)));
+    run_plan(*plan, inputs, outputs);
+    result.buffer = plan->result.input ? inputs[plan->result.index] : outputs[plan->result.index];
+    result.kernels = plan->kernels;
     return result;
 }
 

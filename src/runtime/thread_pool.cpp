@@ -1,0 +1,122 @@
+// The persistent thread pool behind parallel_for.
+#include "tempura/runtime/thread_pool.hpp"
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace tempura::runtime {
+
+size_t thread_count() {
+    static const size_t n = [] {
+        if (const char* e = std::getenv("TEMPURA_THREADS")) {
+            const long v = std::atol(e);
+            if (v >= 1) return static_cast<size_t>(v);
+        }
+        const unsigned h = std::thread::hardware_concurrency();
+        return static_cast<size_t>(h == 0 ? 1 : h);
+    }();
+    return n;
+}
+
+namespace {
+
+class Pool {
+  public:
+    explicit Pool(size_t workers) {
+        for (size_t i = 0; i < workers; ++i) threads_.emplace_back([this] { work(); });
+    }
+    ~Pool() {
+        {
+            std::lock_guard<std::mutex> l(mu_);
+            stop_ = true;
+        }
+        cv_.notify_all();
+        for (auto& t : threads_) t.join();
+    }
+
+    void run(size_t n, const std::function<void(size_t)>& task) {
+        std::unique_lock<std::mutex> caller(run_mu_); // one parallel_for at a time
+        {
+            std::lock_guard<std::mutex> l(mu_);
+            task_ = &task;
+            n_ = n;
+            next_.store(0);
+            done_ = 0;
+            error_ = nullptr;
+            ++generation_;
+        }
+        cv_.notify_all();
+        drain();
+        std::unique_lock<std::mutex> l(mu_);
+        // Also wait for every worker to leave drain(): a late one must not take indices of the
+        // next run with this run's task.
+        done_cv_.wait(l, [&] { return done_ == n_ && active_ == 0; });
+        task_ = nullptr;
+        if (error_) std::rethrow_exception(error_);
+    }
+
+  private:
+    void drain() {
+        for (;;) {
+            const size_t i = next_.fetch_add(1);
+            if (i >= n_) return;
+            std::exception_ptr err;
+            try {
+                (*task_)(i);
+            } catch (...) {
+                err = std::current_exception();
+            }
+            std::lock_guard<std::mutex> l(mu_);
+            if (err && !error_) error_ = err;
+            if (++done_ == n_) done_cv_.notify_all();
+        }
+    }
+    void work() {
+        uint64_t seen = 0;
+        for (;;) {
+            {
+                std::unique_lock<std::mutex> l(mu_);
+                cv_.wait(l, [&] { return stop_ || (generation_ != seen && task_ != nullptr); });
+                if (stop_) return;
+                seen = generation_;
+                ++active_;
+            }
+            drain();
+            std::lock_guard<std::mutex> l(mu_);
+            if (--active_ == 0) done_cv_.notify_all();
+        }
+    }
+
+    std::vector<std::thread> threads_;
+    std::mutex mu_, run_mu_;
+    std::condition_variable cv_, done_cv_;
+    const std::function<void(size_t)>* task_ = nullptr;
+    size_t n_ = 0, done_ = 0, active_ = 0;
+    std::atomic<size_t> next_{0};
+    uint64_t generation_ = 0;
+    bool stop_ = false;
+    std::exception_ptr error_;
+};
+
+Pool& pool() {
+    static Pool p(thread_count() > 1 ? thread_count() - 1 : 0);
+    return p;
+}
+
+} // namespace
+
+void parallel_for(size_t n, const std::function<void(size_t)>& task) {
+    if (n == 0) return;
+    if (n == 1 || thread_count() == 1) {
+        for (size_t i = 0; i < n; ++i) task(i);
+        return;
+    }
+    pool().run(n, task);
+}
+
+} // namespace tempura::runtime
