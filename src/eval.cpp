@@ -2,6 +2,7 @@
 #include "tempura/symbolic/eval.hpp"
 
 #include <cmath>
+#include <limits>
 #include <unordered_map>
 
 #include "tempura/error.hpp"
@@ -66,7 +67,10 @@ std::optional<double> exec_float_alu(Op op, DType dt, const double* v, size_t) {
     case Op::Sub: r = v[0] - v[1]; break;
     case Op::Mul: r = v[0] * v[1]; break;
     case Op::Fdiv: r = v[0] / v[1]; break;
-    case Op::Max: r = std::fmax(v[0], v[1]); break;
+    case Op::Max: // NaN propagates, as in the compiled code (llvm.maximum) and NumPy
+        r = std::isnan(v[0]) || std::isnan(v[1]) ? std::numeric_limits<double>::quiet_NaN()
+                                                 : std::fmax(v[0], v[1]);
+        break;
     case Op::Pow: r = std::pow(v[0], v[1]); break;
     case Op::MulAcc: r = v[0] * v[1] + v[2]; break;
     default: return std::nullopt;

@@ -229,6 +229,11 @@ class Linearizer {
         place(idx, idx, here);
         place(result, result, here);
         placed_.insert_or_assign(red, Placed{result, scopes_[here].id});
+        // The loops ran inside every scope open here, so the result lives there: users must be
+        // placed no further out, even when the reduced value itself uses none of those ranges.
+        uint64_t open = mask(red);
+        for (size_t i = 1; i <= here; ++i) open |= mask_of_range(scopes_[i].range);
+        mask_cache_.insert_or_assign(red, open);
         return result;
     }
 

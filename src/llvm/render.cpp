@@ -555,7 +555,9 @@ class Renderer {
             return b_.CreateFDiv(a[0], a[1]);
         case Op::Max:
             same(0, dt);
-            if (f) return b_.CreateMaxNum(a[0], a[1]);
+            // NaN propagates (IEEE 754-2019 maximum), as NumPy's maximum and the reference do;
+            // maxnum would drop it.
+            if (f) return b_.CreateMaximum(a[0], a[1]);
             if (i)
                 return b_.CreateBinaryIntrinsic(
                     dt.is_unsigned() ? llvm::Intrinsic::umax : llvm::Intrinsic::smax, a[0], a[1]);

@@ -1,0 +1,246 @@
+// How many kernels a computation becomes: t.kernels() after realize() (the kernels that ran),
+// and schedule_graph(t.uop()) before it (the plan), which must agree. Then the compiled-kernel
+// cache: the same computation on other input buffers compiles nothing.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <tempura/runtime/cpu.hpp>
+#include <tempura/schedule/schedule.hpp>
+#include <tempura/tempura.hpp>
+#include <tempura/tensor/reference.hpp>
+
+namespace {
+
+using tempura::DType;
+using tempura::Shape;
+using tempura::Tensor;
+
+std::vector<float> values(int64_t n, float scale, float offset) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i)
+        v[static_cast<size_t>(i)] = static_cast<float>((i * 7) % 13) * scale + offset;
+    return v;
+}
+
+Tensor input(Shape shape, float scale = 0.1f, float offset = -0.5f) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    return Tensor::from_vector(values(n, scale, offset), shape);
+}
+
+// Scheduled kernels that compute something (a kernel with an empty output has no AST and never
+// runs, so realize() does not list it).
+size_t planned(const Tensor& t) {
+    size_t n = 0;
+    for (const auto& k : tempura::schedule_graph(t.uop()))
+        if (!k.ast.is_null()) ++n;
+    return n;
+}
+
+// Realizes t and returns the number of kernels that ran; checks that the plan taken before
+// realize() said the same, and that the values are the reference interpreter's.
+size_t realized_kernels(Tensor& t) {
+    const size_t plan = planned(t);
+    const std::vector<double> want = tempura::reference_eval(t.uop());
+    t.realize();
+    CHECK(t.is_realized());
+    CHECK(t.kernels().size() == plan);
+    const std::vector<float> got = t.to_vector<float>();
+    REQUIRE(got.size() == want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+        const double tol = 1e-5 * std::max(1.0, std::fabs(want[i]));
+        if (!(std::fabs(got[i] - want[i]) <= tol)) {
+            FAIL_CHECK("element " << i << ": compiled " << got[i] << ", reference " << want[i]);
+            break;
+        }
+    }
+    return t.kernels().size();
+}
+
+std::string names(const Tensor& t) {
+    std::string s;
+    for (const auto& k : t.kernels()) s += (s.empty() ? "" : " ") + k.name;
+    return s;
+}
+
+} // namespace
+
+TEST_CASE("kernel counts: elementwise chains fuse into one kernel") {
+    auto a = input({4, 8}), b = input({4, 8}, 0.2f), c = input({8}, 0.3f, 1.0f);
+    Tensor t = a * b + c;
+    CHECK(planned(t) == 1);
+    CHECK(realized_kernels(t) == 1);
+    REQUIRE(t.kernels().size() == 1);
+    CHECK(t.kernels()[0].name == "E_4_8");
+    CHECK(t.kernels()[0].backend == "CPU");
+    CHECK(t.kernels()[0].source.find("define void") != std::string::npos);
+}
+
+TEST_CASE("kernel counts: an elementwise producer fuses into its reduce") {
+    auto a = input({4, 8}), b = input({4, 8}, 0.2f);
+    Tensor t = (a * b).sum(1);
+    CHECK(planned(t) == 1);
+    CHECK(realized_kernels(t) == 1);
+    REQUIRE(t.kernels().size() == 1);
+    CHECK(t.kernels()[0].name.rfind("r_", 0) == 0); // a reduce kernel
+    CHECK(t.kernels()[0].backend == "CPU");
+}
+
+TEST_CASE("kernel counts: softmax over rows is three kernels") {
+    auto x = input({4, 8});
+    Tensor t = x.softmax(1);
+    CHECK(planned(t) == 3);
+    CHECK(realized_kernels(t) == 3);
+    REQUIRE(t.kernels().size() == 3);
+    // max and sum are reduces; the last kernel divides, elementwise.
+    CHECK(t.kernels()[0].name.rfind("r_", 0) == 0);
+    CHECK(t.kernels()[1].name.rfind("r_", 0) == 0);
+    CHECK(t.kernels()[2].name.rfind("E_", 0) == 0);
+    for (const auto& k : t.kernels()) {
+        CHECK(k.backend == "CPU");
+        CHECK(k.source.find("define void") != std::string::npos);
+    }
+    Tensor l = x.log_softmax(-1);
+    CHECK(realized_kernels(l) == 3);
+}
+
+TEST_CASE("kernel counts: a reduce of an inlined reduce is one kernel") {
+    auto x = input({5, 6});
+    Tensor t = x.sum(0).sum(0);
+    CHECK(planned(t) == 1);
+    CHECK(realized_kernels(t) == 1);
+    Tensor m = x.max(1).sum(0); // a different reduce op inside
+    CHECK(realized_kernels(m) == 1);
+    // The materialization points of the plan: the root only.
+    CHECK(tempura::materialization_points(x.sum(0).sum(0).uop()).size() == 1);
+}
+
+TEST_CASE("kernel counts: MLP forward") {
+    auto x = input({4, 8});
+    auto w1 = input({8, 16}, 0.05f, -0.3f), b1 = input({16}, 0.01f);
+    auto w2 = input({16, 10}, 0.04f, -0.25f), b2 = input({10}, 0.02f);
+    Tensor logits = (x.matmul(w1) + b1).relu().matmul(w2) + b2;
+    // The hidden layer is a reduce read through the EXPAND of the second matmul: materialized.
+    CHECK(planned(logits) == 2);
+    CHECK(realized_kernels(logits) == 2);
+
+    Tensor probs = ((x.matmul(w1) + b1).relu().matmul(w2) + b2).softmax(1);
+    const size_t n = realized_kernels(probs);
+    std::printf("MLP forward with softmax: %zu kernels (%s)\n", n, names(probs).c_str());
+    CHECK(n <= 5);
+    // Observed: hidden layer, row max, row sum, the normalized output (the logits' reduce is
+    // recomputed inside the three kernels that read it rather than materialized).
+    CHECK(n == 4);
+}
+
+TEST_CASE("kernel counts: a movement op on a realized tensor is one copy kernel") {
+    auto x = input({3, 5});
+    Tensor t = x.transpose();
+    CHECK(planned(t) == 1);
+    CHECK(realized_kernels(t) == 1);
+    CHECK(t.shape() == Shape{5, 3});
+    Tensor mid = (x + 1.0f).realize();
+    Tensor f = mid.flip({0}).pad({{1, 1}, {0, 0}});
+    CHECK(realized_kernels(f) == 1);
+}
+
+TEST_CASE("kernel counts: creation ops run no kernel") {
+    Tensor a = Tensor::from_vector(std::vector<float>{1, 2, 3, 4, 5, 6}, {2, 3});
+    CHECK(a.is_realized());
+    CHECK(a.kernels().empty());
+    a.realize(); // a buffer already: realize() runs nothing
+    CHECK(a.kernels().empty());
+    CHECK(a.to_vector<float>() == std::vector<float>{1, 2, 3, 4, 5, 6});
+    // A reshape of a realized tensor is a view of the same buffer, still realized.
+    Tensor r = a.reshape({3, 2});
+    CHECK(r.is_realized());
+    r.realize();
+    CHECK(r.kernels().empty());
+    Tensor ar = Tensor::arange(5), id = Tensor::eye(3);
+    CHECK(ar.is_realized());
+    CHECK(id.is_realized());
+    CHECK(ar.kernels().empty());
+}
+
+TEST_CASE("kernel cache: the same computation on other buffers compiles nothing") {
+    auto make = [](float offset) {
+        auto x = input({6, 7}, 0.1f, offset);
+        auto w = input({7, 5}, 0.05f, offset);
+        auto b = input({5}, 0.02f, offset);
+        return (x.matmul(w) + b).relu().softmax(1);
+    };
+    Tensor first = make(-0.5f);
+    const size_t k = realized_kernels(first);
+    CHECK(k == 3);
+    const std::vector<float> first_values = first.to_vector<float>();
+
+    const auto before = tempura::runtime::cpu_kernel_cache_stats();
+    Tensor second = make(0.25f); // new buffers, other values, same structure
+    const size_t k2 = realized_kernels(second);
+    const auto after = tempura::runtime::cpu_kernel_cache_stats();
+    CHECK(k2 == k);
+    CHECK(after.misses == before.misses); // nothing compiled
+    // Each kernel is either a hit of the compiled-kernel cache (k hits), or the realize-level
+    // plan cache skips compilation altogether (0 hits); never a new compile.
+    const size_t hits = after.hits - before.hits;
+    std::printf("kernel cache: second realize of a %zu-kernel graph: %zu hits, %zu misses\n", k,
+                hits, after.misses - before.misses);
+    CHECK((hits == k || hits == 0));
+    CHECK(second.to_vector<float>() != first_values); // really ran on the new values
+    for (size_t i = 0; i < k; ++i) {
+        CHECK(second.kernels()[i].name == first.kernels()[i].name);
+        CHECK(second.kernels()[i].backend == "CPU");
+        CHECK(second.kernels()[i].source.find("define void") != std::string::npos);
+    }
+}
+
+TEST_CASE("kernel cache: a structurally new graph with the same kernels hits for each kernel") {
+    auto a = input({9, 4}), b = input({9, 4}, 0.3f), c = input({4}, 0.2f, 1.0f);
+    Tensor t = a * b + c;
+    CHECK(realized_kernels(t) == 1);
+    // CONTIGUOUS at the root: another graph (no plan to reuse), but the same kernel.
+    auto a2 = input({9, 4}, 0.7f), b2 = input({9, 4}, 0.1f), c2 = input({4}, -0.2f, 2.0f);
+    const auto before = tempura::runtime::cpu_kernel_cache_stats();
+    Tensor u = (a2 * b2 + c2).contiguous();
+    CHECK(realized_kernels(u) == 1);
+    const auto after = tempura::runtime::cpu_kernel_cache_stats();
+    CHECK(after.misses == before.misses);
+    CHECK(after.hits == before.hits + 1);
+
+    auto x = input({3, 11});
+    Tensor s = x.softmax(1);
+    CHECK(realized_kernels(s) == 3);
+    auto x2 = input({3, 11}, 0.3f, 0.1f);
+    const auto before2 = tempura::runtime::cpu_kernel_cache_stats();
+    Tensor s2 = x2.softmax(1).contiguous();
+    CHECK(realized_kernels(s2) == 3);
+    const auto after2 = tempura::runtime::cpu_kernel_cache_stats();
+    CHECK(after2.misses == before2.misses);
+    CHECK(after2.hits == before2.hits + 3);
+}
+
+TEST_CASE("kernel info: names, backend and LLVM IR source of every kernel") {
+    auto x = input({4, 8});
+    Tensor t = (x - x.mean(1, true)).square().sum(1).sqrt();
+    const size_t n = realized_kernels(t);
+    CHECK(n == 2); // the mean (reused through EXPAND), then the rest
+    for (const auto& k : t.kernels()) {
+        CHECK_FALSE(k.name.empty());
+        CHECK(k.backend == "CPU");
+        CHECK(k.source.find("define void") != std::string::npos);
+    }
+    // Integer and bool kernels too.
+    auto i = Tensor::from_vector(std::vector<int32_t>{3, -1, 4, 1, -5, 9}, {2, 3});
+    Tensor ai = i.argmax(1);
+    CHECK(ai.dtype() == DType::Int32);
+    CHECK(ai.to_vector<int32_t>() == std::vector<int32_t>{2, 2});
+    for (const auto& k : ai.kernels()) CHECK(k.source.find("define void") != std::string::npos);
+    Tensor cmp = i > 0;
+    CHECK(realized_kernels(cmp) == 1);
+}
