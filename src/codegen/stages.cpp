@@ -68,8 +68,97 @@ UOp lower_index_dtype(const UOp& ast) {
     });
 }
 
+namespace {
+
+// float32 EXP2 and LOG2 as polynomials (Cephes exp2f/log2f, about 1-2 ulp). LLVM would lower its
+// intrinsics to one libm call per vector lane after vectorizing; as plain arithmetic they
+// vectorize, and the kernels compile several times faster.
+struct F32 {
+    static UOp c(double v) { return UOp::constant_f(DType::Float32, v); }
+    static UOp i(int64_t v) { return UOp::constant(DType::Int32, v); }
+    static UOp add(const UOp& a, const UOp& b) { return UOp::alu(Op::Add, {a, b}); }
+    static UOp sub(const UOp& a, const UOp& b) { return UOp::alu(Op::Sub, {a, b}); }
+    static UOp mul(const UOp& a, const UOp& b) { return UOp::alu(Op::Mul, {a, b}); }
+    static UOp lt(const UOp& a, const UOp& b) { return UOp::alu(Op::CmpLt, {a, b}); }
+    static UOp sel(const UOp& c, const UOp& t, const UOp& f) {
+        return UOp::alu(Op::Where, {c, t, f});
+    }
+    static UOp to_i(const UOp& a) { return UOp::make(Op::Cast, DType::Int32, {a}); }
+    static UOp to_f(const UOp& a) { return UOp::make(Op::Cast, DType::Float32, {a}); }
+    static UOp bits_to_f(const UOp& a) { return UOp::make(Op::BitCast, DType::Float32, {a}); }
+    static UOp f_to_bits(const UOp& a) { return UOp::make(Op::BitCast, DType::Int32, {a}); }
+    static UOp poly(const UOp& x, std::initializer_list<double> coefs) {
+        UOp acc;
+        for (double k : coefs) acc = acc.is_null() ? c(k) : add(mul(acc, x), c(k));
+        return acc;
+    }
+    // 2^n for integer n in [-252, 254], as two exact powers (each exponent stays normal).
+    static UOp pow2(const UOp& n) {
+        const UOp n1 = UOp::alu(Op::Shr, {n, i(1)});
+        const UOp n2 = sub(n, n1);
+        auto scale = [](const UOp& k) {
+            return bits_to_f(UOp::alu(Op::Shl, {add(k, i(127)), i(23)}));
+        };
+        return mul(scale(n1), scale(n2));
+    }
+};
+
+UOp exp2_f32(const UOp& x0) {
+    using F = F32;
+    // Clamp so the scale stays in range (2^129 overflows to inf, 2^-151 underflows to 0).
+    const UOp x = F::sel(F::lt(x0, F::c(-151.0)), F::c(-151.0),
+                         F::sel(F::lt(F::c(129.0), x0), F::c(129.0), x0));
+    // n = round(x), f = x - n in [-0.5, 0.5].
+    const UOp h = F::add(x, F::c(0.5));
+    const UOp t = UOp::alu(Op::Trunc, {h});
+    const UOp n = F::sel(F::lt(h, t), F::sub(t, F::c(1.0)), t);
+    const UOp f = F::sub(x, n);
+    const UOp p = F::add(
+        F::mul(F::poly(f, {1.535336188319500e-4, 1.339887440266574e-3, 9.618437357674640e-3,
+                           5.550332471162809e-2, 2.402264791363012e-1, 6.931472028550421e-1}),
+               f),
+        F::c(1.0));
+    const UOp r = F::mul(p, F::pow2(F::to_i(n)));
+    return F::sel(UOp::alu(Op::CmpNe, {x0, x0}), x0, r); // NaN stays NaN
+}
+
+UOp log2_f32(const UOp& x0) {
+    using F = F32;
+    // Denormals are scaled into the normal range first.
+    const UOp denormal = F::lt(x0, F::c(1.17549435e-38));
+    const UOp x = F::sel(denormal, F::mul(x0, F::c(8388608.0)), x0);
+    const UOp bits = F::f_to_bits(x);
+    UOp e = F::sub(UOp::alu(Op::And, {UOp::alu(Op::Shr, {bits, F::i(23)}), F::i(255)}), F::i(126));
+    e = F::sel(denormal, F::sub(e, F::i(23)), e);
+    UOp m =
+        F::bits_to_f(UOp::alu(Op::Or, {UOp::alu(Op::And, {bits, F::i(-2139095041)}), // 0x807fffff
+                                       F::i(0x3f000000)}));                          // in [0.5, 1)
+    const UOp small = F::lt(m, F::c(0.70710678118654752440));
+    e = F::sel(small, F::sub(e, F::i(1)), e);
+    m = F::sel(small, F::sub(F::add(m, m), F::c(1.0)), F::sub(m, F::c(1.0)));
+    const UOp z = F::mul(m, m);
+    UOp y = F::mul(F::mul(m, z), F::poly(m, {7.0376836292e-2, -1.1514610310e-1, 1.1676998740e-1,
+                                             -1.2420140846e-1, 1.4249322787e-1, -1.6668057665e-1,
+                                             2.0000714765e-1, -2.4999993993e-1, 3.3333331174e-1}));
+    y = F::sub(y, F::mul(F::c(0.5), z));
+    const UOp log2ea = F::c(0.44269504088896340735992);
+    const UOp r =
+        F::add(F::add(F::add(F::add(F::mul(y, log2ea), F::mul(m, log2ea)), y), m), F::to_f(e));
+    const double inf = std::numeric_limits<double>::infinity();
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    // log2(+inf) = inf, log2(0) = -inf, log2(x < 0) = NaN, NaN stays NaN.
+    return F::sel(UOp::alu(Op::CmpEq, {x0, F::c(inf)}), F::c(inf),
+                  F::sel(UOp::alu(Op::CmpEq, {x0, F::c(0.0)}), F::c(-inf),
+                         F::sel(F::lt(x0, F::c(0.0)), F::c(nan),
+                                F::sel(UOp::alu(Op::CmpNe, {x0, x0}), x0, r))));
+}
+
+} // namespace
+
 UOp decompose(const UOp& ast) {
     return rebuild_graph(ast, [&](const UOp& u, std::vector<UOp> srcs) {
+        if (u.dtype() == DType::Float32 && u.op() == Op::Exp2) return exp2_f32(srcs[0]);
+        if (u.dtype() == DType::Float32 && u.op() == Op::Log2) return log2_f32(srcs[0]);
         if (u.op() == Op::Pow && u.dtype().is_float()) {
             // x ** y = exp2(log2(x) * y): LLVM has exp2 and log2 intrinsics but no pow kernel
             // worth calling per element.
