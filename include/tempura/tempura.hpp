@@ -8,4 +8,5 @@
 #include "tempura/symbolic/bounds.hpp"
 #include "tempura/symbolic/eval.hpp"
 #include "tempura/symbolic/simplify.hpp"
+#include "tempura/tensor/fixed_tensor.hpp"
 #include "tempura/tensor/tensor.hpp"

@@ -1,0 +1,171 @@
+// The MNIST-style classifier of examples/mlp.cpp, 784 (28x28 pixels) -> 128 (ReLU) -> 10 logits,
+// softmax and argmax on a batch of 64 images, written with FixedTensor: every shape is part of a
+// type, so a layer wired wrong does not compile. Try it: forget the transpose in Linear::forward,
+// `x.dot(weight)`, and g++'s first error reads (on one line)
+//
+//   error: invalid application of 'sizeof' to incomplete type 'tempura::FixedTensorError<
+//   tempura::Sentence{"dot: inner dimensions differ: [64, 784] @ [128, 784]"}>'
+//
+// FixedTensor wraps Tensor (no second engine): the kernels are those of the Tensor version.
+// Weights and images are synthetic and deterministic (no dataset is downloaded); the network is
+// untrained, so its predicted classes are arbitrary. The example exits non-zero if the logits
+// differ from a plain C++ forward pass or a softmax row does not sum to 1.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <type_traits>
+#include <vector>
+
+#include <tempura/tempura.hpp>
+
+namespace {
+
+using tempura::FixedTensor;
+
+constexpr int64_t kBatch = 64, kIn = 784, kHidden = 128, kClasses = 10;
+
+// splitmix64: the same sequence on every platform (std::uniform_* distributions are not).
+struct Rng {
+    uint64_t state;
+    uint64_t next() {
+        uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        return z ^ (z >> 31);
+    }
+    float uniform(float lo, float hi) { // [lo, hi)
+        return lo + (hi - lo) * static_cast<float>(next() >> 40) * (1.0f / 16777216.0f);
+    }
+};
+
+// y = x @ W^T + b with W stored [Out, In] (PyTorch's convention), for any batch size N.
+template <int64_t In, int64_t Out>
+struct Linear {
+    std::vector<float> w, b; // host copies, for the reference forward pass
+    FixedTensor<float, Out, In> weight;
+    FixedTensor<float, Out> bias;
+
+    explicit Linear(Rng& rng) {
+        const float bound = 1.0f / std::sqrt(static_cast<float>(In));
+        for (int64_t i = 0; i < In * Out; ++i) w.push_back(rng.uniform(-bound, bound));
+        for (int64_t i = 0; i < Out; ++i) b.push_back(rng.uniform(-bound, bound));
+        weight = FixedTensor<float, Out, In>::from_vector(w);
+        bias = FixedTensor<float, Out>::from_vector(b);
+    }
+    template <int64_t N>
+    FixedTensor<float, N, Out> forward(const FixedTensor<float, N, In>& x) const {
+        return x.dot(weight.template transpose<0, 1>()) + bias;
+    }
+};
+
+struct MnistNet {
+    Linear<kIn, kHidden> fc1;
+    Linear<kHidden, kClasses> fc2;
+    explicit MnistNet(Rng& rng) : fc1(rng), fc2(rng) {}
+    template <int64_t N>
+    FixedTensor<float, N, kClasses> forward(const FixedTensor<float, N, kIn>& x) const {
+        return fc2.forward(fc1.forward(x).relu()); // logits
+    }
+};
+
+// Image i is a Gaussian blob whose position depends on its label (i % 10), plus uniform noise.
+std::vector<float> synthetic_images(Rng& rng) {
+    std::vector<float> px(static_cast<size_t>(kBatch * kIn));
+    for (int64_t i = 0; i < kBatch; ++i) {
+        const int64_t label = i % 10;
+        const float cy = 6.0f + 4.0f * static_cast<float>(label / 4 + rng.uniform(-0.5f, 0.5f));
+        const float cx = 6.0f + 5.0f * static_cast<float>(label % 4) + rng.uniform(-1.0f, 1.0f);
+        for (int64_t y = 0; y < 28; ++y)
+            for (int64_t x = 0; x < 28; ++x) {
+                const float dy = static_cast<float>(y) - cy, dx = static_cast<float>(x) - cx;
+                const float v = std::exp(-(dx * dx + dy * dy) / 18.0f) + rng.uniform(0.0f, 0.1f);
+                px[static_cast<size_t>(i * kIn + y * 28 + x)] = std::min(v, 1.0f);
+            }
+    }
+    return px;
+}
+
+// The forward pass in plain C++ (double accumulation), for checking.
+template <int64_t In, int64_t Out>
+std::vector<float> reference_layer(const Linear<In, Out>& l, const std::vector<float>& in,
+                                   bool relu) {
+    std::vector<float> out(static_cast<size_t>(kBatch * Out));
+    for (int64_t r = 0; r < kBatch; ++r)
+        for (int64_t j = 0; j < Out; ++j) {
+            double acc = l.b[static_cast<size_t>(j)];
+            for (int64_t k = 0; k < In; ++k)
+                acc += static_cast<double>(in[static_cast<size_t>(r * In + k)]) *
+                       l.w[static_cast<size_t>(j * In + k)];
+            out[static_cast<size_t>(r * Out + j)] =
+                static_cast<float>(relu ? std::max(acc, 0.0) : acc);
+        }
+    return out;
+}
+
+} // namespace
+
+int main() {
+    Rng rng{42};
+    const MnistNet net(rng);
+    const auto images = FixedTensor<float, kBatch, kIn>::from_vector(synthetic_images(rng));
+
+    // The shapes are known to the compiler: these are checked while compiling, not run.
+    auto logits = net.forward(images);
+    static_assert(decltype(logits)::shape() == std::array<int64_t, 2>{kBatch, kClasses});
+    logits.realize();
+    auto probs = logits.softmax<-1>(); // FixedTensor<float, 64, 10>
+    auto preds = logits.argmax<-1>();  // FixedTensor<int32_t, 64>
+    auto confidence = probs.max<-1>(); // FixedTensor<float, 64>
+    static_assert(std::is_same_v<decltype(preds), FixedTensor<int32_t, kBatch>>);
+    static_assert(std::is_same_v<decltype(confidence), FixedTensor<float, kBatch>>);
+
+    size_t kernels = logits.kernels().size();
+    for (auto* k :
+         {&probs.realize().kernels(), &preds.realize().kernels(), &confidence.realize().kernels()})
+        kernels += k->size();
+    std::printf("FixedTensor MLP %lld -> %lld -> %lld, batch %lld: %zu kernels ran\n",
+                static_cast<long long>(kIn), static_cast<long long>(kHidden),
+                static_cast<long long>(kClasses), static_cast<long long>(kBatch), kernels);
+    for (const tempura::KernelInfo& k : logits.kernels())
+        std::printf("  logits kernel %-16s backend %s\n", k.name.c_str(), k.backend.c_str());
+
+    const std::vector<int32_t> p = preds.to_vector();
+    const std::vector<float> conf = confidence.to_vector();
+    std::printf("predicted classes (untrained network, synthetic images):");
+    for (int64_t i = 0; i < kBatch; ++i)
+        std::printf("%s%d", i % 32 ? " " : "\n  ", p[static_cast<size_t>(i)]);
+    std::printf("\nconfidence of the first 8:");
+    for (int64_t i = 0; i < 8; ++i)
+        std::printf(" %.4f", static_cast<double>(conf[static_cast<size_t>(i)]));
+    std::printf("\n");
+
+    // ---- checks -------------------------------------------------------------------------------
+    const std::vector<float> ref =
+        reference_layer(net.fc2, reference_layer(net.fc1, images.to_vector(), true), false);
+    const std::vector<float> got = logits.to_vector();
+    const std::vector<float> row_sums = probs.sum<-1>().to_vector();
+    double worst_logit = 0, worst_sum = 0;
+    int failures = 0;
+    for (size_t i = 0; i < got.size(); ++i)
+        worst_logit = std::max(worst_logit, static_cast<double>(std::fabs(got[i] - ref[i])));
+    for (float s : row_sums)
+        worst_sum = std::max(worst_sum, std::fabs(static_cast<double>(s) - 1.0));
+    for (int64_t r = 0; r < kBatch; ++r) {
+        const float* row = &got[static_cast<size_t>(r * kClasses)];
+        const int32_t c = p[static_cast<size_t>(r)];
+        if (c < 0 || c >= kClasses || row[c] != *std::max_element(row, row + kClasses)) ++failures;
+    }
+    std::printf("max |logit - reference| = %.2e, max |row sum - 1| = %.2e, argmax %s\n",
+                worst_logit, worst_sum, failures ? "WRONG" : "ok");
+    if (worst_logit > 1e-3) {
+        std::printf("FAILED: logits differ from the reference forward pass\n");
+        ++failures;
+    }
+    if (worst_sum > 1e-5) {
+        std::printf("FAILED: a softmax row does not sum to 1 within 1e-5\n");
+        ++failures;
+    }
+    return failures ? 1 : 0;
+}
