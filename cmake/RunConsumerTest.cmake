@@ -1,4 +1,4 @@
-# Builds and runs tests/consumer against this build of Tempura. Run by CTest (consumer_install,
+# Builds and runs examples/consumer against this build of Tempura. Run by CTest (consumer_install,
 # consumer_subdirectory); everything stays under WORK_DIR and nothing touches the network.
 #
 #   cmake -DMODE=install|subdirectory -DSOURCE_DIR=<tempura source> -DBUILD_DIR=<tempura build>
@@ -33,8 +33,15 @@ function(run_step what)
 endfunction()
 
 set(_consumer_build "${WORK_DIR}/build")
+# A build folder configured from another source folder (the consumer moved) cannot be reused.
+if(EXISTS "${_consumer_build}/CMakeCache.txt")
+    file(STRINGS "${_consumer_build}/CMakeCache.txt" _home REGEX "^CMAKE_HOME_DIRECTORY:")
+    if(NOT _home STREQUAL "CMAKE_HOME_DIRECTORY:INTERNAL=${SOURCE_DIR}/examples/consumer")
+        file(REMOVE_RECURSE "${_consumer_build}")
+    endif()
+endif()
 set(_configure
-    "${CMAKE_COMMAND}" -S "${SOURCE_DIR}/tests/consumer" -B "${_consumer_build}"
+    "${CMAKE_COMMAND}" -S "${SOURCE_DIR}/examples/consumer" -B "${_consumer_build}"
     -G "${GENERATOR}"
     "-DCMAKE_BUILD_TYPE=${CONFIG}"
     "-DCMAKE_CXX_FLAGS=${CXX_FLAGS}"
