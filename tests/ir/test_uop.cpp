@@ -3,6 +3,8 @@
 // structural order.
 #include <doctest/doctest.h>
 
+#include "../support.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -23,17 +25,6 @@ using tempura::Op;
 using tempura::RangeArg;
 using tempura::UOp;
 using tempura::VarArg;
-
-// The message of the tempura::Error that f throws, or "<no error>".
-template <class F>
-std::string error_of(F&& f) {
-    try {
-        f();
-    } catch (const tempura::Error& e) {
-        return e.what();
-    }
-    return "<no error>";
-}
 
 } // namespace
 

@@ -2,6 +2,8 @@
 // with compile_cpu_kernel and run on real buffers; the kernel cache; host CPU features; errors.
 #include <doctest/doctest.h>
 
+#include "../support.hpp"
+
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -88,16 +90,6 @@ std::vector<Out> run1(const std::vector<UOp>& prog, size_t n, const std::vector<
     void* bufs[] = {const_cast<In*>(in.data())..., out.data()};
     k->run(bufs, nullptr);
     return out;
-}
-
-template <class F>
-std::string error_of(F&& f) {
-    try {
-        f();
-    } catch (const tempura::Error& e) {
-        return e.what();
-    }
-    return "<no error>";
 }
 
 } // namespace

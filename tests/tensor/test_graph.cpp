@@ -2,6 +2,8 @@
 // runtime::Buffer with its registry (lifetime of the buffers lazy tensors read).
 #include <doctest/doctest.h>
 
+#include "../support.hpp"
+
 #include <atomic>
 #include <cmath>
 #include <cstdint>
@@ -22,16 +24,6 @@ using tempura::ReduceArg;
 using tempura::Shape;
 using tempura::Tensor;
 using tempura::UOp;
-
-template <class F>
-std::string error_of(F&& f) {
-    try {
-        f();
-    } catch (const tempura::Error& e) {
-        return e.what();
-    }
-    return "<no error>";
-}
 
 const std::vector<int64_t>& ints(const UOp& u) { return u.arg_as<std::vector<int64_t>>(); }
 

@@ -2,6 +2,8 @@
 // against tensor_shape() of the graph), and every user error with its exact message.
 #include <doctest/doctest.h>
 
+#include "../support.hpp"
+
 #include <string>
 #include <vector>
 
@@ -13,16 +15,6 @@ namespace {
 using tempura::DType;
 using tempura::Shape;
 using tempura::Tensor;
-
-template <class F>
-std::string error_of(F&& f) {
-    try {
-        f();
-    } catch (const tempura::Error& e) {
-        return e.what();
-    }
-    return "<no error>";
-}
 
 // The tensor's own shape agrees with the one derived from its graph.
 Shape checked_shape(const Tensor& t) {
