@@ -18,6 +18,7 @@
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Intrinsics.h>
 #include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/MDBuilder.h>
 #include <llvm/IR/Module.h>
 
 #include "tempura/error.hpp"
@@ -64,6 +65,7 @@ class Renderer {
         auto* body = llvm::BasicBlock::Create(ctx_, "body", fn_);
         b_.SetInsertPoint(body);
 
+        make_alias_scopes(linear);
         vals_.assign(linear.size(), nullptr);
         pos_.reserve(linear.size());
         for (size_t i = 0; i < linear.size(); ++i) {
@@ -282,10 +284,49 @@ class Renderer {
         b_.SetInsertPoint(f.exit);
     }
 
+    // ---- alias scopes -------------------------------------------------------------------------
+    // Distinct PARAM slots are distinct buffers (docs/KERNEL_IR.md §2: the scheduler binds one
+    // buffer per slot and never the same buffer twice). Telling LLVM so, with one alias scope
+    // per slot, removes the vectorizer's runtime overlap checks and their extra loop versions.
+    void make_alias_scopes(const std::vector<UOp>& linear) {
+        std::vector<int64_t> slots;
+        for (const UOp& u : linear)
+            if (u.op() == Op::Param)
+                if (const auto* a = std::get_if<std::vector<int64_t>>(&u.arg()); a && !a->empty())
+                    slots.push_back((*a)[0]);
+        std::sort(slots.begin(), slots.end());
+        slots.erase(std::unique(slots.begin(), slots.end()), slots.end());
+        if (slots.size() < 2) return;
+        llvm::MDBuilder mdb(ctx_);
+        llvm::MDNode* domain = mdb.createAnonymousAliasScopeDomain("buffers");
+        std::vector<llvm::Metadata*> scopes;
+        for (int64_t s : slots)
+            scopes.push_back(mdb.createAnonymousAliasScope(domain, "buf" + std::to_string(s)));
+        for (size_t i = 0; i < slots.size(); ++i) {
+            std::vector<llvm::Metadata*> others;
+            for (size_t j = 0; j < slots.size(); ++j)
+                if (j != i) others.push_back(scopes[j]);
+            scope_md_[slots[i]] = {llvm::MDNode::get(ctx_, {scopes[i]}),
+                                   llvm::MDNode::get(ctx_, others)};
+        }
+    }
+    // Tags a load or store through INDEX(PARAM, ...) with its buffer's scope.
+    void tag_access(const UOp& index, llvm::Instruction* inst) {
+        if (index.op() != Op::Index || index.src(0).op() != Op::Param) return;
+        const auto* a = std::get_if<std::vector<int64_t>>(&index.src(0).arg());
+        if (a == nullptr || a->empty()) return;
+        auto it = scope_md_.find((*a)[0]);
+        if (it == scope_md_.end()) return;
+        inst->setMetadata(llvm::LLVMContext::MD_alias_scope, it->second.first);
+        inst->setMetadata(llvm::LLVMContext::MD_noalias, it->second.second);
+    }
+
     // ---- memory -------------------------------------------------------------------------------
     // A load of `dt` from `p` converted to its value type (bytes to i1 for bool: nonzero is true).
     llvm::Value* load_value(const UOp& u, llvm::Value* p) {
-        llvm::Value* x = b_.CreateLoad(mem_type(u.dtype(), u), p);
+        llvm::LoadInst* ld = b_.CreateLoad(mem_type(u.dtype(), u), p);
+        tag_access(u.src(0), ld);
+        llvm::Value* x = ld;
         if (u.dtype().is_bool()) x = b_.CreateICmpNE(x, b_.getInt8(0));
         return x;
     }
@@ -339,7 +380,7 @@ class Renderer {
         if (et.is_bool()) v = b_.CreateZExt(v, b_.getInt8Ty());
         auto g = gates_.find(u.src(0).get());
         if (g == gates_.end()) {
-            b_.CreateStore(v, p);
+            tag_access(u.src(0), b_.CreateStore(v, p));
             return;
         }
         const std::string n = "st" + std::to_string(cur_);
@@ -347,7 +388,7 @@ class Renderer {
         auto* done = llvm::BasicBlock::Create(ctx_, n + ".end", fn_);
         b_.CreateCondBr(g->second, then, done);
         b_.SetInsertPoint(then);
-        b_.CreateStore(v, p);
+        tag_access(u.src(0), b_.CreateStore(v, p));
         b_.CreateBr(done);
         b_.SetInsertPoint(done);
     }
@@ -646,6 +687,8 @@ class Renderer {
     llvm::Value* vars_ = nullptr;
     std::unordered_map<const UOpNode*, size_t> pos_;
     std::unordered_map<const UOpNode*, llvm::Value*> gates_; // INDEX -> its gate
+    // PARAM slot -> (its alias scope, the scopes of every other slot)
+    std::unordered_map<int64_t, std::pair<llvm::MDNode*, llvm::MDNode*>> scope_md_;
     std::vector<llvm::Value*> vals_;
     std::vector<Frame> frames_;
     size_t cur_ = 0;
