@@ -43,7 +43,29 @@ struct Step {
     std::vector<Slot> params;                              // params[0] is the output
     size_t level;                                          // independent steps share a level
     size_t work;                                           // output elements (for parallelism)
+    double flops = 0;                                      // float ALU ops per run
 };
+
+// Float ALU operations one run of a linear program performs: each op counted once per
+// iteration of the loops around it (loop bounds are constants here; MULACC counts 2).
+double count_flops(const std::vector<UOp>& program) {
+    double flops = 0, trips = 1;
+    std::vector<double> stack;
+    for (const UOp& u : program) {
+        if (u.op() == Op::Range) {
+            const double n = u.src(0).is_const() ? static_cast<double>(u.src(0).const_value()) : 1;
+            stack.push_back(trips);
+            trips *= n;
+        } else if (u.op() == Op::End && !stack.empty()) {
+            trips = stack.back();
+            stack.pop_back();
+        } else if (is_alu(u.op()) && u.dtype().is_float() && u.op() != Op::Cast &&
+                   u.op() != Op::BitCast) {
+            flops += trips * (u.op() == Op::MulAcc ? 2 : 1);
+        }
+    }
+    return flops;
+}
 
 struct Plan {
     std::vector<std::pair<DType, int64_t>> outputs; // buffers the plan allocates
@@ -104,7 +126,9 @@ Plan build_plan(const UOp& root, const std::vector<UOp>& inputs) {
         slot_of.emplace(k.output, out);
         Step step{nullptr, {out}, 0, static_cast<size_t>(numel(shape))};
         if (!k.ast.is_null()) {
-            step.kernel = runtime::compile_cpu_kernel(k.name, codegen::lower_kernel(k.name, k.ast));
+            const std::vector<UOp> program = codegen::lower_kernel(k.name, k.ast);
+            step.kernel = runtime::compile_cpu_kernel(k.name, program);
+            step.flops = count_flops(program);
             step.params.clear();
             for (const UOp& p : k.params) {
                 auto it = slot_of.find(p);
@@ -166,10 +190,11 @@ void run_plan(const Plan& plan, const std::vector<std::shared_ptr<runtime::Buffe
                 const double ms =
                     std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
                         .count();
-                char buf[128];
-                std::snprintf(buf, sizeof buf, "  %9.3f ms  %8.2f GB/s  (compiled in %.2f ms)", ms,
-                              ms > 0 ? static_cast<double>(bytes) / ms / 1e6 : 0.0,
-                              s.kernel->compile_ms());
+                char buf[160];
+                std::snprintf(
+                    buf, sizeof buf, "  %9.3f ms  %8.2f GFLOP/s  %8.2f GB/s  (compiled in %.2f ms)",
+                    ms, ms > 0 ? s.flops / ms / 1e6 : 0.0,
+                    ms > 0 ? static_cast<double>(bytes) / ms / 1e6 : 0.0, s.kernel->compile_ms());
                 line += buf;
             }
             std::fprintf(stderr, "%s\n", line.c_str());
