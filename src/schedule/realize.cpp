@@ -103,11 +103,25 @@ std::string structure_key(const std::vector<UOp>& topo, std::vector<UOp>& inputs
             const int64_t numel = u.arg_as<std::vector<int64_t>>().at(1);
             put(&numel, 8);
         } else {
-            // Doubles by their bits (printing would round); everything else by its text.
-            if (const auto* f = std::get_if<double>(&u.arg()))
+            // Numbers by their bytes (printing would round and is slow on this hot path), the
+            // rest by its text.
+            const Arg& a = u.arg();
+            const uint8_t kind = static_cast<uint8_t>(a.index());
+            put(&kind, 1);
+            if (const auto* f = std::get_if<double>(&a))
                 put(f, sizeof(double));
-            else
-                key += arg_to_string(u.arg());
+            else if (const auto* i = std::get_if<int64_t>(&a))
+                put(i, sizeof(int64_t));
+            else if (const auto* b = std::get_if<bool>(&a))
+                key += *b ? '1' : '0';
+            else if (const auto* v = std::get_if<std::vector<int64_t>>(&a))
+                put(v->data(), v->size() * sizeof(int64_t));
+            else if (const auto* r = std::get_if<ReduceArg>(&a)) {
+                put(&r->op, sizeof(Op));
+                put(r->axes.data(), r->axes.size() * sizeof(int64_t));
+            } else if (!std::holds_alternative<std::monostate>(a)) {
+                key += arg_to_string(a);
+            }
             key += '\0';
         }
     }
