@@ -22,27 +22,15 @@
 #include <tempura/runtime/cpu.hpp>
 #include <tempura/tempura.hpp>
 
+#include "mnist_synthetic.hpp"
+
 namespace {
 
+using mnist_synthetic::Rng;
 using tempura::Shape;
 using tempura::Tensor;
 
 constexpr int64_t kBatch = 64, kIn = 784, kHidden = 128, kClasses = 10;
-
-// splitmix64: a tiny generator whose sequence is the same on every platform (std::uniform_*
-// distributions are not).
-struct Rng {
-    uint64_t state;
-    uint64_t next() {
-        uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        return z ^ (z >> 31);
-    }
-    float uniform(float lo, float hi) { // [lo, hi)
-        return lo + (hi - lo) * static_cast<float>(next() >> 40) * (1.0f / 16777216.0f);
-    }
-};
 
 // y = x @ W^T + b with W stored [out, in] (PyTorch's convention).
 struct Linear {
@@ -67,43 +55,10 @@ struct MnistNet {
     Tensor forward(const Tensor& x) const { return fc2.forward(fc1.forward(x).relu()); } // logits
 };
 
-// A batch of synthetic 28x28 "digits": image i is a Gaussian blob centred at a position that
-// depends on its label (i % 10), plus uniform noise, with pixel values in [0, 1].
-std::vector<float> synthetic_images(int64_t batch, Rng& rng) {
-    std::vector<float> px(static_cast<size_t>(batch * kIn));
-    for (int64_t i = 0; i < batch; ++i) {
-        const int64_t label = i % 10;
-        const float cy = 6.0f + 4.0f * static_cast<float>(label / 4 + rng.uniform(-0.5f, 0.5f));
-        const float cx = 6.0f + 5.0f * static_cast<float>(label % 4) + rng.uniform(-1.0f, 1.0f);
-        for (int64_t y = 0; y < 28; ++y)
-            for (int64_t x = 0; x < 28; ++x) {
-                const float dy = static_cast<float>(y) - cy, dx = static_cast<float>(x) - cx;
-                const float v = std::exp(-(dx * dx + dy * dy) / 18.0f) + rng.uniform(0.0f, 0.1f);
-                px[static_cast<size_t>(i * kIn + y * 28 + x)] = std::min(v, 1.0f);
-            }
-    }
-    return px;
-}
-
-// The forward pass in plain C++ (double accumulation), for checking.
+// The forward pass in plain C++, for checking.
 std::vector<float> reference_logits(const MnistNet& net, const std::vector<float>& x) {
-    std::vector<float> h(static_cast<size_t>(kBatch * kHidden)),
-        out(static_cast<size_t>(kBatch * kClasses));
-    auto layer = [](const Linear& l, const std::vector<float>& in, std::vector<float>& o,
-                    bool relu) {
-        for (int64_t r = 0; r < kBatch; ++r)
-            for (int64_t j = 0; j < l.out; ++j) {
-                double acc = l.b[static_cast<size_t>(j)];
-                for (int64_t k = 0; k < l.in; ++k)
-                    acc += static_cast<double>(in[static_cast<size_t>(r * l.in + k)]) *
-                           l.w[static_cast<size_t>(j * l.in + k)];
-                o[static_cast<size_t>(r * l.out + j)] =
-                    static_cast<float>(relu ? std::max(acc, 0.0) : acc);
-            }
-    };
-    layer(net.fc1, x, h, true);
-    layer(net.fc2, h, out, false);
-    return out;
+    const auto h = mnist_synthetic::dense(x, net.fc1.w, net.fc1.b, kBatch, kIn, kHidden, true);
+    return mnist_synthetic::dense(h, net.fc2.w, net.fc2.b, kBatch, kHidden, kClasses, false);
 }
 
 struct Outputs {
@@ -183,7 +138,7 @@ int check(const MnistNet& net, const std::vector<float>& images, const Outputs& 
 int main() {
     Rng rng{42};
     const MnistNet net(rng);
-    const std::vector<float> images = synthetic_images(kBatch, rng);
+    const std::vector<float> images = mnist_synthetic::images(kBatch, rng);
 
     // ---- the lazy graph ----------------------------------------------------------------------
     const Tensor logits_graph = net.forward(Tensor::from_vector(images, {kBatch, kIn}));
@@ -232,7 +187,7 @@ int main() {
     int failures = check(net, images, first, "batch 1");
 
     // ---- second run: new images, same structure: every kernel comes from the cache -------------
-    const std::vector<float> images2 = synthetic_images(kBatch, rng);
+    const std::vector<float> images2 = mnist_synthetic::images(kBatch, rng);
     const auto before = tempura::runtime::cpu_kernel_cache_stats();
     t0 = std::chrono::steady_clock::now();
     const Outputs second = run(net, images2);

@@ -20,25 +20,14 @@
 
 #include <tempura/tempura.hpp>
 
+#include "mnist_synthetic.hpp"
+
 namespace {
 
+using mnist_synthetic::Rng;
 using tempura::FixedTensor;
 
 constexpr int64_t kBatch = 64, kIn = 784, kHidden = 128, kClasses = 10;
-
-// splitmix64: the same sequence on every platform (std::uniform_* distributions are not).
-struct Rng {
-    uint64_t state;
-    uint64_t next() {
-        uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        return z ^ (z >> 31);
-    }
-    float uniform(float lo, float hi) { // [lo, hi)
-        return lo + (hi - lo) * static_cast<float>(next() >> 40) * (1.0f / 16777216.0f);
-    }
-};
 
 // y = x @ W^T + b with W stored [Out, In] (PyTorch's convention), for any batch size N.
 template <int64_t In, int64_t Out>
@@ -70,38 +59,11 @@ struct MnistNet {
     }
 };
 
-// Image i is a Gaussian blob whose position depends on its label (i % 10), plus uniform noise.
-std::vector<float> synthetic_images(Rng& rng) {
-    std::vector<float> px(static_cast<size_t>(kBatch * kIn));
-    for (int64_t i = 0; i < kBatch; ++i) {
-        const int64_t label = i % 10;
-        const float cy = 6.0f + 4.0f * static_cast<float>(label / 4 + rng.uniform(-0.5f, 0.5f));
-        const float cx = 6.0f + 5.0f * static_cast<float>(label % 4) + rng.uniform(-1.0f, 1.0f);
-        for (int64_t y = 0; y < 28; ++y)
-            for (int64_t x = 0; x < 28; ++x) {
-                const float dy = static_cast<float>(y) - cy, dx = static_cast<float>(x) - cx;
-                const float v = std::exp(-(dx * dx + dy * dy) / 18.0f) + rng.uniform(0.0f, 0.1f);
-                px[static_cast<size_t>(i * kIn + y * 28 + x)] = std::min(v, 1.0f);
-            }
-    }
-    return px;
-}
-
-// The forward pass in plain C++ (double accumulation), for checking.
+// One layer of the forward pass in plain C++, for checking.
 template <int64_t In, int64_t Out>
 std::vector<float> reference_layer(const Linear<In, Out>& l, const std::vector<float>& in,
                                    bool relu) {
-    std::vector<float> out(static_cast<size_t>(kBatch * Out));
-    for (int64_t r = 0; r < kBatch; ++r)
-        for (int64_t j = 0; j < Out; ++j) {
-            double acc = l.b[static_cast<size_t>(j)];
-            for (int64_t k = 0; k < In; ++k)
-                acc += static_cast<double>(in[static_cast<size_t>(r * In + k)]) *
-                       l.w[static_cast<size_t>(j * In + k)];
-            out[static_cast<size_t>(r * Out + j)] =
-                static_cast<float>(relu ? std::max(acc, 0.0) : acc);
-        }
-    return out;
+    return mnist_synthetic::dense(in, l.w, l.b, kBatch, In, Out, relu);
 }
 
 } // namespace
@@ -109,7 +71,8 @@ std::vector<float> reference_layer(const Linear<In, Out>& l, const std::vector<f
 int main() {
     Rng rng{42};
     const MnistNet net(rng);
-    const auto images = FixedTensor<float, kBatch, kIn>::from_vector(synthetic_images(rng));
+    const auto images =
+        FixedTensor<float, kBatch, kIn>::from_vector(mnist_synthetic::images(kBatch, rng));
 
     // The shapes are known to the compiler: these are checked while compiling, not run.
     auto logits = net.forward(images);
