@@ -60,7 +60,8 @@ UOp lower_index_dtype(const UOp& ast) {
             fits32 = false;
     const DType to = fits32 ? DType::Int32 : DType::Int64;
     return rebuild_graph(ast, [&](const UOp& u, std::vector<UOp> srcs) {
-        const DType dt = u.dtype() == DType::Index ? to : u.dtype();
+        DType dt = u.dtype();
+        if (dt.scalar == Scalar::Index && !dt.is_ptr) dt = to.vec(dt.count);
         bool same = dt == u.dtype();
         for (size_t i = 0; i < srcs.size() && same; ++i) same = srcs[i].same(u.src(i));
         if (same) return u;
@@ -354,7 +355,7 @@ class Linearizer {
             scopes_.back().ops.push_back(UOp::make(Op::Store, DType::Void, {idx, v}));
             return;
         }
-        if (u.op() == Op::Sink) {
+        if (u.op() == Op::Sink || u.op() == Op::Group) {
             for (const UOp& s : u.srcs()) emit_effect(s);
             return;
         }
@@ -404,6 +405,38 @@ std::vector<UOp> lower_kernel(const std::string& name, const UOp& ast) {
     if (dbg >= 5)
         std::fprintf(stderr, "=== %s: linearize\n%s", name.c_str(), render_linear(program).c_str());
     return program;
+}
+
+UOp prepare_for_opts(const UOp& ast) { return simplify_ranges(decompose(symbolic(ast))); }
+
+LoweredKernel lower_kernel_opt(const std::string& name, const UOp& ast, const DeviceLimits& limits,
+                               const std::vector<Opt>* opts) {
+    const int dbg = debug_level();
+    auto dump = [&](const char* stage, const UOp& u) {
+        if (dbg >= 5) std::fprintf(stderr, "=== %s: %s\n%s", name.c_str(), stage, u.tree().c_str());
+    };
+    dump("rangeify", ast);
+    UOp a = prepare_for_opts(ast);
+    dump("symbolic, decompositions, simplify ranges", a);
+    LoweredKernel out;
+    out.opts = opts != nullptr     ? *opts
+               : noopt_requested() ? std::vector<Opt>{}
+                                   : heuristic_opts(a, limits);
+    if (dbg >= 3) std::fprintf(stderr, "opts %s: %s\n", name.c_str(), to_string(out.opts).c_str());
+    a = apply_opts(a, out.opts, limits);
+    a = symbolic(a);
+    dump("apply opts, post-opt symbolic", a);
+    a = expand(a, limits.vector_bytes);
+    dump("expander", a);
+    a = lower_threads(a, out.threads);
+    a = fuse_mulacc(a);
+    a = lower_index_dtype(a);
+    dump("threads, mulacc, index dtype", a);
+    out.program = linearize(a);
+    if (dbg >= 5)
+        std::fprintf(stderr, "=== %s: linearize\n%s", name.c_str(),
+                     render_linear(out.program).c_str());
+    return out;
 }
 
 } // namespace tempura::codegen

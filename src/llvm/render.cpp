@@ -108,10 +108,8 @@ class Renderer {
     }
 
     // ---- types --------------------------------------------------------------------------------
-    // The type of a scalar value in registers (bool is i1) ...
-    llvm::Type* value_type(DType dt, const UOp& u) const {
-        if (dt.is_ptr) return llvm::PointerType::get(ctx_, 0);
-        if (dt.count != 1) unsupported(u, "vector dtypes are not supported by the CPU backend yet");
+    // The type of one lane in registers (bool is i1).
+    llvm::Type* lane_type(DType dt, const UOp& u) const {
         switch (dt.scalar) {
         case Scalar::Bool: return b_.getInt1Ty();
         case Scalar::Int8:
@@ -131,13 +129,28 @@ class Renderer {
         }
         unsupported(u, "it has no value type");
     }
-    // ... and in memory (bool is one byte, as in C++ and numpy).
+    // `elem`, or <n x elem> for a vector dtype of n lanes.
+    llvm::Type* lanes(llvm::Type* elem, DType dt, const UOp& u) const {
+        if (dt.count == 0) unsupported(u, "a vector of 0 lanes");
+        if (dt.count == 1) return elem;
+        return llvm::FixedVectorType::get(elem, dt.count);
+    }
+    // The type of a value in registers: a scalar, or a fixed vector <n x T> for T.vec(n) ...
+    llvm::Type* value_type(DType dt, const UOp& u) const {
+        if (dt.is_ptr) return llvm::PointerType::get(ctx_, 0);
+        return lanes(lane_type(dt, u), dt, u);
+    }
+    // ... and in memory (bool is one byte, as in C++ and numpy: <n x i8> for a bool vector).
     llvm::Type* mem_type(DType dt, const UOp& u) const {
         const DType e = dt.base();
-        if (e.count != 1) unsupported(u, "vector dtypes are not supported by the CPU backend yet");
         if (e.scalar == Scalar::Void) unsupported(u, "a pointer to void cannot be accessed");
-        if (e.is_bool()) return b_.getInt8Ty();
+        if (e.is_bool()) return lanes(b_.getInt8Ty(), e, u);
         return value_type(e, u);
+    }
+    // Accesses are aligned to one element, not to the vector: a vector access through
+    // INDEX(PARAM, i) starts at any element i.
+    llvm::Align access_align(DType dt, const UOp& u) const {
+        return mod_.getDataLayout().getABITypeAlign(mem_type(dt.scalar_type(), u));
     }
 
     // ---- sources ------------------------------------------------------------------------------
@@ -152,14 +165,14 @@ class Renderer {
             unsupported(u, "source " + std::to_string(k) + " (" + describe(s) + ") has no value");
         return v;
     }
-    llvm::Value* scalar_src(const UOp& u, size_t k, DType want) const {
+    llvm::Value* typed_src(const UOp& u, size_t k, DType want) const {
         llvm::Value* v = val(u, k);
         if (u.src(k).dtype() != want)
             unsupported(u, "source " + std::to_string(k) + " has dtype " + u.src(k).dtype().name() +
                                ", expected " + want.name());
         return v;
     }
-    llvm::Value* bool_src(const UOp& u, size_t k) const { return scalar_src(u, k, DType::Bool); }
+    llvm::Value* bool_src(const UOp& u, size_t k) const { return typed_src(u, k, DType::Bool); }
     llvm::Value* int_src(const UOp& u, size_t k) const {
         const DType dt = u.src(k).dtype();
         if (!dt.is_int() || dt.count != 1)
@@ -182,6 +195,8 @@ class Renderer {
     }
 
     // ---- constants ----------------------------------------------------------------------------
+    // A scalar, or for a vector dtype the splat of the value (ConstantFP/ConstantInt::get splat
+    // over a vector type).
     llvm::Value* constant(const UOp& u) {
         const DType dt = u.dtype();
         llvm::Type* ty = value_type(dt, u);
@@ -208,7 +223,7 @@ class Renderer {
             v = static_cast<int64_t>(*p);
         else
             unsupported(u, "the value is not a number");
-        if (dt.is_bool()) return b_.getInt1(v != 0);
+        if (dt.is_bool()) return llvm::ConstantInt::get(ty, v != 0 ? 1 : 0);
         return llvm::ConstantInt::get(ty, static_cast<uint64_t>(wrap_to(dt, v)), !dt.is_unsigned());
     }
 
@@ -217,7 +232,7 @@ class Renderer {
         const DType dt = u.dtype();
         if (!dt.is_int() || dt.count != 1)
             unsupported(u, "a loop counter must be an integer (index, int32 or int64)");
-        llvm::Value* end = scalar_src(u, 0, dt);
+        llvm::Value* end = typed_src(u, 0, dt);
         auto* pre = b_.GetInsertBlock();
         const std::string n = "r" + std::to_string(cur_);
         auto* header = llvm::BasicBlock::Create(ctx_, n + ".header", fn_);
@@ -322,12 +337,14 @@ class Renderer {
     }
 
     // ---- memory -------------------------------------------------------------------------------
-    // A load of `dt` from `p` converted to its value type (bytes to i1 for bool: nonzero is true).
+    // A load of `dt` from `p` converted to its value type (bytes to i1 for bool: nonzero is true;
+    // lane by lane for a bool vector).
     llvm::Value* load_value(const UOp& u, llvm::Value* p) {
-        llvm::LoadInst* ld = b_.CreateLoad(mem_type(u.dtype(), u), p);
+        llvm::Type* ty = mem_type(u.dtype(), u);
+        llvm::LoadInst* ld = b_.CreateAlignedLoad(ty, p, access_align(u.dtype(), u));
         tag_access(u.src(0), ld);
         llvm::Value* x = ld;
-        if (u.dtype().is_bool()) x = b_.CreateICmpNE(x, b_.getInt8(0));
+        if (u.dtype().is_bool()) x = b_.CreateICmpNE(x, llvm::Constant::getNullValue(ty));
         return x;
     }
 
@@ -341,10 +358,10 @@ class Renderer {
         auto g = gates_.find(u.src(0).get()); // INDEX(ptr, idx, gate): the gate rides the INDEX
         if (u.srcs().size() == 3) {
             gate = bool_src(u, 1);
-            alt = scalar_src(u, 2, u.dtype());
+            alt = typed_src(u, 2, u.dtype());
         } else if (u.srcs().size() == 2 && g != gates_.end()) {
             gate = g->second;
-            alt = scalar_src(u, 1, u.dtype());
+            alt = typed_src(u, 1, u.dtype());
         } else if (u.srcs().size() == 1 && g != gates_.end()) {
             gate = g->second;
             alt = llvm::Constant::getNullValue(value_type(u.dtype(), u));
@@ -373,14 +390,15 @@ class Renderer {
     void store(const UOp& u) {
         llvm::Value* p = ptr_src(u, 0);
         const DType et = u.src(0).dtype().base();
-        llvm::Value* v = scalar_src(u, 1, et);
+        llvm::Value* v = typed_src(u, 1, et);
         for (size_t k = 2; k < u.srcs().size(); ++k)
             if (u.src(k).op() != Op::Range)
                 unsupported(u, "a STORE takes INDEX and value (extra sources may only be RANGEs)");
-        if (et.is_bool()) v = b_.CreateZExt(v, b_.getInt8Ty());
+        if (et.is_bool()) v = b_.CreateZExt(v, mem_type(et, u));
+        const llvm::Align align = access_align(et, u);
         auto g = gates_.find(u.src(0).get());
         if (g == gates_.end()) {
-            tag_access(u.src(0), b_.CreateStore(v, p));
+            tag_access(u.src(0), b_.CreateAlignedStore(v, p, align));
             return;
         }
         const std::string n = "st" + std::to_string(cur_);
@@ -388,7 +406,7 @@ class Renderer {
         auto* done = llvm::BasicBlock::Create(ctx_, n + ".end", fn_);
         b_.CreateCondBr(g->second, then, done);
         b_.SetInsertPoint(then);
-        tag_access(u.src(0), b_.CreateStore(v, p));
+        tag_access(u.src(0), b_.CreateAlignedStore(v, p, align));
         b_.CreateBr(done);
         b_.SetInsertPoint(done);
     }
@@ -403,13 +421,19 @@ class Renderer {
             gates_[u.get()] = bool_src(u, 2);
         else if (u.srcs().size() != 2)
             unsupported(u, "an INDEX takes a pointer and one index (and optionally a gate)");
+        // The index counts elements of the pointer indexed (a PARAM's scalars, a DEFINE_REG's
+        // scalars or vectors); the INDEX's own dtype only says how wide the access through it is.
+        mem_type(u.dtype(), u); // checks the accessed type
         // inbounds: an out-of-bounds address is only ever formed under a false gate, and is then
         // never dereferenced.
-        return b_.CreateInBoundsGEP(mem_type(u.dtype(), u), p, i);
+        return b_.CreateInBoundsGEP(mem_type(u.src(0).dtype(), u), p, i);
     }
 
     llvm::Value* param(const UOp& u) {
         if (!u.dtype().is_ptr) unsupported(u, "a PARAM must have a pointer dtype");
+        if (u.dtype().count != 1)
+            unsupported(u, "a PARAM points to scalar elements (vector accesses go through an INDEX "
+                           "of vector dtype)");
         mem_type(u.dtype(), u); // checks the element type
         const auto* slots = std::get_if<std::vector<int64_t>>(&u.arg());
         if (slots == nullptr || slots->empty() || (*slots)[0] < 0)
@@ -438,7 +462,8 @@ class Renderer {
     llvm::Value* define_reg(const UOp& u) {
         if (!u.dtype().is_ptr) unsupported(u, "a DEFINE_REG must have a pointer dtype");
         // arg: the element count, or {count, id} (the id keeps distinct registers distinct
-        // under hash-consing).
+        // under hash-consing). The elements may be vectors: T.vec(n).ptr(Reg) is an array of
+        // `count` <n x T>, promoted to registers by SROA as the scalar case is.
         const int64_t* n = std::get_if<int64_t>(&u.arg());
         if (const auto* v = std::get_if<std::vector<int64_t>>(&u.arg()); v && !v->empty())
             n = &v->front();
@@ -455,10 +480,15 @@ class Renderer {
     }
 
     // Integer division and remainder with C semantics, and no trap: x / 0 is 0 and x % 0 is 0,
-    // and INT_MIN / -1 wraps to INT_MIN (x86's idiv would raise SIGFPE on both).
+    // and INT_MIN / -1 wraps to INT_MIN (x86's idiv would raise SIGFPE on both). On vectors the
+    // same holds lane by lane (the selects below are per lane).
     llvm::Value* div_rem(bool rem, bool is_unsigned, llvm::Value* a, llvm::Value* d) {
-        if (auto* c = llvm::dyn_cast<llvm::ConstantInt>(d);
-            c != nullptr && !c->isZero() && (is_unsigned || !c->isMinusOne())) {
+        // A constant divisor (a vector's: a splat) that is neither 0 nor -1 needs no guard.
+        const llvm::ConstantInt* c = llvm::dyn_cast<llvm::ConstantInt>(d);
+        if (auto* cv = llvm::dyn_cast<llvm::Constant>(d);
+            c == nullptr && cv != nullptr && d->getType()->isVectorTy())
+            c = llvm::dyn_cast_or_null<llvm::ConstantInt>(cv->getSplatValue());
+        if (c != nullptr && !c->isZero() && (is_unsigned || !c->isMinusOne())) {
             if (rem) return is_unsigned ? b_.CreateURem(a, d) : b_.CreateSRem(a, d);
             return is_unsigned ? b_.CreateUDiv(a, d) : b_.CreateSDiv(a, d);
         }
@@ -477,9 +507,12 @@ class Renderer {
         return b_.CreateSelect(zero, llvm::ConstantInt::get(ty, 0), q);
     }
 
+    // Lane by lane for vectors: S.vec(n) -> T.vec(n).
     llvm::Value* cast(const UOp& u, llvm::Value* x, DType from, DType to) {
         llvm::Type* ty = value_type(to, u);
         if (from.is_ptr || to.is_ptr) unsupported(u, "casts of pointers");
+        if (from.count != to.count)
+            unsupported(u, "a cast keeps the number of lanes (from " + from.name() + ")");
         if (to.is_bool()) {
             if (from.is_bool()) return x;
             if (from.is_float())
@@ -488,7 +521,7 @@ class Renderer {
         }
         if (from.is_bool()) return to.is_float() ? b_.CreateUIToFP(x, ty) : b_.CreateZExt(x, ty);
         if (from.is_int() && to.is_int()) {
-            const unsigned fb = x->getType()->getIntegerBitWidth(), tb = ty->getIntegerBitWidth();
+            const unsigned fb = x->getType()->getScalarSizeInBits(), tb = ty->getScalarSizeInBits();
             if (fb == tb) return x;
             if (fb > tb) return b_.CreateTrunc(x, ty);
             return from.is_unsigned() ? b_.CreateZExt(x, ty) : b_.CreateSExt(x, ty);
@@ -501,10 +534,10 @@ class Renderer {
             if (x->getType() == ty) return x;
             // half <-> bfloat go through float. double -> bfloat too: the runtime has no
             // __truncdfbf2 (libgcc 12), at the price of a double rounding in rare ties.
-            if (from.bits() == to.bits())
-                return b_.CreateFPTrunc(b_.CreateFPExt(x, b_.getFloatTy()), ty);
+            llvm::Type* f32 = lanes(b_.getFloatTy(), to, u);
+            if (from.bits() == to.bits()) return b_.CreateFPTrunc(b_.CreateFPExt(x, f32), ty);
             if (to.scalar == Scalar::BFloat16 && from.bits() > 32)
-                return b_.CreateFPTrunc(b_.CreateFPTrunc(x, b_.getFloatTy()), ty);
+                return b_.CreateFPTrunc(b_.CreateFPTrunc(x, f32), ty);
             return from.bits() < to.bits() ? b_.CreateFPExt(x, ty) : b_.CreateFPTrunc(x, ty);
         }
         unsupported(u, "no cast from " + from.name() + " to " + to.name());
@@ -535,8 +568,9 @@ class Renderer {
         // unary ---------------------------------------------------------------------------------
         case Op::Cast: return cast(u, a[0], st, dt);
         case Op::BitCast:
-            if (st.is_bool() || b || st.bits() != dt.bits() || st.is_ptr)
-                unsupported(u, "a bitcast needs two non-bool dtypes of one size (from " +
+            if (st.is_bool() || b || st.bits() != dt.bits() || st.is_ptr || st.count != dt.count)
+                unsupported(u, "a bitcast needs two non-bool dtypes of one size and one number of "
+                               "lanes (from " +
                                    st.name() + ")");
             return b_.CreateBitCast(a[0], ty);
         case Op::Neg:
@@ -624,7 +658,9 @@ class Renderer {
         case Op::CmpLt:
         case Op::CmpNe:
         case Op::CmpEq:
-            if (!b) unsupported(u, "a comparison yields bool");
+            if (dt != DType::Bool.vec(st.count))
+                unsupported(u, "a comparison of " + st.name() + " yields " +
+                                   DType::Bool.vec(st.count).name());
             same(1, st);
             if (st.is_ptr) return not_for("pointers");
             if (sf) {
@@ -640,7 +676,9 @@ class Renderer {
             return not_for("this operand dtype");
         // ternary -------------------------------------------------------------------------------
         case Op::Where:
-            if (!sb) unsupported(u, "WHERE's condition must be bool, got " + st.name());
+            if (st != DType::Bool.vec(dt.count))
+                unsupported(u, "WHERE's condition must be " + DType::Bool.vec(dt.count).name() +
+                                   ", got " + st.name());
             same(1, dt);
             return b_.CreateSelect(a[0], a[1], a[2]);
         case Op::MulAcc:
@@ -653,11 +691,64 @@ class Renderer {
         unsupported(u, "not an ALU op the CPU backend knows");
     }
 
+    // ---- vectors ------------------------------------------------------------------------------
+    // VECTORIZE: T.vec(n) from exactly n scalars of dtype T (a splat when they are one UOp).
+    llvm::Value* vectorize(const UOp& u) {
+        const DType dt = u.dtype();
+        if (dt.is_ptr || dt.count < 2)
+            unsupported(u, "a VECTORIZE builds a vector of 2 or more lanes");
+        const DType et = dt.scalar_type();
+        llvm::Type* ty = value_type(dt, u);
+        if (u.srcs().size() != dt.count)
+            unsupported(u, "it takes " + std::to_string(dt.count) + " sources of dtype " +
+                               et.name() + ", got " + std::to_string(u.srcs().size()));
+        std::vector<llvm::Value*> xs;
+        bool splat = true;
+        for (size_t k = 0; k < u.srcs().size(); ++k) {
+            xs.push_back(typed_src(u, k, et));
+            splat = splat && u.src(k).same(u.src(0));
+        }
+        if (splat) return b_.CreateVectorSplat(dt.count, xs[0]);
+        llvm::Value* v = llvm::PoisonValue::get(ty);
+        for (size_t k = 0; k < xs.size(); ++k) v = b_.CreateInsertElement(v, xs[k], k);
+        return v;
+    }
+
+    // GEP: lanes of a vector; one lane is a scalar (extractelement), k >= 2 lanes a vector of k
+    // (shufflevector).
+    llvm::Value* gep(const UOp& u) {
+        const DType dt = u.dtype();
+        if (u.srcs().size() != 1) unsupported(u, "a GEP takes one vector source");
+        const DType st = u.src(0).dtype();
+        if (st.is_ptr || dt.is_ptr) unsupported(u, "GEP of pointers");
+        if (st.count < 2) unsupported(u, "source 0 has dtype " + st.name() + ", expected a vector");
+        llvm::Value* v = val(u, 0);
+        const auto* lanes = std::get_if<std::vector<int64_t>>(&u.arg());
+        if (lanes == nullptr || lanes->empty())
+            unsupported(u, "its arg must be the list of lanes to take");
+        for (int64_t l : *lanes)
+            if (l < 0 || l >= st.count)
+                unsupported(u, "lane " + std::to_string(l) +
+                                   " is out of range for a source of dtype " + st.name() +
+                                   " (lanes 0.." + std::to_string(st.count - 1) + ")");
+        const DType want = st.scalar_type().vec(static_cast<uint16_t>(lanes->size()));
+        if (lanes->size() > 0xffff || dt != want)
+            unsupported(u, std::to_string(lanes->size()) + " lane" +
+                               (lanes->size() == 1 ? " yields " : "s yield ") + want.name());
+        if (lanes->size() == 1)
+            return b_.CreateExtractElement(v, static_cast<uint64_t>(lanes->front()));
+        std::vector<int> mask;
+        for (int64_t l : *lanes) mask.push_back(static_cast<int>(l));
+        return b_.CreateShuffleVector(v, mask);
+    }
+
     // ---- dispatch -----------------------------------------------------------------------------
     llvm::Value* emit(const UOp& u) {
         if (is_alu(u.op())) return alu(u);
         switch (u.op()) {
         case Op::Const: return constant(u);
+        case Op::Vectorize: return vectorize(u);
+        case Op::Gep: return gep(u);
         case Op::Param: return param(u);
         case Op::DefineVar: return define_var(u);
         case Op::DefineReg: return define_reg(u);

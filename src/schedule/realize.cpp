@@ -44,6 +44,7 @@ struct Step {
     size_t level;                                          // independent steps share a level
     size_t work;                                           // output elements (for parallelism)
     double flops = 0;                                      // float ALU ops per run
+    int64_t threads = 1;                                   // runs, one per core (THREAD)
 };
 
 // Float ALU operations one run of a linear program performs: each op counted once per
@@ -61,7 +62,7 @@ double count_flops(const std::vector<UOp>& program) {
             stack.pop_back();
         } else if (is_alu(u.op()) && u.dtype().is_float() && u.op() != Op::Cast &&
                    u.op() != Op::BitCast) {
-            flops += trips * (u.op() == Op::MulAcc ? 2 : 1);
+            flops += trips * (u.op() == Op::MulAcc ? 2 : 1) * u.dtype().count;
         }
     }
     return flops;
@@ -140,9 +141,11 @@ Plan build_plan(const UOp& root, const std::vector<UOp>& inputs) {
         slot_of.emplace(k.output, out);
         Step step{nullptr, {out}, 0, static_cast<size_t>(numel(shape))};
         if (!k.ast.is_null()) {
-            const std::vector<UOp> program = codegen::lower_kernel(k.name, k.ast);
-            step.kernel = runtime::compile_cpu_kernel(k.name, program);
-            step.flops = count_flops(program);
+            const codegen::LoweredKernel low =
+                codegen::lower_kernel_opt(k.name, k.ast, codegen::host_limits());
+            step.kernel = runtime::compile_cpu_kernel(k.name, low.program);
+            step.threads = low.threads;
+            step.flops = count_flops(low.program) * static_cast<double>(low.threads);
             step.params.clear();
             for (const UOp& p : k.params) {
                 auto it = slot_of.find(p);
@@ -177,7 +180,8 @@ void run_plan(const Plan& plan, const std::vector<std::shared_ptr<runtime::Buffe
               std::vector<std::shared_ptr<runtime::Buffer>>& outputs) {
     outputs.clear();
     outputs.reserve(plan.outputs.size());
-    for (const auto& [dt, n] : plan.outputs) outputs.push_back(runtime::make_buffer(dt, n));
+    // Every kernel writes its whole output: no need to zero it first.
+    for (const auto& [dt, n] : plan.outputs) outputs.push_back(runtime::make_buffer(dt, n, false));
     const int dbg = debug_level();
     auto run_step = [&](size_t i) {
         const Step& s = plan.steps[i];
@@ -197,7 +201,14 @@ void run_plan(const Plan& plan, const std::vector<std::shared_ptr<runtime::Buffe
             bytes += b.nbytes();
         }
         const auto t0 = std::chrono::steady_clock::now();
-        s.kernel->run(argv, nullptr);
+        if (s.threads > 1) {
+            runtime::parallel_for(static_cast<size_t>(s.threads), [&](size_t core) {
+                const int64_t var = static_cast<int64_t>(core);
+                s.kernel->run(argv, &var);
+            });
+        } else {
+            s.kernel->run(argv, nullptr);
+        }
         if (dbg >= 1) {
             std::string line = "*** CPU  " + s.kernel->name();
             if (dbg >= 2) {
@@ -217,8 +228,12 @@ void run_plan(const Plan& plan, const std::vector<std::shared_ptr<runtime::Buffe
     };
     for (const auto& level : plan.levels) {
         size_t work = 0;
-        for (size_t i : level) work += plan.steps[i].work;
-        if (level.size() > 1 && work >= kParallelWork && runtime::thread_count() > 1)
+        bool threaded = false; // a kernel that runs on the pool itself: the level runs in order
+        for (size_t i : level) {
+            work += plan.steps[i].work;
+            threaded = threaded || plan.steps[i].threads > 1;
+        }
+        if (level.size() > 1 && work >= kParallelWork && runtime::thread_count() > 1 && !threaded)
             runtime::parallel_for(level.size(), [&](size_t j) { run_step(level[j]); });
         else
             for (size_t i : level) run_step(i);

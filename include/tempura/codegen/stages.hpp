@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "tempura/codegen/opts.hpp"
 #include "tempura/ir/uop.hpp"
 
 namespace tempura::codegen {
@@ -22,14 +23,54 @@ UOp lower_index_dtype(const UOp& ast);
 // LOG2, integer MAX on bool into OR, ...).
 UOp decompose(const UOp& ast);
 
+// Stage "simplify ranges": adjacent ranges of one END or REDUCE merge into one range where
+// every index then simplifies without a division or modulo of it (a contiguous 2-D elementwise
+// kernel becomes one loop, which THREAD and UPCAST can split freely).
+UOp simplify_ranges(const UOp& ast);
+
+// The symbolic rules on every INDEX's offset and gate.
+UOp simplify_kernel_indices(const UOp& ast);
+
+// Stage "expander" (with the devectorizer's fold to the host width, load collapse, split store
+// and horizontal reduction): UPCAST and UNROLL ranges disappear. The expanded range created
+// first (smallest axis id) becomes vector lanes, folded to `vector_bytes` (a wider one becomes
+// unrolled copies of register-wide vectors); every other expanded range becomes unrolled
+// copies. A load or store whose offset has the vector axis as a unit-stride term is one vector
+// access; any other is split into one scalar access per lane. A REDUCE over unrolled copies
+// combines them first (a tree); one over the vector lanes keeps a vector accumulator and reduces
+// it horizontally after its loops.
+UOp expand(const UOp& ast, int64_t vector_bytes);
+
+// Stage "THREAD lowering": the THREAD range becomes DEFINE_VAR core in [0, threads), read from
+// vars[0]; the runtime calls the kernel once per core. Sets `threads` (1 when there is none).
+UOp lower_threads(const UOp& ast, int64_t& threads);
+
+// Stage "MULACC": float a * b + c becomes MULACC(a, b, c) (an FMA on the CPU).
+UOp fuse_mulacc(const UOp& ast);
+
 // Stage "linearize" (with remove-reduce and add-loads): each REDUCE becomes an accumulator in
 // a DEFINE_REG starting at the reduce op's identity, loops open and close around what depends
 // on them (each op placed in the outermost loop it can live in), and stores through a gated
 // INDEX become IF/STORE/ENDIF. Returns the program in execution order.
 std::vector<UOp> linearize(const UOp& ast);
 
-// All stages in order; with TEMPURA_DEBUG >= 5 each stage's result is printed.
+// All stages in order without opts; with TEMPURA_DEBUG >= 5 each stage's result is printed.
 std::vector<UOp> lower_kernel(const std::string& name, const UOp& ast);
+
+// A kernel lowered with opts.
+struct LoweredKernel {
+    std::vector<UOp> program;
+    int64_t threads = 1;   // run the program once per core with vars[0] = core
+    std::vector<Opt> opts; // the opts applied
+};
+
+// All stages with opts: `opts` when given, else the heuristics (none with TEMPURA_NOOPT=1).
+LoweredKernel lower_kernel_opt(const std::string& name, const UOp& ast, const DeviceLimits& limits,
+                               const std::vector<Opt>* opts = nullptr);
+
+// The kernel AST just before apply-opts (symbolic, decompositions, simplify ranges): what opts
+// and BEAM work on.
+UOp prepare_for_opts(const UOp& ast);
 
 // The identity of a reduce op for a dtype (0 for Add, 1 for Mul, the lowest value for Max).
 UOp reduce_identity(Op op, DType dtype);

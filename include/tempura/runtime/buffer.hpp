@@ -15,8 +15,10 @@ class Buffer {
     static constexpr size_t kAlignment = 64;
 
     // Throws tempura::Error for a negative numel, a non-scalar dtype or a size that cannot be
-    // allocated. numel 0 is allowed (data() is still a valid, aligned pointer).
-    Buffer(DType dtype, int64_t numel);
+    // allocated. numel 0 is allowed (data() is still a valid, aligned pointer). The elements are
+    // zero unless `zero` is false (for outputs a kernel writes in full). Memory comes from a
+    // process-wide cache of freed blocks when one of the size is there.
+    Buffer(DType dtype, int64_t numel, bool zero = true);
     ~Buffer();
     Buffer(const Buffer&) = delete;
     Buffer& operator=(const Buffer&) = delete;
@@ -37,7 +39,7 @@ class Buffer {
 };
 
 // A new buffer, registered so that lookup_buffer(id) finds it while it lives.
-std::shared_ptr<Buffer> make_buffer(DType dtype, int64_t numel);
+std::shared_ptr<Buffer> make_buffer(DType dtype, int64_t numel, bool zero = true);
 
 // Registers a buffer made without make_buffer (idempotent), so that lookup_buffer finds it.
 void register_buffer(const std::shared_ptr<Buffer>& buffer);

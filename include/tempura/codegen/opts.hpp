@@ -1,0 +1,119 @@
+#pragma once
+// Stage "apply opts" of ../shared/seeds/004_…: the optimization actions on a kernel's ranges,
+// each checked for validity, the hand-coded heuristics that pick them, and BEAM search.
+//
+// Axes. A kernel's axes are its output ranges in loop order (outermost first), then its reduce
+// ranges in the order the REDUCEs name them; `Opt::axis` indexes that list. Expanded ranges
+// (UPCAST, UNROLL) leave the list: the expander turns them into vector lanes and copies.
+//
+//   UPCAST(a, n)   split output axis a by n; the inner n become vector lanes (the first UPCAST or
+//                  UNROLL of a kernel) or unrolled copies (later ones)
+//   UNROLL(a, n)   the same for a reduce axis
+//   LOCAL(a, n)    cache blocking on the CPU: the inner n of output axis a become the innermost
+//                  output loop (on a GPU: the workgroup axis)
+//   GROUP(a, n), GROUPTOP(a, n)
+//                  a reduce shared by a workgroup through shared memory: invalid on the CPU
+//   THREAD(a, n)   the outer n of output axis a run on n threads (one thread range per kernel)
+//   NOLOCALS       forbids LOCAL from here on
+//   SWAP(a, b)     swaps the loop order of output axes a and b
+//   PADTO(a, n)    pads axis a up to a multiple of n; the extra iterations are masked (loads
+//                  gated, stores skipped, reduces fed their identity)
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tempura/ir/uop.hpp"
+
+namespace tempura::codegen {
+
+enum class OptOp : uint8_t {
+    Upcast,
+    Unroll,
+    Local,
+    Group,
+    GroupTop,
+    Thread,
+    NoLocals,
+    Swap,
+    PadTo
+};
+
+std::string_view opt_op_name(OptOp op); // "UPCAST", ...
+
+struct Opt {
+    OptOp op = OptOp::Upcast;
+    int64_t axis = 0;
+    int64_t arg = 0; // the amount, or SWAP's second axis
+    bool operator==(const Opt&) const = default;
+};
+
+std::string to_string(const Opt& o);                 // "UPCAST(1, 16)"
+std::string to_string(const std::vector<Opt>& opts); // "[UPCAST(1, 16), THREAD(0, 2)]"
+
+// What the target offers the opts.
+struct DeviceLimits {
+    int64_t vector_bytes = 64; // SIMD register width: 64 with AVX-512, 32 with AVX2, else 16
+    int64_t threads = 1;       // cores THREAD may use
+    bool has_shared = false;   // workgroup shared memory (GROUP); the CPU has none
+    int64_t max_upcast = 256;  // vector lanes x unrolled copies per kernel
+    std::string name = "CPU";  // the device, for messages and the BEAM cache key
+};
+
+// The host CPU: vector width from its features, threads from TEMPURA_THREADS.
+DeviceLimits host_limits();
+
+// True when TEMPURA_NOOPT=1: kernels are lowered with no opts at all.
+bool noopt_requested();
+
+// A kernel AST with opts applied one at a time. Each apply() checks the opt against the kernel
+// and the device and throws tempura::Error ("[opt] UPCAST(1, 3): ...") when it is invalid,
+// leaving the kernel unchanged.
+class OptKernel {
+  public:
+    OptKernel(UOp ast, DeviceLimits limits);
+
+    void apply(const Opt& o);
+    // apply() that reports validity instead of throwing.
+    bool try_apply(const Opt& o);
+
+    const UOp& ast() const { return ast_; }
+    const std::vector<Opt>& applied() const { return applied_; }
+    const DeviceLimits& limits() const { return limits_; }
+
+    // The axes: output ranges in loop order, then reduce ranges.
+    const std::vector<UOp>& axes() const { return axes_; }
+    size_t output_axes() const { return n_out_; }
+    std::vector<int64_t> shape() const;
+    int64_t upcast_size() const; // product of the expanded ranges' sizes
+    int64_t thread_count() const;
+    bool has_vector_axis() const;
+
+  private:
+    void refresh();
+    void check_axis(const Opt& o, bool output, bool reduce) const;
+    UOp split(const UOp& r, int64_t amount, AxisType inner_type, bool inner_first);
+
+    UOp ast_;
+    DeviceLimits limits_;
+    std::vector<Opt> applied_;
+    std::vector<UOp> axes_;
+    size_t n_out_ = 0;
+    bool no_locals_ = false;
+    int64_t next_axis_ = 0;
+};
+
+// The hand-coded CPU heuristics: vector lanes on the contiguous axis, unrolled copies for
+// register reuse (matmul-like kernels), THREAD on the outermost output axis when the kernel is
+// big enough to gain.
+std::vector<Opt> heuristic_opts(const UOp& ast, const DeviceLimits& limits);
+
+// The ast with `opts` applied in order (throws on the first invalid one).
+UOp apply_opts(const UOp& ast, const std::vector<Opt>& opts, const DeviceLimits& limits);
+
+// How a kernel's index depends on a range: the coefficient when `idx` is a sum of terms in
+// which `r` appears only as `r * c` (0 when it does not appear), or -1 when `r` appears in any
+// other way (under a division, a modulo, a product with another variable, ...).
+int64_t linear_coefficient(const UOp& idx, const UOp& r);
+
+} // namespace tempura::codegen

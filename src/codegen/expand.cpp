@@ -1,0 +1,499 @@
+// The stages between apply-opts and linearize: simplify ranges, the expander (UPCAST/UNROLL
+// ranges -> vector lanes and unrolled copies, folded to the host's vector width, with load
+// collapse, split stores and horizontal reduction), THREAD lowering and MULACC fusion.
+#include <algorithm>
+#include <map>
+
+#include "tempura/codegen/stages.hpp"
+#include "tempura/error.hpp"
+#include "tempura/symbolic/simplify.hpp"
+
+namespace tempura::codegen {
+
+namespace {
+
+AxisType type_of(const UOp& r) { return r.arg_as<RangeArg>().type; }
+bool is_expanded(const UOp& r) {
+    return r.op() == Op::Range &&
+           (type_of(r) == AxisType::Upcast || type_of(r) == AxisType::Unroll);
+}
+int64_t size_of(const UOp& r) { return r.src(0).const_value(); }
+
+bool contains(const UOp& u, const UOp& r) {
+    for (const UOp& n : u.toposort())
+        if (n.same(r)) return true;
+    return false;
+}
+
+bool has_divmod_of(const UOp& u, const UOp& r) {
+    for (const UOp& n : u.toposort())
+        if ((n.op() == Op::Idiv || n.op() == Op::Mod) && contains(n, r)) return true;
+    return false;
+}
+
+// Rebuilds `ast` replacing range `r` by `value` in values and by `repl` in END/REDUCE lists.
+UOp replace_range(const UOp& ast, const UOp& r, const UOp& value, const std::vector<UOp>& repl) {
+    UOpMap<UOp> done;
+    for (const UOp& u : ast.toposort()) {
+        if (u.same(r)) {
+            done.emplace(u, value);
+            continue;
+        }
+        std::vector<UOp> srcs;
+        bool same = true;
+        const bool lists = u.op() == Op::End || u.op() == Op::Reduce;
+        for (size_t i = 0; i < u.srcs().size(); ++i) {
+            const UOp& s = u.src(i);
+            if (lists && i >= 1 && s.same(r)) {
+                srcs.insert(srcs.end(), repl.begin(), repl.end());
+                same = false;
+                continue;
+            }
+            srcs.push_back(done.at(s));
+            same = same && srcs.back().same(s);
+        }
+        done.emplace(u, same ? u : u.replace_srcs(std::move(srcs)));
+    }
+    return done.at(ast);
+}
+
+UOp combine(Op op, std::vector<UOp> vals) {
+    while (vals.size() > 1) {
+        std::vector<UOp> next;
+        for (size_t i = 0; i + 1 < vals.size(); i += 2)
+            next.push_back(UOp::make(op, vals[i].dtype(), {vals[i], vals[i + 1]}));
+        if (vals.size() % 2) next.push_back(vals.back());
+        vals = std::move(next);
+    }
+    return vals[0];
+}
+
+} // namespace
+
+// ---- simplify ranges -------------------------------------------------------------------------
+
+UOp simplify_ranges(const UOp& ast) {
+    // Adjacent ranges of one END or REDUCE merge into one when every index using them
+    // simplifies without a division or modulo of the merged range.
+    UOp cur = ast;
+    for (bool changed = true; changed;) {
+        changed = false;
+        for (const UOp& u : cur.toposort()) {
+            if (u.op() != Op::End && u.op() != Op::Reduce) continue;
+            for (size_t i = 1; i + 1 < u.srcs().size() && !changed; ++i) {
+                const UOp a = u.src(i), b = u.src(i + 1);
+                if (a.op() != Op::Range || b.op() != Op::Range || type_of(a) != type_of(b) ||
+                    is_expanded(a) || is_expanded(b) || !a.src(0).is_const() ||
+                    !b.src(0).is_const())
+                    continue;
+                const int64_t na = size_of(a), nb = size_of(b);
+                const UOp m =
+                    UOp::make(Op::Range, DType::Index, {UOp::index(na * nb)}, a.arg_as<RangeArg>());
+                // a -> m / nb, b -> m % nb
+                UOp t = replace_range(cur, a, m / UOp::index(nb), {m});
+                UOp mod_b = m % UOp::index(nb);
+                // b disappears from the lists; its value is m % nb.
+                t = replace_range(t, b, mod_b, {});
+                t = simplify_kernel_indices(t);
+                if (has_divmod_of(t, m)) continue;
+                cur = t;
+                changed = true;
+            }
+            if (changed) break;
+        }
+    }
+    return cur;
+}
+
+UOp simplify_kernel_indices(const UOp& ast) {
+    // Simplify each INDEX's offset and gate on its own (the symbolic stage's rules, applied to
+    // the index arithmetic only).
+    UOpMap<UOp> done;
+    for (const UOp& u : ast.toposort()) {
+        std::vector<UOp> srcs;
+        bool same = true;
+        for (const UOp& s : u.srcs()) {
+            srcs.push_back(done.at(s));
+            same = same && srcs.back().same(s);
+        }
+        UOp v = same ? u : u.replace_srcs(srcs);
+        if (u.op() == Op::Index) {
+            for (size_t i = 1; i < srcs.size(); ++i) srcs[i] = simplify(srcs[i]);
+            v = v.replace_srcs(std::move(srcs));
+        }
+        done.emplace(u, v);
+    }
+    return done.at(ast);
+}
+
+// ---- the expander --------------------------------------------------------------------------
+
+namespace {
+
+class Expander {
+  public:
+    Expander(const UOp& ast, int64_t vector_bytes) : vector_bytes_(vector_bytes) {
+        // The vector axis: the expanded range created first (smallest axis id).
+        for (const UOp& u : ast.toposort())
+            if (is_expanded(u)) {
+                if (vaxis_.is_null() ||
+                    u.arg_as<RangeArg>().axis_id < vaxis_.arg_as<RangeArg>().axis_id)
+                    vaxis_ = u;
+            }
+        ast_ = ast;
+        if (!vaxis_.is_null()) fold_width();
+        for (const UOp& u : ast_.toposort())
+            if (is_expanded(u) && !u.same(vaxis_)) {
+                pos_.emplace(u, unrolled_.size());
+                unrolled_.push_back(u);
+            }
+        if (unrolled_.size() > 62) fail("expander", "more than 62 unrolled ranges in a kernel");
+        vn_ = vaxis_.is_null() ? 1 : size_of(vaxis_);
+    }
+
+    UOp run() {
+        std::vector<int64_t> zero(unrolled_.size(), 0);
+        return ex(ast_, zero);
+    }
+
+  private:
+    static constexpr uint64_t kV = uint64_t{1} << 63;
+
+    // Devectorizer fold: a vector axis wider than the host's registers becomes unrolled copies
+    // of register-wide vectors (hi * width + lo); one that does not split evenly is unrolled.
+    void fold_width() {
+        int64_t itemsize = 4;
+        for (const UOp& u : ast_.toposort())
+            if (u.op() == Op::Store || u.op() == Op::Load)
+                itemsize = std::max<int64_t>(
+                    itemsize, (u.op() == Op::Store ? u.src(1).dtype() : u.dtype()).itemsize());
+        const int64_t w = std::max<int64_t>(1, vector_bytes_ / itemsize);
+        const int64_t n = size_of(vaxis_);
+        if (n <= w) return;
+        if (n % w != 0) {
+            vaxis_ = UOp(); // no vector lanes: everything unrolls
+            return;
+        }
+        int64_t next = 0;
+        for (const UOp& u : ast_.toposort())
+            if (u.op() == Op::Range) next = std::max(next, u.arg_as<RangeArg>().axis_id + 1);
+        const AxisType t = type_of(vaxis_);
+        // lo keeps the smallest id so it stays the vector axis; hi gets a new one.
+        const UOp lo =
+            UOp::make(Op::Range, DType::Index, {UOp::index(w)}, vaxis_.arg_as<RangeArg>());
+        const UOp hi = UOp::make(Op::Range, DType::Index, {UOp::index(n / w)}, RangeArg{next, t});
+        ast_ = replace_range(ast_, vaxis_, hi * UOp::index(w) + lo, {hi, lo});
+        vaxis_ = lo;
+    }
+
+    uint64_t deps(const UOp& u) {
+        if (auto it = deps_.find(u); it != deps_.end()) return it->second;
+        uint64_t m = 0;
+        if (u.same(vaxis_)) {
+            m = kV;
+        } else if (auto p = pos_.find(u); p != pos_.end()) {
+            m = uint64_t{1} << p->second;
+        } else if (u.op() == Op::Reduce) {
+            m = deps(u.src(0));
+            for (size_t i = 1; i < u.srcs().size(); ++i) m &= ~deps(u.src(i));
+        } else if (u.op() == Op::End) {
+            m = 0;
+        } else {
+            for (const UOp& s : u.srcs()) m |= deps(s);
+        }
+        deps_.emplace(u, m);
+        return m;
+    }
+
+    std::vector<int64_t> project(const UOp& u, const std::vector<int64_t>& a) {
+        const uint64_t d = deps(u);
+        std::vector<int64_t> p(a.size(), 0);
+        for (size_t i = 0; i < a.size(); ++i)
+            if (d & (uint64_t{1} << i)) p[i] = a[i];
+        return p;
+    }
+
+    // A scalar expression with the unrolled ranges set by `a` (the vector axis stays a range).
+    UOp subst_unrolled(const UOp& e, const std::vector<int64_t>& a) {
+        std::unordered_map<const UOpNode*, UOp> m;
+        for (size_t i = 0; i < unrolled_.size(); ++i)
+            if (deps(e) & (uint64_t{1} << i)) m.emplace(unrolled_[i].get(), UOp::index(a[i]));
+        return m.empty() ? e : e.substitute(m);
+    }
+    UOp lane(const UOp& e, int64_t l) {
+        return simplify(e.substitute({{vaxis_.get(), UOp::index(l)}}));
+    }
+
+    UOp broadcast(const UOp& s) {
+        if (s.dtype().count != 1) return s;
+        return UOp::make(Op::Vectorize, s.dtype().vec(static_cast<uint16_t>(vn_)),
+                         std::vector<UOp>(static_cast<size_t>(vn_), s));
+    }
+
+    // The offset with the vector axis as a unit-stride term: returns the lane-0 offset, or null.
+    UOp contiguous_base(const UOp& idx) {
+        const UOp s = simplify(idx);
+        std::vector<UOp> terms, stack{s};
+        while (!stack.empty()) {
+            UOp t = stack.back();
+            stack.pop_back();
+            if (t.op() == Op::Add) {
+                stack.push_back(t.src(0));
+                stack.push_back(t.src(1));
+            } else {
+                terms.push_back(t);
+            }
+        }
+        int found = 0;
+        for (const UOp& t : terms) {
+            if (!contains(t, vaxis_)) continue;
+            if (!t.same(vaxis_)) return UOp();
+            ++found;
+        }
+        if (found != 1) return UOp();
+        return lane(s, 0);
+    }
+
+    UOp ex(const UOp& u, const std::vector<int64_t>& a0) {
+        std::vector<int64_t> a = project(u, a0);
+        auto key = std::make_pair(u.get(), a);
+        if (auto it = memo_.find(key); it != memo_.end()) return it->second;
+        UOp v = build(u, a);
+        memo_.emplace(std::move(key), v);
+        return v;
+    }
+
+    UOp build(const UOp& u, const std::vector<int64_t>& a) {
+        if (u.same(vaxis_)) {
+            std::vector<UOp> lanes;
+            for (int64_t l = 0; l < vn_; ++l) lanes.push_back(UOp::index(l));
+            return UOp::make(Op::Vectorize, DType::Index.vec(static_cast<uint16_t>(vn_)), lanes);
+        }
+        if (auto p = pos_.find(u); p != pos_.end()) return UOp::index(a[p->second]);
+        switch (u.op()) {
+        case Op::Load: return load(u, a);
+        case Op::Reduce: return reduce(u, a);
+        case Op::End: return end(u);
+        case Op::Store: return store(u, a);
+        default: break;
+        }
+        const bool vec = (deps(u) & kV) != 0;
+        std::vector<UOp> srcs;
+        bool same = true;
+        for (const UOp& s : u.srcs()) {
+            UOp e = ex(s, a);
+            if (vec && is_alu(u.op())) e = broadcast(e);
+            same = same && e.same(s);
+            srcs.push_back(std::move(e));
+        }
+        if (!vec) return same ? u : u.replace_srcs(std::move(srcs));
+        if (!is_alu(u.op()))
+            fail("expander",
+                 "cannot expand " + std::string(op_name(u.op())) + " along a vector axis");
+        return UOp::make(u.op(), u.dtype().vec(static_cast<uint16_t>(vn_)), std::move(srcs),
+                         u.arg());
+    }
+
+    UOp load(const UOp& u, const std::vector<int64_t>& a) {
+        const UOp& index = u.src(0);
+        if (index.op() != Op::Index || u.srcs().size() != 1)
+            fail("expander", "expects LOAD(INDEX(...)) in a kernel AST");
+        const UOp ptr = ex(index.src(0), a);
+        if ((deps(u) & kV) == 0) {
+            std::vector<UOp> is{ptr};
+            for (size_t i = 1; i < index.srcs().size(); ++i) is.push_back(ex(index.src(i), a));
+            return UOp::make(Op::Load, u.dtype(), {UOp::make(Op::Index, index.dtype(), is)});
+        }
+        const UOp idx = subst_unrolled(index.src(1), a);
+        const UOp gate = index.srcs().size() == 3 ? subst_unrolled(index.src(2), a) : UOp();
+        const bool gate_uniform = gate.is_null() || !contains(gate, vaxis_);
+        const UOp base = gate_uniform ? contiguous_base(idx) : UOp();
+        const DType vdt = u.dtype().vec(static_cast<uint16_t>(vn_));
+        if (!base.is_null()) {
+            // Load collapse: one vector load of consecutive elements.
+            std::vector<UOp> is{ptr, base};
+            if (!gate.is_null()) is.push_back(ex(index.src(2), a));
+            const DType pdt =
+                ptr.dtype().base().vec(static_cast<uint16_t>(vn_)).ptr(ptr.dtype().addrspace);
+            return UOp::make(Op::Load, vdt, {UOp::make(Op::Index, pdt, is)});
+        }
+        // A gather: one scalar load per lane.
+        std::vector<UOp> lanes;
+        for (int64_t l = 0; l < vn_; ++l) {
+            std::vector<UOp> is{ptr, lane(idx, l)};
+            if (!gate.is_null()) is.push_back(lane(gate, l));
+            lanes.push_back(
+                UOp::make(Op::Load, u.dtype(), {UOp::make(Op::Index, index.dtype(), is)}));
+        }
+        return UOp::make(Op::Vectorize, vdt, lanes);
+    }
+
+    UOp store(const UOp& u, const std::vector<int64_t>& a) {
+        const UOp& index = u.src(0);
+        const UOp ptr = ex(index.src(0), a);
+        const UOp value = ex(u.src(1), a);
+        const bool vec = ((deps(index) | deps(u.src(1))) & kV) != 0;
+        if (!vec) {
+            std::vector<UOp> is{ptr};
+            for (size_t i = 1; i < index.srcs().size(); ++i) is.push_back(ex(index.src(i), a));
+            return UOp::make(Op::Store, DType::Void,
+                             {UOp::make(Op::Index, index.dtype(), is), value});
+        }
+        const UOp idx = subst_unrolled(index.src(1), a);
+        const UOp gate = index.srcs().size() == 3 ? subst_unrolled(index.src(2), a) : UOp();
+        const bool gate_uniform = gate.is_null() || !contains(gate, vaxis_);
+        const UOp base = gate_uniform ? contiguous_base(idx) : UOp();
+        if (!base.is_null()) {
+            std::vector<UOp> is{ptr, base};
+            if (!gate.is_null()) is.push_back(ex(index.src(2), a));
+            const DType pdt =
+                ptr.dtype().base().vec(static_cast<uint16_t>(vn_)).ptr(ptr.dtype().addrspace);
+            return UOp::make(Op::Store, DType::Void,
+                             {UOp::make(Op::Index, pdt, is), broadcast(value)});
+        }
+        // Split store: one scalar store per lane.
+        std::vector<UOp> stores;
+        for (int64_t l = 0; l < vn_; ++l) {
+            std::vector<UOp> is{ptr, lane(idx, l)};
+            if (!gate.is_null()) is.push_back(lane(gate, l));
+            const UOp v = value.dtype().count == 1 ? value
+                                                   : UOp::make(Op::Gep, value.dtype().vec(1),
+                                                               {value}, std::vector<int64_t>{l});
+            stores.push_back(
+                UOp::make(Op::Store, DType::Void, {UOp::make(Op::Index, index.dtype(), is), v}));
+        }
+        return UOp::make(Op::Group, DType::Void, stores);
+    }
+
+    // Every assignment of the unrolled ranges in `rs`, on top of `a`.
+    std::vector<std::vector<int64_t>> assignments(const std::vector<UOp>& rs,
+                                                  const std::vector<int64_t>& a) {
+        std::vector<std::vector<int64_t>> out{a};
+        for (const UOp& r : rs) {
+            auto p = pos_.find(r);
+            if (p == pos_.end()) continue;
+            std::vector<std::vector<int64_t>> next;
+            for (const auto& x : out)
+                for (int64_t v = 0; v < size_of(r); ++v) {
+                    auto y = x;
+                    y[p->second] = v;
+                    next.push_back(std::move(y));
+                }
+            out = std::move(next);
+        }
+        return out;
+    }
+
+    UOp reduce(const UOp& u, const std::vector<int64_t>& a) {
+        const Op op = u.arg_as<Op>();
+        std::vector<UOp> loops, expanded;
+        bool over_v = false;
+        for (size_t i = 1; i < u.srcs().size(); ++i) {
+            const UOp& r = u.src(i);
+            if (r.same(vaxis_))
+                over_v = true;
+            else if (is_expanded(r))
+                expanded.push_back(r);
+            else
+                loops.push_back(r);
+        }
+        // Unrolled copies combine first (a tree), then the loops accumulate.
+        std::vector<UOp> vals;
+        for (const auto& b : assignments(expanded, a)) vals.push_back(ex(u.src(0), b));
+        UOp t = combine(op, vals);
+        if (over_v) t = broadcast(t);
+        UOp r = t;
+        if (!loops.empty()) {
+            std::vector<UOp> srcs{t};
+            srcs.insert(srcs.end(), loops.begin(), loops.end());
+            r = UOp::make(Op::Reduce, t.dtype(), std::move(srcs), op);
+        }
+        if (!over_v) return r;
+        // Horizontal reduction of the vector accumulator.
+        std::vector<UOp> lanes;
+        for (int64_t l = 0; l < vn_; ++l)
+            lanes.push_back(UOp::make(Op::Gep, r.dtype().vec(1), {r}, std::vector<int64_t>{l}));
+        return combine(op, lanes);
+    }
+
+    UOp end(const UOp& u) {
+        std::vector<UOp> loops, expanded;
+        for (size_t i = 1; i < u.srcs().size(); ++i) {
+            const UOp& r = u.src(i);
+            if (is_expanded(r)) {
+                if (!r.same(vaxis_)) expanded.push_back(r);
+            } else {
+                loops.push_back(r);
+            }
+        }
+        std::vector<UOp> effects;
+        const std::vector<int64_t> zero(unrolled_.size(), 0);
+        for (const auto& b : assignments(expanded, zero)) effects.push_back(ex(u.src(0), b));
+        UOp body = effects.size() == 1 ? effects[0] : UOp::make(Op::Group, DType::Void, effects);
+        if (loops.empty()) return body;
+        std::vector<UOp> srcs{body};
+        srcs.insert(srcs.end(), loops.begin(), loops.end());
+        return UOp::make(Op::End, DType::Void, std::move(srcs));
+    }
+
+    int64_t vector_bytes_;
+    UOp ast_, vaxis_;
+    int64_t vn_ = 1;
+    std::vector<UOp> unrolled_;
+    UOpMap<size_t> pos_;
+    UOpMap<uint64_t> deps_;
+    std::map<std::pair<const UOpNode*, std::vector<int64_t>>, UOp> memo_;
+};
+
+} // namespace
+
+UOp expand(const UOp& ast, int64_t vector_bytes) {
+    bool any = false;
+    for (const UOp& u : ast.toposort()) any = any || is_expanded(u);
+    if (!any) return ast;
+    return Expander(ast, vector_bytes).run();
+}
+
+// ---- THREAD lowering -----------------------------------------------------------------------
+
+UOp lower_threads(const UOp& ast, int64_t& threads) {
+    threads = 1;
+    UOp t;
+    for (const UOp& u : ast.toposort())
+        if (u.op() == Op::Range && type_of(u) == AxisType::Thread) {
+            if (!t.is_null()) fail("lower_threads", "more than one THREAD range in a kernel");
+            t = u;
+        }
+    if (t.is_null()) return ast;
+    threads = size_of(t);
+    const UOp core = UOp::variable("core", 0, threads - 1);
+    return replace_range(ast, t, core, {});
+}
+
+// ---- MULACC --------------------------------------------------------------------------------
+
+UOp fuse_mulacc(const UOp& ast) {
+    UOpMap<UOp> done;
+    for (const UOp& u : ast.toposort()) {
+        std::vector<UOp> srcs;
+        bool same = true;
+        for (const UOp& s : u.srcs()) {
+            srcs.push_back(done.at(s));
+            same = same && srcs.back().same(s);
+        }
+        UOp v = same ? u : u.replace_srcs(srcs);
+        if (u.op() == Op::Add && u.dtype().is_float()) {
+            for (int k = 0; k < 2; ++k)
+                if (srcs[static_cast<size_t>(k)].op() == Op::Mul) {
+                    const UOp& m = srcs[static_cast<size_t>(k)];
+                    v = UOp::make(Op::MulAcc, u.dtype(),
+                                  {m.src(0), m.src(1), srcs[static_cast<size_t>(1 - k)]});
+                    break;
+                }
+        }
+        done.emplace(u, v);
+    }
+    return done.at(ast);
+}
+
+} // namespace tempura::codegen

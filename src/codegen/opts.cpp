@@ -1,0 +1,530 @@
+// Stage "apply opts": the optimization actions on a kernel's ranges and the CPU heuristics.
+#include "tempura/codegen/opts.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "tempura/error.hpp"
+#include "tempura/runtime/cpu.hpp"
+#include "tempura/runtime/thread_pool.hpp"
+#include "tempura/symbolic/simplify.hpp"
+
+namespace tempura::codegen {
+
+std::string_view opt_op_name(OptOp op) {
+    switch (op) {
+    case OptOp::Upcast: return "UPCAST";
+    case OptOp::Unroll: return "UNROLL";
+    case OptOp::Local: return "LOCAL";
+    case OptOp::Group: return "GROUP";
+    case OptOp::GroupTop: return "GROUPTOP";
+    case OptOp::Thread: return "THREAD";
+    case OptOp::NoLocals: return "NOLOCALS";
+    case OptOp::Swap: return "SWAP";
+    case OptOp::PadTo: return "PADTO";
+    }
+    return "?";
+}
+
+std::string to_string(const Opt& o) {
+    if (o.op == OptOp::NoLocals) return "NOLOCALS";
+    return std::string(opt_op_name(o.op)) + "(" + std::to_string(o.axis) + ", " +
+           std::to_string(o.arg) + ")";
+}
+
+std::string to_string(const std::vector<Opt>& opts) {
+    std::string s = "[";
+    for (size_t i = 0; i < opts.size(); ++i) s += (i ? ", " : "") + to_string(opts[i]);
+    return s + "]";
+}
+
+DeviceLimits host_limits() {
+    static const DeviceLimits lim = [] {
+        DeviceLimits l;
+        const std::string f = runtime::host_cpu_features();
+        l.vector_bytes = f.find("+avx512f") != std::string::npos ? 64
+                         : f.find("+avx2") != std::string::npos  ? 32
+                                                                 : 16;
+        l.threads = static_cast<int64_t>(runtime::thread_count());
+        l.name = "CPU:" + runtime::host_cpu_name();
+        return l;
+    }();
+    return lim;
+}
+
+bool noopt_requested() {
+    const char* e = std::getenv("TEMPURA_NOOPT");
+    return e != nullptr && std::strcmp(e, "0") != 0 && e[0] != '\0';
+}
+
+namespace {
+
+bool is_expanded(AxisType t) { return t == AxisType::Upcast || t == AxisType::Unroll; }
+AxisType type_of(const UOp& r) { return r.arg_as<RangeArg>().type; }
+int64_t size_of(const UOp& r) { return r.src(0).const_value(); }
+
+UOp make_range(int64_t size, int64_t id, AxisType t) {
+    return UOp::make(Op::Range, DType::Index, {UOp::index(size)}, RangeArg{id, t});
+}
+
+// The END of a kernel (null when the output is a single element and there is no loop).
+UOp find_end(const UOp& ast) {
+    for (const UOp& s : ast.srcs())
+        if (s.op() == Op::End) return s;
+    return UOp();
+}
+
+// Rebuilds `ast` with range `r` replaced: by `value` where it is used as a value, and by the list
+// `repl` where an END or REDUCE names it.
+UOp replace_range(const UOp& ast, const UOp& r, const UOp& value, const std::vector<UOp>& repl) {
+    UOpMap<UOp> done;
+    for (const UOp& u : ast.toposort()) {
+        if (u.same(r)) {
+            done.emplace(u, value);
+            continue;
+        }
+        std::vector<UOp> srcs;
+        bool same = true;
+        const bool lists = u.op() == Op::End || u.op() == Op::Reduce;
+        for (size_t i = 0; i < u.srcs().size(); ++i) {
+            const UOp& s = u.src(i);
+            if (lists && i >= 1 && s.same(r)) {
+                srcs.insert(srcs.end(), repl.begin(), repl.end());
+                same = false;
+                continue;
+            }
+            srcs.push_back(done.at(s));
+            same = same && srcs.back().same(s);
+        }
+        done.emplace(u, same ? u : u.replace_srcs(std::move(srcs)));
+    }
+    return done.at(ast);
+}
+
+// The kernel with its END's ranges in `order` (expanded ranges keep their place at the end).
+UOp reorder_end(const UOp& ast, const std::vector<UOp>& order) {
+    const UOp end = find_end(ast);
+    std::vector<UOp> srcs{end.src(0)};
+    srcs.insert(srcs.end(), order.begin(), order.end());
+    for (size_t i = 1; i < end.srcs().size(); ++i)
+        if (is_expanded(type_of(end.src(i)))) srcs.push_back(end.src(i));
+    const UOp new_end = end.replace_srcs(std::move(srcs));
+    return ast.substitute({{end.get(), new_end}});
+}
+
+bool contains(const UOp& u, const UOp& r) {
+    for (const UOp& n : u.toposort())
+        if (n.same(r)) return true;
+    return false;
+}
+
+UOp identity_for(Op op, DType dt) {
+    if (op == Op::Add) return dt.is_float() ? UOp::constant_f(dt, 0.0) : UOp::constant(dt, 0);
+    if (op == Op::Mul) return dt.is_float() ? UOp::constant_f(dt, 1.0) : UOp::constant(dt, 1);
+    if (dt.is_float()) return UOp::constant_f(dt, -__builtin_inf());
+    return UOp::constant(dt, dt.min());
+}
+
+// PADTO's masks: every INDEX that uses `r` (under a LOAD or the STORE) is gated by `valid`, and
+// every REDUCE over `r` is fed its identity where `valid` is false.
+UOp mask_padded(const UOp& ast, const UOp& r, const UOp& valid) {
+    UOpMap<UOp> done;
+    UOpMap<bool> uses;
+    for (const UOp& u : ast.toposort()) {
+        bool use = u.same(r);
+        for (const UOp& s : u.srcs()) use = use || uses.at(s);
+        uses.emplace(u, use);
+        std::vector<UOp> srcs;
+        bool same = true;
+        for (const UOp& s : u.srcs()) {
+            srcs.push_back(done.at(s));
+            same = same && srcs.back().same(s);
+        }
+        UOp v = same ? u : u.replace_srcs(srcs);
+        if (u.op() == Op::Index && uses.at(u.src(1))) {
+            std::vector<UOp> is{srcs[0], srcs[1]};
+            is.push_back(srcs.size() == 3 ? (srcs[2] & valid) : valid);
+            v = UOp::make(Op::Index, u.dtype(), std::move(is));
+        } else if (u.op() == Op::Reduce) {
+            bool over = false;
+            for (size_t i = 1; i < u.srcs().size(); ++i) over = over || u.src(i).same(r);
+            if (over) {
+                srcs[0] =
+                    UOp::alu(Op::Where, {valid, srcs[0], identity_for(u.arg_as<Op>(), u.dtype())});
+                v = u.replace_srcs(std::move(srcs));
+            }
+        }
+        done.emplace(u, v);
+    }
+    return done.at(ast);
+}
+
+} // namespace
+
+OptKernel::OptKernel(UOp ast, DeviceLimits limits) : ast_(std::move(ast)), limits_(limits) {
+    refresh();
+}
+
+void OptKernel::refresh() {
+    axes_.clear();
+    n_out_ = 0;
+    int64_t max_id = -1;
+    for (const UOp& u : ast_.toposort())
+        if (u.op() == Op::Range) max_id = std::max(max_id, u.arg_as<RangeArg>().axis_id);
+    next_axis_ = std::max(next_axis_, max_id + 1);
+    if (const UOp end = find_end(ast_); !end.is_null())
+        for (size_t i = 1; i < end.srcs().size(); ++i)
+            if (!is_expanded(type_of(end.src(i)))) axes_.push_back(end.src(i));
+    n_out_ = axes_.size();
+    for (const UOp& u : ast_.toposort())
+        if (u.op() == Op::Reduce)
+            for (size_t i = 1; i < u.srcs().size(); ++i) {
+                const UOp& r = u.src(i);
+                if (is_expanded(type_of(r))) continue;
+                if (std::none_of(axes_.begin(), axes_.end(),
+                                 [&](const UOp& a) { return a.same(r); }))
+                    axes_.push_back(r);
+            }
+}
+
+std::vector<int64_t> OptKernel::shape() const {
+    std::vector<int64_t> s;
+    for (const UOp& a : axes_) s.push_back(size_of(a));
+    return s;
+}
+
+int64_t OptKernel::upcast_size() const {
+    int64_t n = 1;
+    for (const UOp& u : ast_.toposort())
+        if (u.op() == Op::Range && is_expanded(type_of(u))) n *= size_of(u);
+    return n;
+}
+
+int64_t OptKernel::thread_count() const {
+    for (const UOp& a : axes_)
+        if (type_of(a) == AxisType::Thread) return size_of(a);
+    return 1;
+}
+
+bool OptKernel::has_vector_axis() const {
+    for (const UOp& u : ast_.toposort())
+        if (u.op() == Op::Range && is_expanded(type_of(u))) return true;
+    return false;
+}
+
+void OptKernel::check_axis(const Opt& o, bool output, bool reduce) const {
+    const std::string what = to_string(o) + ": ";
+    if (o.axis < 0 || o.axis >= static_cast<int64_t>(axes_.size()))
+        fail("opt", what + "axis " + std::to_string(o.axis) + " out of range (the kernel has " +
+                        std::to_string(axes_.size()) + " axes)");
+    const bool is_out = o.axis < static_cast<int64_t>(n_out_);
+    if (is_out && !output)
+        fail("opt",
+             what + "axis " + std::to_string(o.axis) + " is an output axis, not a reduce axis");
+    if (!is_out && !reduce)
+        fail("opt",
+             what + "axis " + std::to_string(o.axis) + " is a reduce axis, not an output axis");
+}
+
+UOp OptKernel::split(const UOp& r, int64_t amount, AxisType inner_type, bool thread_outer) {
+    const int64_t n = size_of(r);
+    const RangeArg ra = r.arg_as<RangeArg>();
+    const UOp inner = make_range(amount, next_axis_++, inner_type);
+    if (n == amount) {
+        ast_ = replace_range(ast_, r, inner, {inner});
+        return inner;
+    }
+    const UOp outer = make_range(n / amount, ra.axis_id, thread_outer ? AxisType::Thread : ra.type);
+    const UOp value = outer * UOp::index(amount) + inner;
+    ast_ = replace_range(ast_, r, value, {outer, inner});
+    return thread_outer ? outer : inner;
+}
+
+bool OptKernel::try_apply(const Opt& o) {
+    try {
+        apply(o);
+        return true;
+    } catch (const Error&) {
+        return false;
+    }
+}
+
+void OptKernel::apply(const Opt& o) {
+    const std::string what = to_string(o) + ": ";
+    const UOp before = ast_;
+    const int64_t next_before = next_axis_;
+    auto amount_ok = [&](const UOp& r) {
+        if (o.arg < 2)
+            fail("opt", what + "the amount must be at least 2, got " + std::to_string(o.arg));
+        if (size_of(r) % o.arg != 0)
+            fail("opt", what + "axis " + std::to_string(o.axis) + " has size " +
+                            std::to_string(size_of(r)) + ", not a multiple of " +
+                            std::to_string(o.arg) + " (PADTO first)");
+    };
+    try {
+        switch (o.op) {
+        case OptOp::Upcast:
+        case OptOp::Unroll: {
+            const bool up = o.op == OptOp::Upcast;
+            check_axis(o, up, !up);
+            const UOp r = axes_[static_cast<size_t>(o.axis)];
+            if (type_of(r) == AxisType::Thread)
+                fail("opt", what + "axis " + std::to_string(o.axis) + " is the THREAD axis");
+            amount_ok(r);
+            if (upcast_size() * o.arg > limits_.max_upcast)
+                fail("opt", what + "the kernel would have " +
+                                std::to_string(upcast_size() * o.arg) +
+                                " upcast elements, more than the limit of " +
+                                std::to_string(limits_.max_upcast));
+            split(r, o.arg, up ? AxisType::Upcast : AxisType::Unroll, false);
+            break;
+        }
+        case OptOp::Local: {
+            check_axis(o, true, false);
+            if (no_locals_) fail("opt", what + "NOLOCALS was applied before");
+            const UOp r = axes_[static_cast<size_t>(o.axis)];
+            if (type_of(r) != AxisType::Loop && type_of(r) != AxisType::Global)
+                fail("opt", what + "axis " + std::to_string(o.axis) + " is not a plain loop");
+            amount_ok(r);
+            if (o.arg == size_of(r))
+                fail("opt", what + "blocking axis " + std::to_string(o.axis) +
+                                " by its whole size changes nothing");
+            const UOp inner = split(r, o.arg, AxisType::Local, false);
+            refresh();
+            std::vector<UOp> order;
+            for (size_t i = 0; i < n_out_; ++i)
+                if (!axes_[i].same(inner)) order.push_back(axes_[i]);
+            order.push_back(inner);
+            ast_ = reorder_end(ast_, order);
+            break;
+        }
+        case OptOp::Group:
+        case OptOp::GroupTop:
+            check_axis(o, false, true);
+            if (!limits_.has_shared)
+                fail("opt",
+                     what + "the " + limits_.name +
+                         " device has no shared memory for a grouped reduce (use THREAD on an "
+                         "output axis, or UNROLL)");
+            fail("opt", what + "grouped reduces through shared memory are not implemented yet");
+        case OptOp::Thread: {
+            check_axis(o, true, false);
+            const UOp r = axes_[static_cast<size_t>(o.axis)];
+            if (thread_count() > 1) fail("opt", what + "the kernel has a THREAD axis already");
+            if (type_of(r) != AxisType::Loop && type_of(r) != AxisType::Global)
+                fail("opt", what + "axis " + std::to_string(o.axis) + " is not a plain loop");
+            if (o.arg > limits_.threads)
+                fail("opt",
+                     what + "the device has " + std::to_string(limits_.threads) + " threads");
+            amount_ok(r);
+            UOp t;
+            if (size_of(r) == o.arg) {
+                t = make_range(o.arg, r.arg_as<RangeArg>().axis_id, AxisType::Thread);
+                ast_ = replace_range(ast_, r, t, {t});
+            } else {
+                t = split(r, size_of(r) / o.arg, AxisType::Loop, true);
+            }
+            refresh();
+            std::vector<UOp> order{t};
+            for (size_t i = 0; i < n_out_; ++i)
+                if (!axes_[i].same(t)) order.push_back(axes_[i]);
+            ast_ = reorder_end(ast_, order);
+            break;
+        }
+        case OptOp::NoLocals:
+            for (const Opt& p : applied_)
+                if (p.op == OptOp::Local) fail("opt", "NOLOCALS: LOCAL was applied before");
+            no_locals_ = true;
+            break;
+        case OptOp::Swap: {
+            check_axis(o, true, false);
+            check_axis(Opt{o.op, o.arg, o.axis}, true, false);
+            if (o.axis == o.arg) fail("opt", what + "an axis cannot be swapped with itself");
+            std::vector<UOp> order(axes_.begin(), axes_.begin() + static_cast<long>(n_out_));
+            const auto a = static_cast<size_t>(o.axis), b = static_cast<size_t>(o.arg);
+            if (type_of(order[a]) == AxisType::Thread || type_of(order[b]) == AxisType::Thread)
+                fail("opt", what + "the THREAD axis stays outermost");
+            std::swap(order[a], order[b]);
+            ast_ = reorder_end(ast_, order);
+            break;
+        }
+        case OptOp::PadTo: {
+            check_axis(o, true, true);
+            const UOp r = axes_[static_cast<size_t>(o.axis)];
+            if (o.arg < 2)
+                fail("opt", what + "the amount must be at least 2, got " + std::to_string(o.arg));
+            const int64_t n = size_of(r);
+            const int64_t m = (n + o.arg - 1) / o.arg * o.arg;
+            if (m == n)
+                fail("opt", what + "axis " + std::to_string(o.axis) + " has size " +
+                                std::to_string(n) + ", a multiple of " + std::to_string(o.arg) +
+                                " already");
+            if (m > 2 * n)
+                fail("opt", what + "padding axis " + std::to_string(o.axis) + " from " +
+                                std::to_string(n) + " to " + std::to_string(m) +
+                                " would more than double it");
+            const UOp p = make_range(m, r.arg_as<RangeArg>().axis_id, type_of(r));
+            ast_ = replace_range(ast_, r, p, {p});
+            ast_ = mask_padded(ast_, p, p < UOp::index(n));
+            break;
+        }
+        }
+    } catch (...) {
+        ast_ = before;
+        next_axis_ = next_before;
+        refresh();
+        throw;
+    }
+    applied_.push_back(o);
+    refresh();
+}
+
+UOp apply_opts(const UOp& ast, const std::vector<Opt>& opts, const DeviceLimits& limits) {
+    OptKernel k(ast, limits);
+    for (const Opt& o : opts) k.apply(o);
+    return k.ast();
+}
+
+int64_t linear_coefficient(const UOp& idx, const UOp& r) {
+    const UOp s = simplify(idx);
+    std::vector<UOp> terms, stack{s};
+    while (!stack.empty()) {
+        UOp t = stack.back();
+        stack.pop_back();
+        if (t.op() == Op::Add) {
+            stack.push_back(t.src(0));
+            stack.push_back(t.src(1));
+        } else {
+            terms.push_back(t);
+        }
+    }
+    int64_t c = 0;
+    for (const UOp& t : terms) {
+        if (!contains(t, r)) continue;
+        if (t.same(r)) {
+            c += 1;
+        } else if (t.op() == Op::Mul && t.src(0).same(r) && t.src(1).is_const()) {
+            c += t.src(1).const_value();
+        } else if (t.op() == Op::Mul && t.src(1).same(r) && t.src(0).is_const()) {
+            c += t.src(0).const_value();
+        } else {
+            return -1;
+        }
+    }
+    return c;
+}
+
+namespace {
+
+struct Access {
+    UOp idx;
+    bool store;
+};
+
+std::vector<Access> accesses(const UOp& ast, DType& out_dtype) {
+    std::vector<Access> out;
+    for (const UOp& u : ast.toposort()) {
+        if (u.op() == Op::Load && u.src(0).op() == Op::Index && u.src(0).src(0).op() == Op::Param)
+            out.push_back({u.src(0).src(1), false});
+        if (u.op() == Op::Store) {
+            out.push_back({u.src(0).src(1), true});
+            out_dtype = u.src(1).dtype();
+        }
+    }
+    return out;
+}
+
+} // namespace
+
+std::vector<Opt> heuristic_opts(const UOp& ast, const DeviceLimits& lim) {
+    OptKernel k(ast, lim);
+    if (k.axes().empty()) return {};
+    DType dt = DType::Float32;
+    const std::vector<Access> acc = accesses(ast, dt);
+    const int64_t lanes =
+        std::max<int64_t>(2, lim.vector_bytes / std::max<int64_t>(dt.itemsize(), 4));
+    auto index_of = [&](int64_t id) -> int64_t {
+        for (size_t i = 0; i < k.axes().size(); ++i)
+            if (k.axes()[i].arg_as<RangeArg>().axis_id == id) return static_cast<int64_t>(i);
+        return -1;
+    };
+    auto size_at = [&](int64_t i) { return size_of(k.axes()[static_cast<size_t>(i)]); };
+    int64_t work = 1;
+    for (int64_t s : k.shape()) work *= s;
+    const size_t n_out = k.output_axes();
+    const bool has_reduce = k.axes().size() > n_out;
+    // How every access uses a range: coefficient per access (-1: not linear).
+    auto coeffs = [&](const UOp& r) {
+        std::vector<std::pair<int64_t, bool>> c;
+        for (const Access& a : acc) c.emplace_back(linear_coefficient(a.idx, r), a.store);
+        return c;
+    };
+
+    bool vec_out = false, vec_red = false;
+    int64_t jo_id = -1;
+    if (n_out > 0) {
+        const UOp r = k.axes()[n_out - 1];
+        jo_id = r.arg_as<RangeArg>().axis_id;
+        bool store_contig = false, loads_ok = true;
+        for (auto [c, st] : coeffs(r)) {
+            if (st)
+                store_contig = c == 1;
+            else if (c != 0 && c != 1)
+                loads_ok = false;
+        }
+        if (store_contig && loads_ok && size_of(r) % lanes == 0)
+            vec_out = k.try_apply({OptOp::Upcast, static_cast<int64_t>(n_out - 1), lanes});
+    }
+    if (!vec_out && has_reduce) {
+        const int64_t a = static_cast<int64_t>(k.axes().size()) - 1;
+        const UOp r = k.axes().back();
+        bool contig = false, ok = true;
+        for (auto [c, st] : coeffs(r)) {
+            if (st) continue;
+            if (c == 1)
+                contig = true;
+            else if (c != 0)
+                ok = false;
+        }
+        if (contig && ok && size_of(r) % lanes == 0) {
+            vec_red = k.try_apply({OptOp::Unroll, a, lanes});
+            const int64_t b = index_of(r.arg_as<RangeArg>().axis_id);
+            if (vec_red && b >= 0 && size_at(b) % 4 == 0 && size_at(b) >= 16)
+                k.try_apply({OptOp::Unroll, b, 4});
+        }
+    }
+    if (vec_out && has_reduce) {
+        // Register blocking: 2 vectors wide, 4 rows of the operand broadcast along the output.
+        if (int64_t j = index_of(jo_id); j >= 0 && size_at(j) % 2 == 0)
+            k.try_apply({OptOp::Upcast, j, 2});
+        for (size_t i = 0; i + 1 < k.output_axes(); ++i) {
+            const UOp r = k.axes()[i];
+            bool bcast = false, used = false;
+            for (auto [c, st] : coeffs(r)) {
+                if (st) continue;
+                if (c == 0)
+                    bcast = true;
+                else
+                    used = true;
+            }
+            if (!bcast || !used) continue;
+            if (size_of(r) % 4 == 0 && k.try_apply({OptOp::Upcast, static_cast<int64_t>(i), 4}))
+                break;
+            if (size_of(r) % 2 == 0 && k.try_apply({OptOp::Upcast, static_cast<int64_t>(i), 2}))
+                break;
+        }
+    } else if (vec_out) {
+        if (int64_t j = index_of(jo_id); j >= 0 && size_at(j) % 4 == 0)
+            k.try_apply({OptOp::Upcast, j, 4});
+    }
+    // Threads: the outermost output axis that splits evenly, when the kernel is big enough.
+    if (lim.threads > 1 && work >= (int64_t{1} << 17))
+        for (size_t i = 0; i < k.output_axes(); ++i)
+            if (size_at(static_cast<int64_t>(i)) % lim.threads == 0 &&
+                k.try_apply({OptOp::Thread, static_cast<int64_t>(i), lim.threads}))
+                break;
+    return k.applied();
+}
+
+} // namespace tempura::codegen
