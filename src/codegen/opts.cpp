@@ -230,12 +230,14 @@ void OptKernel::check_axis(const Opt& o, bool output, bool reduce) const {
 UOp OptKernel::split(const UOp& r, int64_t amount, AxisType inner_type, bool thread_outer) {
     const int64_t n = size_of(r);
     const RangeArg ra = r.arg_as<RangeArg>();
-    const UOp inner = make_range(amount, next_axis_++, inner_type);
+    // The part that stays a plain loop keeps the axis id (opts and heuristics find it by id).
+    const UOp inner = make_range(amount, thread_outer ? ra.axis_id : next_axis_++, inner_type);
     if (n == amount) {
         ast_ = replace_range(ast_, r, inner, {inner});
         return inner;
     }
-    const UOp outer = make_range(n / amount, ra.axis_id, thread_outer ? AxisType::Thread : ra.type);
+    const UOp outer = make_range(n / amount, thread_outer ? next_axis_++ : ra.axis_id,
+                                 thread_outer ? AxisType::Thread : ra.type);
     const UOp value = outer * UOp::index(amount) + inner;
     ast_ = replace_range(ast_, r, value, {outer, inner});
     return thread_outer ? outer : inner;
@@ -462,6 +464,8 @@ std::vector<Opt> heuristic_opts(const UOp& ast, const DeviceLimits& lim) {
     };
 
     bool vec_out = false, vec_red = false;
+    int64_t block_id = -1; // the output axis register blocking split (a matmul's rows)
+    int64_t red_id = -1;   // the reduce axis split into vector lanes
     int64_t jo_id = -1;
     if (n_out > 0) {
         const UOp r = k.axes()[n_out - 1];
@@ -489,17 +493,23 @@ std::vector<Opt> heuristic_opts(const UOp& ast, const DeviceLimits& lim) {
         }
         if (contig && ok && size_of(r) % lanes == 0) {
             vec_red = k.try_apply({OptOp::Unroll, a, lanes});
-            const int64_t b = index_of(r.arg_as<RangeArg>().axis_id);
-            if (vec_red && b >= 0 && size_at(b) % 4 == 0 && size_at(b) >= 16)
-                k.try_apply({OptOp::Unroll, b, 4});
+            red_id = r.arg_as<RangeArg>().axis_id;
         }
     }
-    if (vec_out && has_reduce) {
-        // Register blocking: 2 vectors wide, 4 rows of the operand broadcast along the output.
-        if (int64_t j = index_of(jo_id); j >= 0 && size_at(j) % 2 == 0)
-            k.try_apply({OptOp::Upcast, j, 2});
-        for (size_t i = 0; i + 1 < k.output_axes(); ++i) {
-            const UOp r = k.axes()[i];
+    // Register blocking: output axes that some operand is broadcast along (a matmul's rows
+    // for the right operand, its columns for the left) become unrolled copies, so each loaded
+    // vector serves several accumulators.
+    auto block = [&](int64_t skip_id, int64_t max_axes, std::initializer_list<int64_t> amounts) {
+        int64_t done = 0;
+        std::vector<int64_t> ids;
+        for (size_t i = 0; i < k.output_axes(); ++i)
+            if (k.axes()[i].arg_as<RangeArg>().axis_id != skip_id)
+                ids.push_back(k.axes()[i].arg_as<RangeArg>().axis_id);
+        for (int64_t id : ids) {
+            if (done >= max_axes) break;
+            const int64_t i = index_of(id);
+            if (i < 0) continue;
+            const UOp r = k.axes()[static_cast<size_t>(i)];
             bool bcast = false, used = false;
             for (auto [c, st] : coeffs(r)) {
                 if (st) continue;
@@ -509,10 +519,27 @@ std::vector<Opt> heuristic_opts(const UOp& ast, const DeviceLimits& lim) {
                     used = true;
             }
             if (!bcast || !used) continue;
-            if (size_of(r) % 4 == 0 && k.try_apply({OptOp::Upcast, static_cast<int64_t>(i), 4}))
-                break;
-            if (size_of(r) % 2 == 0 && k.try_apply({OptOp::Upcast, static_cast<int64_t>(i), 2}))
-                break;
+            for (int64_t amt : amounts)
+                if (size_of(r) % amt == 0 && k.try_apply({OptOp::Upcast, i, amt})) {
+                    ++done;
+                    if (block_id < 0) block_id = id;
+                    break;
+                }
+        }
+        return done;
+    };
+    if (vec_out && has_reduce) {
+        // 2 vectors wide, 8 (or 4, 2) rows: 16 vector accumulators.
+        if (int64_t j = index_of(jo_id); j >= 0 && size_at(j) % 2 == 0)
+            k.try_apply({OptOp::Upcast, j, 2});
+        block(jo_id, 1, {8, 4, 2});
+    } else if (vec_red) {
+        // A dot-product form (both operands contiguous along the reduce): 4 x 4 outputs; else
+        // 4 vectors per iteration.
+        if (block(-1, 2, {4, 2}) == 0) {
+            const int64_t b = index_of(red_id);
+            if (b >= 0 && size_at(b) % 4 == 0 && size_at(b) >= 16)
+                k.try_apply({OptOp::Unroll, b, 4});
         }
     } else if (vec_out) {
         if (int64_t j = index_of(jo_id); j >= 0 && size_at(j) % 4 == 0)
@@ -524,6 +551,12 @@ std::vector<Opt> heuristic_opts(const UOp& ast, const DeviceLimits& lim) {
             if (size_at(static_cast<int64_t>(i)) % lim.threads == 0 &&
                 k.try_apply({OptOp::Thread, static_cast<int64_t>(i), lim.threads}))
                 break;
+    // Loop order for a matmul-like kernel: the column blocks outside the row blocks, so one
+    // block of the right operand stays in cache while every row block passes over it.
+    if (vec_out && has_reduce && block_id >= 0) {
+        const int64_t i = index_of(block_id), j = index_of(jo_id);
+        if (i >= 0 && j >= 0 && i < j) k.try_apply({OptOp::Swap, i, j});
+    }
     return k.applied();
 }
 

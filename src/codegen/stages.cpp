@@ -180,6 +180,8 @@ namespace {
 class Linearizer {
   public:
     std::vector<UOp> run(const UOp& ast) {
+        for (const UOp& u : ast.toposort())
+            if (u.op() == Op::Reduce) reduces_.push_back(u);
         scopes_.push_back(Scope{UOp(), {}, next_scope_++});
         for (const UOp& s : ast.srcs()) emit_effect(s);
         return std::move(scopes_[0].ops);
@@ -201,6 +203,7 @@ class Linearizer {
     UOpMap<Placed> placed_;
     UOpMap<uint64_t> mask_cache_;
     UOpMap<int> range_bit_;
+    std::vector<UOp> reduces_; // every REDUCE of the kernel, sources first
 
     bool scope_open(int id) const {
         for (const auto& s : scopes_)
@@ -286,45 +289,86 @@ class Linearizer {
         return v;
     }
 
-    // REDUCE(v, ranges) -> acc = identity; for ranges: acc = op(acc, v); then load acc.
-    UOp emit_reduce(const UOp& red) {
-        const DType dt = red.dtype();
-        const Op op = red.arg_as<Op>();
-        const size_t here = scopes_.size() - 1;
-        const UOp acc = value(UOp::make(Op::DefineReg, dt.ptr(AddrSpace::Reg), {},
-                                        std::vector<int64_t>{1, next_reg_++}));
-        const UOp zero = value(UOp::constant(DType::Int32, 0));
-        const UOp slot = value(UOp::make(Op::Index, acc.dtype(), {acc, zero}));
-        const UOp init = UOp::make(Op::Store, DType::Void, {slot, value(reduce_identity(op, dt))});
-        place(init, init, here);
-        std::vector<UOp> deps{acc, init};
-        for (size_t i = 1; i < red.srcs().size(); ++i) {
-            open(red.src(i));
-            deps.push_back(red.src(i));
+    // The REDUCEs that can share red's loops here: the same ranges, not placed yet, computable
+    // in the open scopes and independent of each other's results (the expander's unrolled
+    // copies of one reduce: one loop with several accumulators instead of one loop each).
+    std::vector<UOp> siblings(const UOp& red) {
+        std::vector<UOp> group{red};
+        uint64_t open = 0;
+        for (size_t i = 1; i < scopes_.size(); ++i) open |= mask_of_range(scopes_[i].range);
+        for (const UOp& s : reduces_) {
+            if (s.same(red) || s.srcs().size() != red.srcs().size() || placed_.count(s)) continue;
+            bool same_ranges = true;
+            for (size_t i = 1; i < s.srcs().size() && same_ranges; ++i)
+                same_ranges = s.src(i).same(red.src(i));
+            if (!same_ranges || (mask(s) & ~open) != 0) continue;
+            bool independent = true;
+            for (const UOp& n : s.toposort()) {
+                if (n.op() != Op::Reduce || n.same(s)) continue;
+                for (const UOp& g : group) independent = independent && !n.same(g);
+            }
+            for (const UOp& g : group)
+                for (const UOp& n : g.toposort()) independent = independent && !n.same(s);
+            if (independent) group.push_back(s);
         }
-        // Inside the loops the accumulator is read through AFTER(acc, init, ranges): ordered
-        // after the init store and tied to the reduce ranges, so it is never hoisted out.
-        const UOp cur = value(UOp::make(
-            Op::Load, dt,
-            {UOp::make(Op::Index, acc.dtype(), {UOp::make(Op::After, acc.dtype(), deps), zero})}));
-        const UOp next = value(UOp::alu(op, {cur, red.src(0)}));
-        scopes_.back().ops.push_back(UOp::make(Op::Store, DType::Void, {slot, next}));
+        return group;
+    }
+
+    // REDUCE(v, ranges) -> acc = identity; for ranges: acc = op(acc, v); then load acc. Sibling
+    // REDUCEs over the same ranges share the loops, each with its own accumulator.
+    UOp emit_reduce(const UOp& red) {
+        const std::vector<UOp> group = siblings(red);
+        const size_t here = scopes_.size() - 1;
+        const UOp zero = value(UOp::constant(DType::Int32, 0));
+        struct Acc {
+            UOp acc, slot, init;
+        };
+        std::vector<Acc> accs;
+        for (const UOp& g : group) {
+            const DType dt = g.dtype();
+            const UOp acc = value(UOp::make(Op::DefineReg, dt.ptr(AddrSpace::Reg), {},
+                                            std::vector<int64_t>{1, next_reg_++}));
+            const UOp slot = value(UOp::make(Op::Index, acc.dtype(), {acc, zero}));
+            const UOp init = UOp::make(Op::Store, DType::Void,
+                                       {slot, value(reduce_identity(g.arg_as<Op>(), dt))});
+            place(init, init, here);
+            accs.push_back({acc, slot, init});
+        }
+        for (size_t i = 1; i < red.srcs().size(); ++i) open(red.src(i));
+        for (size_t k = 0; k < group.size(); ++k) {
+            const UOp& g = group[k];
+            std::vector<UOp> deps{accs[k].acc, accs[k].init};
+            for (size_t i = 1; i < g.srcs().size(); ++i) deps.push_back(g.src(i));
+            // Inside the loops the accumulator is read through AFTER(acc, init, ranges): ordered
+            // after the init store and tied to the reduce ranges, so it is never hoisted out.
+            const UOp cur = value(
+                UOp::make(Op::Load, g.dtype(),
+                          {UOp::make(Op::Index, accs[k].acc.dtype(),
+                                     {UOp::make(Op::After, accs[k].acc.dtype(), deps), zero})}));
+            const UOp next = value(UOp::alu(g.arg_as<Op>(), {cur, g.src(0)}));
+            scopes_.back().ops.push_back(UOp::make(Op::Store, DType::Void, {accs[k].slot, next}));
+        }
         UOp end;
         for (size_t i = 1; i < red.srcs().size(); ++i) end = close();
-        // After the loops: read it through AFTER(acc, END).
-        const UOp done = UOp::make(Op::After, acc.dtype(), {acc, end});
-        const UOp idx = UOp::make(Op::Index, acc.dtype(), {done, zero});
-        const UOp result = UOp::make(Op::Load, dt, {idx});
-        place(done, done, here);
-        place(idx, idx, here);
-        place(result, result, here);
-        placed_.insert_or_assign(red, Placed{result, scopes_[here].id});
-        // The loops ran inside every scope open here, so the result lives there: users must be
-        // placed no further out, even when the reduced value itself uses none of those ranges.
-        uint64_t open = mask(red);
-        for (size_t i = 1; i <= here; ++i) open |= mask_of_range(scopes_[i].range);
-        mask_cache_.insert_or_assign(red, open);
-        return result;
+        uint64_t open_mask = 0;
+        for (size_t i = 1; i <= here; ++i) open_mask |= mask_of_range(scopes_[i].range);
+        UOp first;
+        for (size_t k = 0; k < group.size(); ++k) {
+            const UOp& g = group[k];
+            // After the loops: read it through AFTER(acc, END).
+            const UOp done = UOp::make(Op::After, accs[k].acc.dtype(), {accs[k].acc, end});
+            const UOp idx = UOp::make(Op::Index, accs[k].acc.dtype(), {done, zero});
+            const UOp result = UOp::make(Op::Load, g.dtype(), {idx});
+            place(done, done, here);
+            place(idx, idx, here);
+            place(result, result, here);
+            placed_.insert_or_assign(g, Placed{result, scopes_[here].id});
+            // The loops ran inside every scope open here, so the result lives there: users must
+            // be placed no further out, even when the reduced value uses none of those ranges.
+            mask_cache_.insert_or_assign(g, mask(g) | open_mask);
+            if (k == 0) first = result;
+        }
+        return first;
     }
 
     // Effects: END (loops around a computation), STORE (gated stores become IF/ENDIF), SINK.

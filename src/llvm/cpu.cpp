@@ -89,15 +89,18 @@ Jit& jit() {
     return *j;
 }
 
-void optimize(llvm::Module& m, llvm::TargetMachine& tm) {
+// `expanded`: the codegen's expander already vectorized and unrolled the kernel (it has vector
+// dtypes). LLVM's own loop vectorizer and unroller then only add compile time (a fully unrolled
+// reduce loop of 16 accumulators took ~100 ms to compile) and code size.
+void optimize(llvm::Module& m, llvm::TargetMachine& tm, bool expanded) {
     llvm::LoopAnalysisManager lam;
     llvm::FunctionAnalysisManager fam;
     llvm::CGSCCAnalysisManager cgam;
     llvm::ModuleAnalysisManager mam;
     llvm::PipelineTuningOptions pto; // vectorizers are off unless asked for (clang asks at O2)
-    pto.LoopVectorization = true;
-    pto.SLPVectorization = true;
-    pto.LoopUnrolling = true;
+    pto.LoopVectorization = !expanded;
+    pto.SLPVectorization = !expanded;
+    pto.LoopUnrolling = !expanded;
     llvm::PassBuilder pb(&tm, pto);
     pb.registerModuleAnalyses(mam);
     pb.registerCGSCCAnalyses(cgam);
@@ -139,7 +142,9 @@ std::shared_ptr<const CompiledKernel> compile_uncached(const std::string& name,
         fail("cpu", "kernel '" + name + "' renders to invalid LLVM IR (a value used outside the " +
                         "block that defines it?): " + ps.str());
 
-    optimize(*mod, *j.tm);
+    bool expanded = false;
+    for (const UOp& u : linear) expanded = expanded || u.dtype().count > 1;
+    optimize(*mod, *j.tm, expanded);
     std::string source;
     llvm::raw_string_ostream os(source);
     mod->print(os, nullptr);
