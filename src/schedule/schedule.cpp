@@ -11,6 +11,8 @@
 
 namespace tempura {
 
+std::vector<ScheduledKernel> schedule_rewritten(const UOp& root);
+
 namespace {
 
 // Shapes of every node of the graph, computed once.
@@ -274,7 +276,85 @@ std::vector<UOp> materialization_points(const UOp& root) {
     return find_materialized(root, all_shapes(root));
 }
 
-std::vector<ScheduledKernel> schedule_graph(const UOp& root) {
+namespace {
+
+// Split reduce: a reduction to a few outputs over many elements has no output axis for THREAD
+// to share among cores. Reduce axis d of size n = g * m is reshaped into (g, m); a first kernel
+// reduces the m (and the other reduced axes) into g partial results, a second reduces those.
+UOp split_reduces(const UOp& root) {
+    constexpr int64_t kMinReduce = int64_t{1} << 16, kMaxOutputs = 16, kGroups = 256;
+    const UOpMap<Shape> shapes = all_shapes(root);
+    UOpMap<UOp> done;
+    for (const UOp& u : root.toposort()) {
+        std::vector<UOp> srcs;
+        bool same = true;
+        for (const UOp& s : u.srcs()) {
+            srcs.push_back(done.at(s));
+            same = same && srcs.back().same(s);
+        }
+        UOp v = same ? u : u.replace_srcs(srcs);
+        if (u.op() == Op::ReduceAxis) {
+            const Shape& in = shapes.at(u.src(0));
+            const auto& ra = u.arg_as<ReduceArg>();
+            int64_t red = 1;
+            for (int64_t a : ra.axes) red *= in[static_cast<size_t>(a)];
+            const int64_t outs = numel(in) / std::max<int64_t>(red, 1);
+            int64_t d = -1, g = 1;
+            if (red >= kMinReduce && outs <= kMaxOutputs)
+                for (int64_t a : ra.axes) {
+                    const int64_t n = in[static_cast<size_t>(a)];
+                    for (int64_t c = kGroups; c >= 2; --c)
+                        if (n % c == 0 && n / c >= 256) {
+                            if (c > g) {
+                                g = c;
+                                d = a;
+                            }
+                            break;
+                        }
+                }
+            if (d >= 0) {
+                Shape split_shape;
+                for (size_t i = 0; i < in.size(); ++i) {
+                    if (static_cast<int64_t>(i) == d) {
+                        split_shape.push_back(g);
+                        split_shape.push_back(in[i] / g);
+                    } else {
+                        split_shape.push_back(in[i]);
+                    }
+                }
+                std::vector<int64_t> axes;
+                for (int64_t a : ra.axes) axes.push_back(a < d ? a : a + 1);
+                const DType dt = u.dtype();
+                const UOp x = UOp::make(Op::Reshape, dt, {srcs[0]}, split_shape);
+                const UOp part =
+                    UOp::make(Op::Contiguous, dt,
+                              {UOp::make(Op::ReduceAxis, dt, {x}, ReduceArg{ra.op, axes})});
+                const UOp total = UOp::make(Op::ReduceAxis, dt, {part},
+                                            ReduceArg{ra.op, std::vector<int64_t>{d}});
+                v = UOp::make(Op::Reshape, dt, {total}, shapes.at(u));
+            }
+        }
+        done.emplace(u, v);
+    }
+    return done.at(root);
+}
+
+} // namespace
+
+std::vector<ScheduledKernel> schedule_graph(const UOp& original_root) {
+    // The kernel computing the (rewritten) root reports the original root as its output.
+    const UOp root = split_reduces(original_root);
+    std::vector<ScheduledKernel> kernels = schedule_rewritten(root);
+    if (!root.same(original_root))
+        for (ScheduledKernel& k : kernels)
+            if (k.output.same(root)) {
+                k.output = original_root;
+                if (!k.params.empty()) k.params[0] = original_root;
+            }
+    return kernels;
+}
+
+std::vector<ScheduledKernel> schedule_rewritten(const UOp& root) {
     const UOpMap<Shape> shapes = all_shapes(root);
     std::vector<UOp> mat = find_materialized(root, shapes);
     std::unordered_set<const UOpNode*> is_mat;

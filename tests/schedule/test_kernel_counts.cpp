@@ -244,3 +244,36 @@ TEST_CASE("kernel info: names, backend and LLVM IR source of every kernel") {
     Tensor cmp = i > 0;
     CHECK(realized_kernels(cmp) == 1);
 }
+
+TEST_CASE("split reduce: a big reduction to few outputs becomes partials and a total") {
+    // 2^18 int32 elements summed to one: 256 partial sums (a kernel THREAD can share among
+    // cores), then their total. Exact in int32.
+    const int64_t n = int64_t{1} << 18;
+    std::vector<int32_t> v(static_cast<size_t>(n));
+    int64_t ref = 0;
+    for (int64_t i = 0; i < n; ++i) {
+        v[static_cast<size_t>(i)] = static_cast<int32_t>((i * 7919) % 201) - 100;
+        ref += v[static_cast<size_t>(i)];
+    }
+    const Tensor x = Tensor::from_vector(v, {n});
+    Tensor s = x.sum();
+    CHECK(planned(s) == 2);
+    s.realize();
+    REQUIRE(s.kernels().size() == 2);
+    CHECK(s.kernels()[0].name == "r_256_1024");
+    CHECK(s.kernels()[1].name == "r_1_256");
+    CHECK(s.item<int32_t>() == ref);
+    CHECK(s.shape() == Shape{});
+
+    // Over two axes, keeping dims; max, with the largest value in the last partial.
+    std::vector<float> f(static_cast<size_t>(n), -1.0f);
+    f.back() = 7.5f;
+    Tensor m = Tensor::from_vector(f, {512, 512}).max({0, 1}, true);
+    CHECK(planned(m) == 2);
+    CHECK(m.shape() == Shape{1, 1});
+    CHECK(m.item<float>() == 7.5f);
+
+    // Below the threshold (2^16 elements) or with many outputs: one kernel.
+    CHECK(planned(Tensor::from_vector(std::vector<float>(1 << 15, 1.0f)).sum()) == 1);
+    CHECK(planned(input({64, 4096}).sum({1})) == 1);
+}
