@@ -70,6 +70,38 @@ UOp combine(Op op, std::vector<UOp> vals) {
 
 } // namespace
 
+// ---- split ranges ----------------------------------------------------------------------------
+
+UOp split_ranges(const UOp& ast) {
+    // RANGE(n) % c with c dividing n: the range becomes outer * c + inner (both loops), so the
+    // modulo (and the division beside it) fold away.
+    UOp cur = ast;
+    for (int guard = 0; guard < 16; ++guard) {
+        UOp r;
+        int64_t c = 0;
+        for (const UOp& u : cur.toposort())
+            if (u.op() == Op::Mod && u.src(0).op() == Op::Range && u.src(1).is_const() &&
+                u.src(0).src(0).is_const() && !is_expanded(u.src(0))) {
+                const int64_t n = size_of(u.src(0)), m = u.src(1).const_value();
+                if (m > 1 && m < n && n % m == 0) {
+                    r = u.src(0);
+                    c = m;
+                    break;
+                }
+            }
+        if (r.is_null()) break;
+        int64_t next = 0;
+        for (const UOp& u : cur.toposort())
+            if (u.op() == Op::Range) next = std::max(next, u.arg_as<RangeArg>().axis_id + 1);
+        const RangeArg ra = r.arg_as<RangeArg>();
+        const UOp outer = UOp::make(Op::Range, DType::Index, {UOp::index(size_of(r) / c)}, ra);
+        const UOp inner =
+            UOp::make(Op::Range, DType::Index, {UOp::index(c)}, RangeArg{next, ra.type});
+        cur = symbolic(replace_range(cur, r, outer * UOp::index(c) + inner, {outer, inner}));
+    }
+    return cur;
+}
+
 // ---- simplify ranges -------------------------------------------------------------------------
 
 UOp simplify_ranges(const UOp& ast) {

@@ -23,6 +23,10 @@ UOp lower_index_dtype(const UOp& ast);
 // LOG2, integer MAX on bool into OR, ...).
 UOp decompose(const UOp& ast);
 
+// Stage "split ranges": RANGE(n) % c with c dividing n becomes two ranges (outer * c + inner),
+// and the modulo and division fold away.
+UOp split_ranges(const UOp& ast);
+
 // Stage "simplify ranges": adjacent ranges of one END or REDUCE merge into one range where
 // every index then simplifies without a division or modulo of it (a contiguous 2-D elementwise
 // kernel becomes one loop, which THREAD and UPCAST can split freely).
