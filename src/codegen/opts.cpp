@@ -477,8 +477,13 @@ std::vector<Opt> heuristic_opts(const UOp& ast, const DeviceLimits& lim) {
             else if (c != 0 && c != 1)
                 loads_ok = false;
         }
-        if (store_contig && loads_ok && size_of(r) % lanes == 0)
-            vec_out = k.try_apply({OptOp::Upcast, static_cast<int64_t>(n_out - 1), lanes});
+        // Lanes: the register width, or the largest divisor of the axis below it (a 10-wide
+        // output row is one 10-lane vector).
+        int64_t amt = 0;
+        for (int64_t d = std::min(lanes, size_of(r)); d >= 4 && amt == 0; --d)
+            if (size_of(r) % d == 0) amt = d;
+        if (store_contig && loads_ok && amt > 0)
+            vec_out = k.try_apply({OptOp::Upcast, static_cast<int64_t>(n_out - 1), amt});
     }
     if (!vec_out && has_reduce) {
         const int64_t a = static_cast<int64_t>(k.axes().size()) - 1;
@@ -491,8 +496,11 @@ std::vector<Opt> heuristic_opts(const UOp& ast, const DeviceLimits& lim) {
             else if (c != 0)
                 ok = false;
         }
-        if (contig && ok && size_of(r) % lanes == 0) {
-            vec_red = k.try_apply({OptOp::Unroll, a, lanes});
+        int64_t amt = 0;
+        for (int64_t d = std::min(lanes, size_of(r)); d >= 4 && amt == 0; --d)
+            if (size_of(r) % d == 0) amt = d;
+        if (contig && ok && amt > 0) {
+            vec_red = k.try_apply({OptOp::Unroll, a, amt});
             red_id = r.arg_as<RangeArg>().axis_id;
         }
     }

@@ -3,6 +3,7 @@
 
 #include <map>
 #include <set>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "tempura/codegen/stages.hpp"
@@ -34,33 +35,51 @@ bool grows(const Shape& in, const Shape& out) {
 }
 
 std::vector<UOp> find_materialized(const UOp& root, const UOpMap<Shape>& shapes) {
-    std::vector<UOp> mat{root};
-    std::unordered_set<const UOpNode*> is_mat{root.get()};
-    std::vector<UOp> work{root};
-    while (!work.empty()) {
-        UOp k = work.back();
-        work.pop_back();
-        std::set<std::pair<const UOpNode*, bool>> seen;
-        std::vector<std::pair<UOp, bool>> stack{{k, false}};
-        while (!stack.empty()) {
-            auto [n, expanded] = stack.back();
-            stack.pop_back();
-            if (!seen.insert({n.get(), expanded}).second) continue;
-            if (!n.same(k)) {
-                if (is_mat.count(n.get())) continue;
-                if (n.op() == Op::Contiguous || (n.op() == Op::ReduceAxis && expanded)) {
-                    is_mat.insert(n.get());
-                    mat.push_back(n);
-                    work.push_back(n);
-                    continue;
+    // A REDUCE_AXIS that two kernels would each recompute (a matmul's logits read by softmax's
+    // max, sum and output kernels) is materialized too: found by counting which kernels reach
+    // each inlined reduce, then repeated until no reduce is shared.
+    std::unordered_set<const UOpNode*> shared;
+    for (;;) {
+        std::vector<UOp> mat{root};
+        std::unordered_set<const UOpNode*> is_mat{root.get()};
+        std::unordered_map<const UOpNode*, std::unordered_set<const UOpNode*>> reached_by;
+        std::unordered_map<const UOpNode*, UOp> reduce_node;
+        std::vector<UOp> work{root};
+        while (!work.empty()) {
+            UOp k = work.back();
+            work.pop_back();
+            std::set<std::pair<const UOpNode*, bool>> seen;
+            std::vector<std::pair<UOp, bool>> stack{{k, false}};
+            while (!stack.empty()) {
+                auto [n, expanded] = stack.back();
+                stack.pop_back();
+                if (!seen.insert({n.get(), expanded}).second) continue;
+                if (!n.same(k)) {
+                    if (is_mat.count(n.get())) continue;
+                    if (n.op() == Op::Contiguous ||
+                        (n.op() == Op::ReduceAxis && (expanded || shared.count(n.get())))) {
+                        is_mat.insert(n.get());
+                        mat.push_back(n);
+                        work.push_back(n);
+                        continue;
+                    }
+                    if (n.op() == Op::ReduceAxis) {
+                        reached_by[n.get()].insert(k.get());
+                        reduce_node.emplace(n.get(), n);
+                    }
                 }
+                if (n.op() == Op::Buffer) continue;
+                bool e =
+                    expanded || (n.op() == Op::Expand && grows(shapes.at(n.src(0)), shapes.at(n)));
+                for (const UOp& s : n.srcs()) stack.emplace_back(s, e);
             }
-            if (n.op() == Op::Buffer) continue;
-            bool e = expanded || (n.op() == Op::Expand && grows(shapes.at(n.src(0)), shapes.at(n)));
-            for (const UOp& s : n.srcs()) stack.emplace_back(s, e);
         }
+        bool more = false;
+        for (const auto& [node, kernels] : reached_by)
+            if (kernels.size() >= 2 && !is_mat.count(node))
+                more = shared.insert(node).second || more;
+        if (!more) return mat;
     }
-    return mat;
 }
 
 UOp idx_const(int64_t v) { return UOp::index(v); }
