@@ -12,6 +12,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "tempura/codegen/beam.hpp"
 #include "tempura/codegen/stages.hpp"
 #include "tempura/error.hpp"
 #include "tempura/runtime/buffer.hpp"
@@ -141,8 +142,11 @@ Plan build_plan(const UOp& root, const std::vector<UOp>& inputs) {
         slot_of.emplace(k.output, out);
         Step step{nullptr, {out}, 0, static_cast<size_t>(numel(shape))};
         if (!k.ast.is_null()) {
+            const codegen::DeviceLimits limits = codegen::host_limits();
+            const std::vector<codegen::Opt> opts =
+                codegen::beam_or_heuristic(k.name, k.ast, limits);
             const codegen::LoweredKernel low =
-                codegen::lower_kernel_opt(k.name, k.ast, codegen::host_limits());
+                codegen::lower_kernel_opt(k.name, k.ast, limits, &opts);
             step.kernel = runtime::compile_cpu_kernel(k.name, low.program);
             step.threads = low.threads;
             step.flops = count_flops(low.program) * static_cast<double>(low.threads);

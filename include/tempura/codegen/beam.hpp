@@ -1,0 +1,67 @@
+#pragma once
+// BEAM search (stage "apply opts" of ../shared/seeds/004_…, BEAM >= 1): picks a kernel's opts
+// by compiling and timing candidates instead of trusting the hand-coded heuristics.
+//
+// The search keeps the `width` fastest kernels of each round. Round 1 expands the kernel with
+// no opts and the heuristics' choice (so BEAM is never slower than the heuristics, up to timing
+// noise); every later round expands the kept kernels of the round before by one more action
+// (UPCAST, UNROLL, LOCAL, THREAD, SWAP, PADTO with a fixed set of amounts), each checked with
+// OptKernel::try_apply, deduplicated by the structure of the resulting kernel (and by machine
+// code), lowered, compiled and timed on buffers of small random values: a warm-up run, then the
+// best of 3 (kernels under 1 ms repeated to fill each sample). A candidate is stopped as soon as
+// it takes more than 10x the best time so far, even inside its warm-up run (a timer signal
+// leaves the kernel's machine code), so hopeless ones cost little; one that faults on the random
+// inputs is dropped the same way. The search stops when a round's best does not improve on the
+// round before by more than 1%, or after 10 rounds. Its best is timed against the heuristics'
+// choice once more (5 times each, alternately) and returned only when it is still more than 1%
+// faster.
+//
+// Results are cached on disk, one file per kernel in TEMPURA_CACHE_DIR (default
+// $XDG_CACHE_HOME/tempura, else $HOME/.cache/tempura), keyed by the kernel's structure, the
+// width, the device limits and the host CPU; a cached list is revalidated by applying it, and an
+// unreadable or invalid file is searched again and overwritten.
+//
+// On stderr: a progress line while it searches (rewritten in place, on a terminal only), a
+// final line per search with its total time, and with TEMPURA_DEBUG >= 2 one line per
+// candidate.
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "tempura/codegen/opts.hpp"
+#include "tempura/ir/uop.hpp"
+
+namespace tempura::codegen {
+
+// The fastest opt list found for the kernel `ast` (a kernel AST as the scheduler makes it;
+// prepare_for_opts is applied here). `name` is for messages. Throws tempura::Error for a width
+// below 1. Searches are serialized process-wide (timing two at once would measure neither).
+std::vector<Opt> beam_search(const std::string& name, const UOp& ast, const DeviceLimits& limits,
+                             int width);
+
+// The opts the environment asks for: {} with TEMPURA_NOOPT=1, beam_search with width N when
+// TEMPURA_BEAM=N >= 1, else heuristic_opts on prepare_for_opts(ast).
+std::vector<Opt> beam_or_heuristic(const std::string& name, const UOp& ast,
+                                   const DeviceLimits& limits);
+
+// The cache key of a search (32 hex digits) and the folder and file it lives in ("" when no
+// folder can be named: none of the environment variables is set).
+std::string beam_cache_key(const UOp& ast, const DeviceLimits& limits, int width);
+std::string beam_cache_dir();
+std::string beam_cache_file(const UOp& ast, const DeviceLimits& limits, int width);
+
+// Opt lists in the cache's text form: one "UPCAST 1 16" per line. parse_opts returns false for
+// anything else (an unknown op, a missing or malformed number, trailing text).
+std::string format_opts(const std::vector<Opt>& opts);
+bool parse_opts(const std::string& text, std::vector<Opt>& opts);
+
+// Counters since the start of the process (for tests and reports).
+struct BeamStats {
+    size_t searches = 0;            // searches run (cache misses)
+    size_t cache_hits = 0;          // beam_search calls answered from the disk cache
+    size_t candidates_compiled = 0; // candidates lowered and compiled
+    size_t candidates_timed = 0;    // candidates run (stopped early or not)
+};
+BeamStats beam_stats();
+
+} // namespace tempura::codegen

@@ -1,0 +1,670 @@
+// BEAM search: opts chosen by compiling and timing candidates, cached on disk.
+#include "tempura/codegen/beam.hpp"
+
+#include <setjmp.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <unordered_set>
+
+#include "tempura/codegen/stages.hpp"
+#include "tempura/error.hpp"
+#include "tempura/runtime/buffer.hpp"
+#include "tempura/runtime/cpu.hpp"
+#include "tempura/runtime/thread_pool.hpp"
+
+namespace tempura::codegen {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+constexpr const char* kCacheVersion = "tempura-beam 1";
+constexpr int kMaxRounds = 10;
+constexpr double kMinProgress = 0.01;   // a round must gain more than 1%
+constexpr double kSlowFactor = 10;      // candidates slower than this x the best are stopped
+constexpr double kFirstLimitMs = 10000; // the limit of a run while nothing has been timed
+constexpr double kMinLimitMs = 0.5;
+constexpr int kSamples = 3;       // timed samples per candidate (after a warm-up run)
+constexpr double kSlowRunMs = 50; // kernels slower than this get one timed sample
+constexpr double kSampleMs = 1.0; // a fast kernel is repeated to fill about this per sample
+constexpr size_t kMaxActionAxes = 8;
+constexpr int kRechecks = 5; // the best against the heuristics at the end, alternately
+
+std::atomic<size_t> g_searches{0}, g_cache_hits{0}, g_compiled{0}, g_timed{0};
+
+double ms_since(Clock::time_point t0) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+// ---- the structure of a kernel ----------------------------------------------------------------
+
+// Each node as op, dtype, arg and the positions of its sources in topological order: equal for
+// equal kernels however and whenever their UOps were built.
+std::string structure_of(const UOp& ast) {
+    std::string key;
+    UOpMap<uint32_t> pos;
+    auto put = [&](const void* p, size_t n) { key.append(static_cast<const char*>(p), n); };
+    for (const UOp& u : ast.toposort()) {
+        const uint32_t me = static_cast<uint32_t>(pos.size());
+        pos.emplace(u, me);
+        const uint8_t op = static_cast<uint8_t>(u.op());
+        put(&op, 1);
+        const DType dt = u.dtype();
+        const uint8_t d[5] = {static_cast<uint8_t>(dt.scalar), static_cast<uint8_t>(dt.count),
+                              static_cast<uint8_t>(dt.count >> 8), dt.is_ptr,
+                              static_cast<uint8_t>(dt.addrspace)};
+        put(d, sizeof d);
+        const uint32_t n = static_cast<uint32_t>(u.srcs().size());
+        put(&n, 4);
+        for (const UOp& s : u.srcs()) {
+            const uint32_t p = pos.at(s);
+            put(&p, 4);
+        }
+        const uint8_t kind = static_cast<uint8_t>(u.arg().index());
+        put(&kind, 1);
+        if (const auto* f = std::get_if<double>(&u.arg()))
+            put(f, sizeof(double));
+        else
+            key += arg_to_string(u.arg());
+        key += '\0';
+    }
+    return key;
+}
+
+uint64_t fnv1a(const std::string& s, uint64_t h) {
+    for (unsigned char c : s) {
+        h ^= c;
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+uint64_t mix(uint64_t x) { // splitmix64's finalizer
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+std::string hex128(const std::string& s) {
+    const uint64_t a = mix(fnv1a(s, 0xcbf29ce484222325ull));
+    const uint64_t b = mix(fnv1a(s, 0x84222325cbf29ce4ull) ^ s.size());
+    char buf[33];
+    std::snprintf(buf, sizeof buf, "%016llx%016llx", static_cast<unsigned long long>(a),
+                  static_cast<unsigned long long>(b));
+    return buf;
+}
+
+// ---- guarded runs -----------------------------------------------------------------------------
+// A candidate's warm-up run happens on the searching thread under a one-shot timer: when it runs
+// past its limit the timer's signal leaves the kernel's machine code with siglongjmp (a kernel is
+// straight-line code over its buffers: no locks, no allocations, nothing to unwind). A candidate
+// that faults (SIGSEGV, SIGBUS, SIGFPE: say an integer division by a zero of the random inputs)
+// is left the same way and dropped. Signals anywhere else go to the handlers the process had.
+
+sigjmp_buf g_jump;
+volatile sig_atomic_t g_armed = 0;
+volatile sig_atomic_t g_caught = 0;
+volatile pid_t g_tid = 0;
+
+constexpr int kFaultSignals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL};
+struct sigaction g_old_fault[4];
+
+void on_signal(int sig) {
+    if (g_armed && static_cast<pid_t>(syscall(SYS_gettid)) == g_tid) {
+        g_armed = 0;
+        g_caught = sig;
+        siglongjmp(g_jump, 1);
+    }
+    // Not ours: a fault elsewhere goes back to the old handler (the faulting instruction runs
+    // again and meets it); a stray timer signal is ignored.
+    for (size_t i = 0; i < 4; ++i)
+        if (sig == kFaultSignals[i]) sigaction(sig, &g_old_fault[i], nullptr);
+}
+
+class Guard {
+  public:
+    Guard() {
+        signo_ = SIGRTMIN + 5;
+        g_tid = static_cast<pid_t>(syscall(SYS_gettid));
+        struct sigaction sa {};
+        sa.sa_handler = on_signal;
+        sigemptyset(&sa.sa_mask);
+        sa.sa_flags = SA_NODEFER;
+        ok_ = sigaction(signo_, &sa, &old_timer_) == 0;
+        if (!ok_) return;
+        for (size_t i = 0; i < 4; ++i) sigaction(kFaultSignals[i], &sa, &g_old_fault[i]);
+        sigevent sev{};
+        sev.sigev_notify = SIGEV_THREAD_ID;
+        sev.sigev_signo = signo_;
+        sev._sigev_un._tid = g_tid;
+        timer_ok_ = timer_create(CLOCK_MONOTONIC, &sev, &timer_) == 0;
+        sigset_t s;
+        sigemptyset(&s);
+        sigaddset(&s, signo_);
+        pthread_sigmask(SIG_UNBLOCK, &s, &old_mask_);
+    }
+    ~Guard() {
+        if (!ok_) return;
+        if (timer_ok_) timer_delete(timer_);
+        // Drop a timer signal still pending, then give the signals back.
+        sigset_t s;
+        sigemptyset(&s);
+        sigaddset(&s, signo_);
+        pthread_sigmask(SIG_BLOCK, &s, nullptr);
+        const timespec zero{0, 0};
+        while (sigtimedwait(&s, nullptr, &zero) > 0) {
+        }
+        sigaction(signo_, &old_timer_, nullptr);
+        for (size_t i = 0; i < 4; ++i) sigaction(kFaultSignals[i], &g_old_fault[i], nullptr);
+        pthread_sigmask(SIG_SETMASK, &old_mask_, nullptr);
+    }
+    Guard(const Guard&) = delete;
+    Guard& operator=(const Guard&) = delete;
+
+    enum class Result { Done, TooSlow, Fault };
+
+    // Runs entry(buffers, vars) for each vars in `cores` (null: once with no vars), stopping
+    // after limit_ms in all.
+    Result run(runtime::CompiledKernel::EntryFn entry, void* const* buffers, int64_t cores,
+               double limit_ms) {
+        g_caught = 0;
+        if (sigsetjmp(g_jump, 1) != 0) {
+            disarm();
+            return g_caught == signo_ ? Result::TooSlow : Result::Fault;
+        }
+        arm(limit_ms);
+        g_armed = 1;
+        if (cores <= 1) {
+            entry(buffers, nullptr);
+        } else {
+            for (int64_t c = 0; c < cores; ++c) entry(buffers, &c);
+        }
+        g_armed = 0;
+        disarm();
+        return Result::Done;
+    }
+
+  private:
+    void arm(double ms) {
+        if (!timer_ok_) return;
+        itimerspec it{};
+        const double ns = std::max(ms, 0.001) * 1e6;
+        it.it_value.tv_sec = static_cast<time_t>(ns / 1e9);
+        it.it_value.tv_nsec = static_cast<long>(ns - static_cast<double>(it.it_value.tv_sec) * 1e9);
+        timer_settime(timer_, 0, &it, nullptr);
+    }
+    void disarm() {
+        if (!timer_ok_) return;
+        itimerspec it{};
+        timer_settime(timer_, 0, &it, nullptr);
+    }
+
+    int signo_ = 0;
+    bool ok_ = false, timer_ok_ = false;
+    timer_t timer_{};
+    struct sigaction old_timer_ {};
+    sigset_t old_mask_{};
+};
+
+// ---- buffers ----------------------------------------------------------------------------------
+
+uint64_t next_random(uint64_t& s) {
+    s += 0x9e3779b97f4a7c15ull;
+    return mix(s);
+}
+
+// Small values that no kernel chokes on: floats in +-[0.25, 1] (no zeros, no denormals), small
+// positive integers (no division by zero, small offsets), random bools.
+void fill_random(runtime::Buffer& b, uint64_t seed) {
+    uint64_t s = seed;
+    const int64_t n = b.numel();
+    auto fval = [&] {
+        const uint64_t r = next_random(s);
+        const double v = 0.25 + 0.75 * static_cast<double>(r >> 11) * 0x1.0p-53;
+        return (r & 1) ? -v : v;
+    };
+    auto ival = [&] { return static_cast<int64_t>(1 + next_random(s) % 4); };
+    auto fill = [&](auto* p, auto gen) {
+        for (int64_t i = 0; i < n; ++i) p[i] = gen();
+    };
+    void* d = b.data();
+    switch (b.dtype().scalar) {
+    case Scalar::Float32:
+        fill(static_cast<float*>(d), [&] { return static_cast<float>(fval()); });
+        break;
+    case Scalar::Float64: fill(static_cast<double*>(d), fval); break;
+    case Scalar::Float16:
+        // 1.0 .. 1.75 and the negatives: sign, exponent 15, two mantissa bits.
+        fill(static_cast<uint16_t*>(d), [&] {
+            const uint64_t r = next_random(s);
+            return static_cast<uint16_t>(((r & 1) << 15) | 0x3C00 | ((r >> 1) & 3) << 8);
+        });
+        break;
+    case Scalar::BFloat16:
+        fill(static_cast<uint16_t*>(d), [&] {
+            const uint64_t r = next_random(s);
+            return static_cast<uint16_t>(((r & 1) << 15) | 0x3F80 | ((r >> 1) & 3) << 5);
+        });
+        break;
+    case Scalar::Bool:
+        fill(static_cast<uint8_t*>(d), [&] { return static_cast<uint8_t>(next_random(s) & 1); });
+        break;
+    case Scalar::Int8:
+    case Scalar::UInt8:
+        fill(static_cast<uint8_t*>(d), [&] { return static_cast<uint8_t>(ival()); });
+        break;
+    case Scalar::Int16:
+    case Scalar::UInt16:
+        fill(static_cast<uint16_t*>(d), [&] { return static_cast<uint16_t>(ival()); });
+        break;
+    case Scalar::Int32:
+    case Scalar::UInt32:
+        fill(static_cast<uint32_t*>(d), [&] { return static_cast<uint32_t>(ival()); });
+        break;
+    default: fill(static_cast<int64_t*>(d), ival); break;
+    }
+}
+
+// ---- the search -------------------------------------------------------------------------------
+
+struct Candidate {
+    std::vector<Opt> opts;
+    double ms = kInf;
+};
+
+// The actions tried on every kept kernel, by its axes: vector lanes and unrolled copies, cache
+// blocking, threads, loop order and padding. Invalid ones are filtered by try_apply.
+std::vector<Opt> actions_for(const OptKernel& k) {
+    std::vector<Opt> acts;
+    const size_t n_out = std::min(k.output_axes(), kMaxActionAxes);
+    const size_t n_all = std::min(k.axes().size(), kMaxActionAxes);
+    const auto ax = [](size_t a) { return static_cast<int64_t>(a); };
+    for (size_t a = 0; a < n_out; ++a)
+        for (int64_t n : {2, 3, 4, 8, 16, 32}) acts.push_back({OptOp::Upcast, ax(a), n});
+    for (size_t a = k.output_axes(); a < n_all; ++a)
+        for (int64_t n : {2, 3, 4, 8, 16, 32}) acts.push_back({OptOp::Unroll, ax(a), n});
+    for (size_t a = 0; a < n_out; ++a)
+        for (int64_t n : {2, 4, 8, 16, 32, 64}) acts.push_back({OptOp::Local, ax(a), n});
+    if (k.limits().threads > 1)
+        for (size_t a = 0; a < n_out; ++a)
+            acts.push_back({OptOp::Thread, ax(a), k.limits().threads});
+    for (size_t a = 0; a < n_out; ++a)
+        for (size_t b = a + 1; b < n_out; ++b) acts.push_back({OptOp::Swap, ax(a), ax(b)});
+    for (size_t a = 0; a < n_all; ++a)
+        for (int64_t n : {16, 32}) acts.push_back({OptOp::PadTo, ax(a), n});
+    return acts;
+}
+
+std::string ms_text(double ms) {
+    if (!std::isfinite(ms)) return "-";
+    char buf[32];
+    if (ms < 1)
+        std::snprintf(buf, sizeof buf, "%.1f us", ms * 1e3);
+    else
+        std::snprintf(buf, sizeof buf, "%.2f ms", ms);
+    return buf;
+}
+
+class Search {
+  public:
+    Search(const std::string& name, const UOp& ast, const DeviceLimits& limits)
+        : name_(name), ast_(ast), limits_(limits), prepared_(prepare_for_opts(ast)) {
+        tty_ = isatty(STDERR_FILENO) != 0;
+        if (const char* e = std::getenv("TEMPURA_DEBUG")) debug_ = std::atoi(e);
+        uint64_t seed = 1;
+        for (const UOp& u : prepared_.toposort()) {
+            if (u.op() != Op::Param) continue;
+            const auto& a = u.arg_as<std::vector<int64_t>>();
+            const auto slot = static_cast<size_t>(a.at(0));
+            if (slot >= buffers_.size()) buffers_.resize(slot + 1);
+            if (buffers_[slot]) continue;
+            // A little slack past the end, so a vector access that strays is not a crash.
+            buffers_[slot] = std::make_unique<runtime::Buffer>(u.dtype().base().scalar_type(),
+                                                               a.at(1) + 256, false);
+            fill_random(*buffers_[slot], seed++);
+        }
+        for (const auto& b : buffers_) ptrs_.push_back(b ? b->data() : nullptr);
+    }
+
+    std::vector<Opt> run(int width) {
+        const auto t0 = Clock::now();
+        std::vector<Opt> heur;
+        try {
+            heur = heuristic_opts(prepared_, limits_);
+            apply_opts(prepared_, heur, limits_);
+        } catch (const Error&) {
+            heur.clear();
+        }
+        // Round 0: the heuristics' choice and no opts.
+        const std::vector<std::vector<Opt>> roots{heur, {}};
+        std::vector<Candidate> beam;
+        for (size_t i = 0; i < roots.size(); ++i) {
+            const std::vector<Opt>& o = roots[i];
+            OptKernel k(prepared_, limits_);
+            bool ok = true;
+            for (const Opt& x : o) ok = ok && k.try_apply(x);
+            if (!ok || !seen_.insert(structure_of(k.ast())).second) continue;
+            beam.push_back({o, evaluate(o)});
+            if (i == 0) heur_ms_ = beam.back().ms;
+            progress(0);
+        }
+        double prev = kInf;
+        for (const Candidate& c : beam) prev = std::min(prev, c.ms);
+        int round = 0;
+        for (round = 1; round <= kMaxRounds; ++round) {
+            std::vector<Candidate> children;
+            for (const Candidate& parent : beam) {
+                OptKernel base(prepared_, limits_);
+                for (const Opt& x : parent.opts) base.apply(x);
+                for (const Opt& act : actions_for(base)) {
+                    OptKernel k = base;
+                    if (!k.try_apply(act)) continue;
+                    if (!seen_.insert(structure_of(k.ast())).second) continue;
+                    std::vector<Opt> opts = parent.opts;
+                    opts.push_back(act);
+                    const double ms = evaluate(opts);
+                    progress(round);
+                    if (std::isfinite(ms)) children.push_back({std::move(opts), ms});
+                }
+            }
+            if (children.empty()) break;
+            std::stable_sort(children.begin(), children.end(),
+                             [](const Candidate& a, const Candidate& b) { return a.ms < b.ms; });
+            const double round_best = children.front().ms;
+            if (children.size() > static_cast<size_t>(width)) children.resize(width);
+            beam = std::move(children);
+            if (!(round_best < prev * (1 - kMinProgress))) break;
+            prev = round_best;
+        }
+        if (round > kMaxRounds) round = kMaxRounds;
+        std::vector<Opt> result = best_.opts;
+        std::string recheck;
+        if (!std::isfinite(best_.ms)) {
+            result = heur; // nothing ran: trust the heuristics
+        } else if (result != heur && std::isfinite(heur_ms_)) {
+            // Timing noise picks winners too: the best against the heuristics once more, in turn,
+            // and the heuristics unless the best is clearly faster.
+            double b = kInf, h = kInf;
+            for (int i = 0; i < kRechecks; ++i) {
+                b = std::min(b, time_opts(result));
+                h = std::min(h, time_opts(heur));
+            }
+            if (!(b < h * (1 - kMinProgress))) result = heur;
+            recheck = "; again " + ms_text(b) + " vs " + ms_text(h) + ", " +
+                      (result == heur ? "kept the heuristics" : "kept the best");
+        }
+        if (tty_) std::fputs("\r\033[K", stderr);
+        std::fprintf(stderr,
+                     "BEAM %s: %s %s (heuristics %s%s), %zu candidates, %d rounds, %.1f s\n",
+                     name_.c_str(), ms_text(best_.ms).c_str(), to_string(best_.opts).c_str(),
+                     ms_text(heur_ms_).c_str(), recheck.c_str(), count_, round, ms_since(t0) / 1e3);
+        return result;
+    }
+
+  private:
+    // Lowers, compiles and times one candidate: its best time, or infinity when it does not
+    // lower, compile or run, or is too slow (it is then stopped early).
+    double evaluate(const std::vector<Opt>& opts) {
+        ++count_;
+        std::string why;
+        const double ms = time_opts(opts, true, why);
+        if (ms < best_.ms) best_ = {opts, ms};
+        if (debug_ >= 2) {
+            if (tty_) std::fputs("\r\033[K", stderr);
+            std::fprintf(stderr, "BEAM %s: %-80s %s\n", name_.c_str(), to_string(opts).c_str(),
+                         std::isfinite(ms) ? ms_text(ms).c_str() : why.c_str());
+        }
+        return ms;
+    }
+    double time_opts(const std::vector<Opt>& opts) {
+        std::string why;
+        return time_opts(opts, false, why);
+    }
+
+    double time_opts(const std::vector<Opt>& opts, bool dedupe, std::string& why) {
+        LoweredKernel low;
+        std::shared_ptr<const runtime::CompiledKernel> ck;
+        try {
+            ++g_compiled;
+            low = lower_kernel_opt(name_, ast_, limits_, &opts);
+            ck = runtime::compile_cpu_kernel(name_, low.program);
+        } catch (const std::exception& e) {
+            why = std::string("fails to compile: ") + e.what();
+            return kInf;
+        }
+        if (dedupe && !entries_.insert(reinterpret_cast<void*>(ck->entry())).second) {
+            why = "the same machine code as another";
+            return kInf;
+        }
+        bool runnable =
+            ck->buffer_count() <= ptrs_.size() && ck->var_count() <= (low.threads > 1 ? 1u : 0u);
+        for (size_t i = 0; runnable && i < ck->buffer_count(); ++i) runnable = ptrs_[i] != nullptr;
+        if (!runnable) {
+            why = "unexpected buffers or variables";
+            return kInf;
+        }
+        ++g_timed;
+        const double limit =
+            std::isfinite(best_.ms) ? std::max(kSlowFactor * best_.ms, kMinLimitMs) : kFirstLimitMs;
+        why = "stopped: slower than " + ms_text(limit);
+        // Warm-up under the guard: every core's share in turn on this thread.
+        const auto t0 = Clock::now();
+        const Guard::Result r = guard_.run(ck->entry(), ptrs_.data(), low.threads,
+                                           limit * static_cast<double>(low.threads));
+        if (r == Guard::Result::Fault) {
+            if (tty_) std::fputs("\r\033[K", stderr);
+            std::fprintf(stderr, "BEAM %s: %s faulted on random inputs, dropped\n", name_.c_str(),
+                         to_string(opts).c_str());
+            why = "faulted";
+            return kInf;
+        }
+        if (r == Guard::Result::TooSlow) return kInf;
+        const double warm = ms_since(t0) / static_cast<double>(low.threads);
+        const int reps = std::clamp(static_cast<int>(kSampleMs / std::max(warm, 1e-4)), 1, 1000);
+        // A slow kernel gets one sample: its warm-up already shows roughly where it ranks.
+        const int samples = warm > kSlowRunMs ? 1 : kSamples;
+        double best = kInf;
+        for (int s = 0; s < samples; ++s) {
+            const auto t1 = Clock::now();
+            for (int i = 0; i < reps; ++i) {
+                if (low.threads > 1) {
+                    runtime::parallel_for(static_cast<size_t>(low.threads), [&](size_t core) {
+                        const int64_t var = static_cast<int64_t>(core);
+                        ck->run(ptrs_.data(), &var);
+                    });
+                } else {
+                    ck->run(ptrs_.data(), nullptr);
+                }
+            }
+            const double ms = ms_since(t1) / reps;
+            best = std::min(best, ms);
+            if (ms > limit) return kInf;
+        }
+        return best;
+    }
+
+    void progress(int round) {
+        if (!tty_) return;
+        std::fprintf(stderr, "\r\033[KBEAM %s: round %d, %zu candidates, best %s %s", name_.c_str(),
+                     round, count_, ms_text(best_.ms).c_str(), to_string(best_.opts).c_str());
+        std::fflush(stderr);
+    }
+
+    std::string name_;
+    UOp ast_;
+    DeviceLimits limits_;
+    UOp prepared_;
+    bool tty_ = false;
+    int debug_ = 0;
+    std::vector<std::unique_ptr<runtime::Buffer>> buffers_;
+    std::vector<void*> ptrs_;
+    Guard guard_;
+    std::unordered_set<std::string> seen_; // kernels (after opts) tried, by structure
+    std::unordered_set<void*> entries_;    // machine code timed
+    Candidate best_;
+    double heur_ms_ = kInf;
+    size_t count_ = 0;
+};
+
+// ---- the disk cache ---------------------------------------------------------------------------
+
+bool read_cache(const std::string& path, std::vector<Opt>& opts) {
+    std::ifstream in(path);
+    if (!in) return false;
+    std::stringstream ss;
+    ss << in.rdbuf();
+    const std::string text = ss.str();
+    const std::string head = std::string(kCacheVersion) + "\n";
+    const std::string tail = "end\n";
+    if (text.size() < head.size() + tail.size() || text.compare(0, head.size(), head) != 0 ||
+        text.compare(text.size() - tail.size(), tail.size(), tail) != 0)
+        return false;
+    return parse_opts(text.substr(head.size(), text.size() - head.size() - tail.size()), opts);
+}
+
+void write_cache(const std::string& path, const std::string& comment,
+                 const std::vector<Opt>& opts) {
+    std::error_code ec;
+    std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+    const std::string tmp = path + ".tmp" + std::to_string(getpid());
+    {
+        std::ofstream out(tmp, std::ios::trunc);
+        if (!out) return;
+        out << kCacheVersion << "\n# " << comment << "\n" << format_opts(opts) << "end\n";
+        if (!out) return;
+    }
+    std::filesystem::rename(tmp, path, ec);
+    if (ec) std::filesystem::remove(tmp, ec);
+}
+
+std::mutex g_search_mu;
+
+} // namespace
+
+std::string format_opts(const std::vector<Opt>& opts) {
+    std::string s;
+    for (const Opt& o : opts) {
+        s += opt_op_name(o.op);
+        if (o.op != OptOp::NoLocals)
+            s += " " + std::to_string(o.axis) + " " + std::to_string(o.arg);
+        s += "\n";
+    }
+    return s;
+}
+
+bool parse_opts(const std::string& text, std::vector<Opt>& opts) {
+    std::vector<Opt> out;
+    std::istringstream in(text);
+    std::string line;
+    while (std::getline(in, line)) {
+        if (line.empty() || line[0] == '#') continue;
+        std::istringstream ls(line);
+        std::string name;
+        ls >> name;
+        Opt o;
+        bool known = false;
+        for (int i = 0; i <= static_cast<int>(OptOp::PadTo); ++i)
+            if (opt_op_name(static_cast<OptOp>(i)) == name) {
+                o.op = static_cast<OptOp>(i);
+                known = true;
+            }
+        if (!known) return false;
+        if (o.op != OptOp::NoLocals && !(ls >> o.axis >> o.arg)) return false;
+        std::string rest;
+        if (ls >> rest) return false;
+        out.push_back(o);
+    }
+    opts = std::move(out);
+    return true;
+}
+
+std::string beam_cache_key(const UOp& ast, const DeviceLimits& limits, int width) {
+    std::string key = kCacheVersion;
+    key += '\0';
+    key += structure_of(prepare_for_opts(ast));
+    key += "\nwidth " + std::to_string(width) + "\ndevice " + limits.name + "\nvector " +
+           std::to_string(limits.vector_bytes) + "\nthreads " + std::to_string(limits.threads) +
+           "\nshared " + std::to_string(limits.has_shared) + "\nupcast " +
+           std::to_string(limits.max_upcast) + "\ncpu " + runtime::host_cpu_name() + " " +
+           runtime::host_cpu_features();
+    return hex128(key);
+}
+
+std::string beam_cache_dir() {
+    auto env = [](const char* n) -> std::string {
+        const char* e = std::getenv(n);
+        return e != nullptr ? e : "";
+    };
+    if (std::string d = env("TEMPURA_CACHE_DIR"); !d.empty()) return d;
+    if (std::string d = env("XDG_CACHE_HOME"); !d.empty()) return d + "/tempura";
+    if (std::string d = env("HOME"); !d.empty()) return d + "/.cache/tempura";
+    return "";
+}
+
+std::string beam_cache_file(const UOp& ast, const DeviceLimits& limits, int width) {
+    const std::string dir = beam_cache_dir();
+    if (dir.empty()) return "";
+    return dir + "/beam-" + beam_cache_key(ast, limits, width) + ".txt";
+}
+
+std::vector<Opt> beam_search(const std::string& name, const UOp& ast, const DeviceLimits& limits,
+                             int width) {
+    if (width < 1) fail("beam", "width must be at least 1, got " + std::to_string(width));
+    std::lock_guard<std::mutex> lock(g_search_mu);
+    const std::string path = beam_cache_file(ast, limits, width);
+    const UOp prepared = prepare_for_opts(ast);
+    if (!path.empty()) {
+        std::vector<Opt> cached;
+        if (read_cache(path, cached)) {
+            OptKernel k(prepared, limits);
+            bool ok = true;
+            for (const Opt& o : cached) ok = ok && k.try_apply(o);
+            if (ok) {
+                ++g_cache_hits;
+                return cached;
+            }
+        }
+    }
+    ++g_searches;
+    std::vector<Opt> result;
+    {
+        Search s(name, ast, limits);
+        result = s.run(width);
+    }
+    if (!path.empty()) write_cache(path, name + ", width " + std::to_string(width), result);
+    return result;
+}
+
+std::vector<Opt> beam_or_heuristic(const std::string& name, const UOp& ast,
+                                   const DeviceLimits& limits) {
+    if (noopt_requested()) return {};
+    if (const char* e = std::getenv("TEMPURA_BEAM"); e != nullptr) {
+        const int w = std::atoi(e);
+        if (w >= 1) return beam_search(name, ast, limits, w);
+    }
+    return heuristic_opts(prepare_for_opts(ast), limits);
+}
+
+BeamStats beam_stats() {
+    return BeamStats{g_searches.load(), g_cache_hits.load(), g_compiled.load(), g_timed.load()};
+}
+
+} // namespace tempura::codegen
