@@ -328,34 +328,55 @@ class Expander {
 
     UOp load(const UOp& u, const std::vector<int64_t>& a) {
         const UOp& index = u.src(0);
-        if (index.op() != Op::Index || u.srcs().size() != 1)
-            fail("expander", "expects LOAD(INDEX(...)) in a kernel AST");
-        const UOp ptr = ex(index.src(0), a);
+        if (index.op() != Op::Index || u.srcs().size() == 2 || u.srcs().size() > 3)
+            fail("expander", "expects LOAD(INDEX(...)) or LOAD(INDEX(...), gate, alt) in a kernel "
+                             "AST, got a LOAD with " +
+                                 std::to_string(u.srcs().size()) + " sources");
         if ((deps(u) & kV) == 0) {
-            std::vector<UOp> is{ptr};
-            for (size_t i = 1; i < index.srcs().size(); ++i) is.push_back(ex(index.src(i), a));
-            return UOp::make(Op::Load, u.dtype(), {UOp::make(Op::Index, index.dtype(), is)});
+            std::vector<UOp> is, ls;
+            for (const UOp& s : index.srcs()) is.push_back(ex(s, a));
+            ls.push_back(UOp::make(Op::Index, index.dtype(), is));
+            for (size_t i = 1; i < u.srcs().size(); ++i) ls.push_back(ex(u.src(i), a));
+            return UOp::make(Op::Load, u.dtype(), ls);
         }
+        const UOp ptr = ex(index.src(0), a);
         const UOp idx = subst_unrolled(index.src(1), a);
-        const UOp gate = index.srcs().size() == 3 ? subst_unrolled(index.src(2), a) : UOp();
-        const bool gate_uniform = gate.is_null() || !contains(gate, vaxis_);
+        // One gate for both forms: INDEX(ptr, i, gate), and LOAD(INDEX, gate, alt).
+        UOp gate = index.srcs().size() == 3 ? index.src(2) : UOp();
+        if (u.srcs().size() == 3) gate = gate.is_null() ? u.src(1) : (gate & u.src(1));
+        const UOp alt = u.srcs().size() == 3 ? u.src(2) : UOp();
+        const UOp gate_s = gate.is_null() ? UOp() : subst_unrolled(gate, a);
+        const bool gate_uniform = gate_s.is_null() || !contains(gate_s, vaxis_);
         const UOp base = gate_uniform ? contiguous_base(idx) : UOp();
         const DType vdt = u.dtype().vec(static_cast<uint16_t>(vn_));
+        auto zero = [&] {
+            return u.dtype().is_float() ? UOp::constant_f(u.dtype(), 0.0)
+                                        : UOp::constant(u.dtype(), 0);
+        };
         if (!base.is_null()) {
             // Load collapse: one vector load of consecutive elements.
-            std::vector<UOp> is{ptr, base};
-            if (!gate.is_null()) is.push_back(ex(index.src(2), a));
             const DType pdt =
                 ptr.dtype().base().vec(static_cast<uint16_t>(vn_)).ptr(ptr.dtype().addrspace);
-            return UOp::make(Op::Load, vdt, {UOp::make(Op::Index, pdt, is)});
+            const UOp vidx = UOp::make(Op::Index, pdt, {ptr, base});
+            if (gate.is_null()) return UOp::make(Op::Load, vdt, {vidx});
+            const UOp g = ex(gate, a);
+            const UOp alt_v = broadcast(alt.is_null() ? zero() : ex(alt, a));
+            return UOp::make(Op::Load, vdt, {vidx, g, alt_v});
         }
         // A gather: one scalar load per lane.
+        const UOp alt_s = alt.is_null() ? UOp() : subst_unrolled(alt, a);
         std::vector<UOp> lanes;
         for (int64_t l = 0; l < vn_; ++l) {
-            std::vector<UOp> is{ptr, lane(idx, l)};
-            if (!gate.is_null()) is.push_back(lane(gate, l));
-            lanes.push_back(
-                UOp::make(Op::Load, u.dtype(), {UOp::make(Op::Index, index.dtype(), is)}));
+            const UOp li = UOp::make(Op::Index, index.dtype(), {ptr, lane(idx, l)});
+            if (gate.is_null()) {
+                lanes.push_back(UOp::make(Op::Load, u.dtype(), {li}));
+                continue;
+            }
+            UOp al = alt_s.is_null() ? zero() : alt_s;
+            if (!alt_s.is_null() && contains(al, vaxis_))
+                al =
+                    UOp::make(Op::Gep, u.dtype(), {broadcast(ex(alt, a))}, std::vector<int64_t>{l});
+            lanes.push_back(UOp::make(Op::Load, u.dtype(), {li, lane(gate_s, l), al}));
         }
         return UOp::make(Op::Vectorize, vdt, lanes);
     }

@@ -341,7 +341,13 @@ void OptKernel::apply(const Opt& o) {
             break;
         case OptOp::Swap: {
             check_axis(o, true, false);
-            check_axis(Opt{o.op, o.arg, o.axis}, true, false);
+            if (o.arg < 0 || o.arg >= static_cast<int64_t>(axes_.size()))
+                fail("opt", what + "axis " + std::to_string(o.arg) +
+                                " out of range (the kernel has " + std::to_string(axes_.size()) +
+                                " axes)");
+            if (o.arg >= static_cast<int64_t>(n_out_))
+                fail("opt", what + "axis " + std::to_string(o.arg) +
+                                " is a reduce axis, not an output axis");
             if (o.axis == o.arg) fail("opt", what + "an axis cannot be swapped with itself");
             std::vector<UOp> order(axes_.begin(), axes_.begin() + static_cast<long>(n_out_));
             const auto a = static_cast<size_t>(o.axis), b = static_cast<size_t>(o.arg);
