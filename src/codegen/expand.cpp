@@ -265,21 +265,10 @@ class Expander {
     // The offset with the vector axis as a unit-stride term: returns the lane-0 offset, or null.
     UOp contiguous_base(const UOp& idx) {
         const UOp s = simplify(idx);
-        std::vector<UOp> terms, stack{s};
-        while (!stack.empty()) {
-            UOp t = stack.back();
-            stack.pop_back();
-            if (t.op() == Op::Add) {
-                stack.push_back(t.src(0));
-                stack.push_back(t.src(1));
-            } else {
-                terms.push_back(t);
-            }
-        }
         int found = 0;
-        for (const UOp& t : terms) {
+        for (const auto& [t, sign] : additive_terms(s)) {
             if (!contains(t, vaxis_)) continue;
-            if (!t.same(vaxis_)) return UOp();
+            if (!t.same(vaxis_) || sign != 1) return UOp();
             ++found;
         }
         if (found != 1) return UOp();

@@ -394,28 +394,34 @@ UOp apply_opts(const UOp& ast, const std::vector<Opt>& opts, const DeviceLimits&
     return k.ast();
 }
 
-int64_t linear_coefficient(const UOp& idx, const UOp& r) {
-    const UOp s = simplify(idx);
-    std::vector<UOp> terms, stack{s};
+std::vector<std::pair<UOp, int>> additive_terms(const UOp& e) {
+    std::vector<std::pair<UOp, int>> terms, stack{{e, 1}};
     while (!stack.empty()) {
-        UOp t = stack.back();
+        auto [t, sign] = stack.back();
         stack.pop_back();
         if (t.op() == Op::Add) {
-            stack.push_back(t.src(0));
-            stack.push_back(t.src(1));
+            stack.emplace_back(t.src(0), sign);
+            stack.emplace_back(t.src(1), sign);
+        } else if (t.op() == Op::Sub) {
+            stack.emplace_back(t.src(0), sign);
+            stack.emplace_back(t.src(1), -sign);
         } else {
-            terms.push_back(t);
+            terms.emplace_back(t, sign);
         }
     }
+    return terms;
+}
+
+int64_t linear_coefficient(const UOp& idx, const UOp& r) {
     int64_t c = 0;
-    for (const UOp& t : terms) {
+    for (const auto& [t, sign] : additive_terms(simplify(idx))) {
         if (!contains(t, r)) continue;
         if (t.same(r)) {
-            c += 1;
+            c += sign;
         } else if (t.op() == Op::Mul && t.src(0).same(r) && t.src(1).is_const()) {
-            c += t.src(1).const_value();
+            c += sign * t.src(1).const_value();
         } else if (t.op() == Op::Mul && t.src(1).same(r) && t.src(0).is_const()) {
-            c += t.src(0).const_value();
+            c += sign * t.src(0).const_value();
         } else {
             return -1;
         }

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "tempura/ir/uop.hpp"
@@ -115,5 +116,8 @@ UOp apply_opts(const UOp& ast, const std::vector<Opt>& opts, const DeviceLimits&
 // which `r` appears only as `r * c` (0 when it does not appear), or -1 when `r` appears in any
 // other way (under a division, a modulo, a product with another variable, ...).
 int64_t linear_coefficient(const UOp& idx, const UOp& r);
+
+// The terms of a sum (through ADD and SUB), each with its sign (+1 or -1).
+std::vector<std::pair<UOp, int>> additive_terms(const UOp& e);
 
 } // namespace tempura::codegen
