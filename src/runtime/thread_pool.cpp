@@ -2,6 +2,7 @@
 #include "tempura/runtime/thread_pool.hpp"
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <exception>
@@ -81,9 +82,11 @@ class Pool {
         for (;;) {
             // Spin a little before sleeping: plans run kernels back to back, and waking a
             // sleeping thread costs tens of microseconds, as much as a small kernel.
-            for (int spin = 0; spin < kSpins && generation_.load(std::memory_order_acquire) == seen;
-                 ++spin)
-                pause();
+            const auto until = std::chrono::steady_clock::now() + kSpin;
+            while (generation_.load(std::memory_order_acquire) == seen) {
+                for (int i = 0; i < 64; ++i) pause();
+                if (std::chrono::steady_clock::now() > until) break;
+            }
             {
                 std::unique_lock<std::mutex> l(mu_);
                 cv_.wait(l, [&] { return stop_ || (generation_ != seen && task_ != nullptr); });
@@ -104,7 +107,9 @@ class Pool {
     size_t n_ = 0, done_ = 0, active_ = 0;
     std::atomic<size_t> next_{0};
     std::atomic<uint64_t> generation_{0};
-    static constexpr int kSpins = 2000; // some tens of microseconds (PAUSE is 40-140 cycles)
+    // Like OpenMP's default wait policy: a plan's kernels come back to back, and a worker that
+    // went to sleep takes tens of microseconds to wake (as long as a small kernel runs).
+    static constexpr std::chrono::microseconds kSpin{300};
     static void pause() {
 #if defined(__x86_64__) || defined(__i386__)
         __builtin_ia32_pause();
