@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what is missing, then builds and runs the whole test suite:
 #   1. preset release: every test (unit, compile-fail, consumer/package, format);
-#   2. preset asan (ASan + UBSan): every unit test (labels ir|pattern|rewrite|symbolic|llvm|tensor|schedule|fixed), LeakSanitizer on.
+#   2. preset asan (ASan + UBSan): every unit test (labels ir|pattern|rewrite|symbolic|llvm|tensor|schedule|fixed|codegen), LeakSanitizer on.
 # Exits non-zero on the first failure. .ci/run calls this.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -14,6 +14,6 @@ ctest --preset release --output-on-failure -j2
 
 cmake --preset asan
 cmake --build --preset asan
-ctest --preset asan --output-on-failure -j2 -L '^(ir|pattern|rewrite|symbolic|llvm|tensor|schedule|fixed)$'
+ctest --preset asan --output-on-failure -j2 -L '^(ir|pattern|rewrite|symbolic|llvm|tensor|schedule|fixed|codegen)$'
 
 echo "run_tests.sh: all tests passed."
