@@ -195,9 +195,15 @@ Shard& shard_for(uint64_t h) { return table().shards[(h >> 58) % kShards]; }
 
 // Nodes are freed outside of any recursion: freeing a node releases its sources, which may
 // free them in turn; a deep chain would otherwise overflow the stack.
+// A UOp held by a static object is released after this thread's thread_locals are destroyed
+// (at exit the main thread's go first): from then on nodes are deleted directly (recursively,
+// which only a very deep graph freed at exit could mind). The flag is trivially destructible,
+// so it stays readable until the thread is gone.
+thread_local bool releaser_gone = false;
 struct Releaser {
     bool active = false;
     std::vector<const UOpNode*> pending;
+    ~Releaser() { releaser_gone = true; }
 };
 
 void free_node(const UOpNode* n) {
@@ -207,6 +213,10 @@ void free_node(const UOpNode* n) {
         s.erase(n);
     }
     table().live.fetch_sub(1, std::memory_order_relaxed);
+    if (releaser_gone) {
+        delete n;
+        return;
+    }
     thread_local Releaser r;
     if (r.active) {
         r.pending.push_back(n);

@@ -470,3 +470,12 @@ TEST_CASE("compare_structural on float constants that compare equal or unordered
         CHECK((c < 0) == (r > 0));
     }
 }
+
+// A UOp held by a static object outlives the main thread's thread_locals at exit; releasing it
+// then must not touch them (it corrupted the heap). The static here is destroyed after the
+// test runner returns, so a failure shows as a crash (or an ASan report) at exit.
+TEST_CASE("a UOp held by a static is released safely at exit") {
+    static tempura::UOp held;
+    held = tempura::UOp::variable("held_at_exit", 0, 9) + 1;
+    CHECK(held.node_count() == 3);
+}
