@@ -4,20 +4,14 @@
 #include <algorithm>
 #include <map>
 
+#include "codegen/ranges.hpp"
 #include "tempura/codegen/stages.hpp"
 #include "tempura/error.hpp"
 #include "tempura/symbolic/simplify.hpp"
 
 namespace tempura::codegen {
 
-namespace {
-
-AxisType type_of(const UOp& r) { return r.arg_as<RangeArg>().type; }
-bool is_expanded(const UOp& r) {
-    return r.op() == Op::Range &&
-           (type_of(r) == AxisType::Upcast || type_of(r) == AxisType::Unroll);
-}
-int64_t size_of(const UOp& r) { return r.src(0).const_value(); }
+namespace detail {
 
 bool contains(const UOp& u, const UOp& r) {
     for (const UOp& n : u.toposort())
@@ -25,13 +19,6 @@ bool contains(const UOp& u, const UOp& r) {
     return false;
 }
 
-bool has_divmod_of(const UOp& u, const UOp& r) {
-    for (const UOp& n : u.toposort())
-        if ((n.op() == Op::Idiv || n.op() == Op::Mod) && contains(n, r)) return true;
-    return false;
-}
-
-// Rebuilds `ast` replacing range `r` by `value` in values and by `repl` in END/REDUCE lists.
 UOp replace_range(const UOp& ast, const UOp& r, const UOp& value, const std::vector<UOp>& repl) {
     UOpMap<UOp> done;
     for (const UOp& u : ast.toposort()) {
@@ -55,6 +42,22 @@ UOp replace_range(const UOp& ast, const UOp& r, const UOp& value, const std::vec
         done.emplace(u, same ? u : u.replace_srcs(std::move(srcs)));
     }
     return done.at(ast);
+}
+
+} // namespace detail
+
+namespace {
+
+using detail::contains;
+using detail::is_expanded;
+using detail::replace_range;
+using detail::size_of;
+using detail::type_of;
+
+bool has_divmod_of(const UOp& u, const UOp& r) {
+    for (const UOp& n : u.toposort())
+        if ((n.op() == Op::Idiv || n.op() == Op::Mod) && contains(n, r)) return true;
+    return false;
 }
 
 UOp combine(Op op, std::vector<UOp> vals) {

@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "codegen/ranges.hpp"
+#include "tempura/codegen/stages.hpp"
 #include "tempura/error.hpp"
 #include "tempura/runtime/cpu.hpp"
 #include "tempura/runtime/thread_pool.hpp"
@@ -60,9 +62,11 @@ bool noopt_requested() {
 
 namespace {
 
-bool is_expanded(AxisType t) { return t == AxisType::Upcast || t == AxisType::Unroll; }
-AxisType type_of(const UOp& r) { return r.arg_as<RangeArg>().type; }
-int64_t size_of(const UOp& r) { return r.src(0).const_value(); }
+using detail::contains;
+using detail::replace_range;
+using detail::size_of;
+using detail::type_of;
+bool is_expanded(AxisType t) { return detail::is_expanded_type(t); }
 
 UOp make_range(int64_t size, int64_t id, AxisType t) {
     return UOp::make(Op::Range, DType::Index, {UOp::index(size)}, RangeArg{id, t});
@@ -75,33 +79,6 @@ UOp find_end(const UOp& ast) {
     return UOp();
 }
 
-// Rebuilds `ast` with range `r` replaced: by `value` where it is used as a value, and by the list
-// `repl` where an END or REDUCE names it.
-UOp replace_range(const UOp& ast, const UOp& r, const UOp& value, const std::vector<UOp>& repl) {
-    UOpMap<UOp> done;
-    for (const UOp& u : ast.toposort()) {
-        if (u.same(r)) {
-            done.emplace(u, value);
-            continue;
-        }
-        std::vector<UOp> srcs;
-        bool same = true;
-        const bool lists = u.op() == Op::End || u.op() == Op::Reduce;
-        for (size_t i = 0; i < u.srcs().size(); ++i) {
-            const UOp& s = u.src(i);
-            if (lists && i >= 1 && s.same(r)) {
-                srcs.insert(srcs.end(), repl.begin(), repl.end());
-                same = false;
-                continue;
-            }
-            srcs.push_back(done.at(s));
-            same = same && srcs.back().same(s);
-        }
-        done.emplace(u, same ? u : u.replace_srcs(std::move(srcs)));
-    }
-    return done.at(ast);
-}
-
 // The kernel with its END's ranges in `order` (expanded ranges keep their place at the end).
 UOp reorder_end(const UOp& ast, const std::vector<UOp>& order) {
     const UOp end = find_end(ast);
@@ -111,19 +88,6 @@ UOp reorder_end(const UOp& ast, const std::vector<UOp>& order) {
         if (is_expanded(type_of(end.src(i)))) srcs.push_back(end.src(i));
     const UOp new_end = end.replace_srcs(std::move(srcs));
     return ast.substitute({{end.get(), new_end}});
-}
-
-bool contains(const UOp& u, const UOp& r) {
-    for (const UOp& n : u.toposort())
-        if (n.same(r)) return true;
-    return false;
-}
-
-UOp identity_for(Op op, DType dt) {
-    if (op == Op::Add) return dt.is_float() ? UOp::constant_f(dt, 0.0) : UOp::constant(dt, 0);
-    if (op == Op::Mul) return dt.is_float() ? UOp::constant_f(dt, 1.0) : UOp::constant(dt, 1);
-    if (dt.is_float()) return UOp::constant_f(dt, -__builtin_inf());
-    return UOp::constant(dt, dt.min());
 }
 
 // PADTO's masks: every INDEX that uses `r` (under a LOAD or the STORE) is gated by `valid`, and
@@ -150,8 +114,8 @@ UOp mask_padded(const UOp& ast, const UOp& r, const UOp& valid) {
             bool over = false;
             for (size_t i = 1; i < u.srcs().size(); ++i) over = over || u.src(i).same(r);
             if (over) {
-                srcs[0] =
-                    UOp::alu(Op::Where, {valid, srcs[0], identity_for(u.arg_as<Op>(), u.dtype())});
+                srcs[0] = UOp::alu(Op::Where,
+                                   {valid, srcs[0], reduce_identity(u.arg_as<Op>(), u.dtype())});
                 v = u.replace_srcs(std::move(srcs));
             }
         }

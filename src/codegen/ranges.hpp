@@ -1,0 +1,24 @@
+#pragma once
+// Private to src/codegen: small facts about RANGEs and the one way to replace a range in a
+// kernel AST, shared by the opts and the range stages.
+#include <vector>
+
+#include "tempura/ir/uop.hpp"
+
+namespace tempura::codegen::detail {
+
+inline AxisType type_of(const UOp& r) { return r.arg_as<RangeArg>().type; }
+inline bool is_expanded_type(AxisType t) { return t == AxisType::Upcast || t == AxisType::Unroll; }
+inline bool is_expanded(const UOp& r) {
+    return r.op() == Op::Range && is_expanded_type(type_of(r));
+}
+inline int64_t size_of(const UOp& r) { return r.src(0).const_value(); }
+
+// Whether `r` is `u` or one of its sources, transitively.
+bool contains(const UOp& u, const UOp& r);
+
+// `ast` with range `r` replaced by `value` where it is used as a value and by the list `repl`
+// where an END or REDUCE names it.
+UOp replace_range(const UOp& ast, const UOp& r, const UOp& value, const std::vector<UOp>& repl);
+
+} // namespace tempura::codegen::detail
