@@ -107,9 +107,8 @@ UOp mask_padded(const UOp& ast, const UOp& r, const UOp& valid) {
         }
         UOp v = same ? u : u.replace_srcs(srcs);
         if (u.op() == Op::Index && uses.at(u.src(1))) {
-            std::vector<UOp> is{srcs[0], srcs[1]};
-            is.push_back(srcs.size() == 3 ? (srcs[2] & valid) : valid);
-            v = UOp::make(Op::Index, u.dtype(), std::move(is));
+            const UOp gate = srcs.size() == 3 ? (srcs[2] & valid) : valid;
+            v = UOp::make(Op::Index, u.dtype(), {srcs[0], srcs[1], gate});
         } else if (u.op() == Op::Reduce) {
             bool over = false;
             for (size_t i = 1; i < u.srcs().size(); ++i) over = over || u.src(i).same(r);
