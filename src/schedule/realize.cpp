@@ -74,7 +74,7 @@ struct Plan {
     std::vector<Step> steps;                        // dependency order
     std::vector<std::vector<size_t>> levels;        // step indices per level
     Slot result;
-    std::vector<KernelInfo> kernels;
+    std::shared_ptr<std::vector<KernelInfo>> kernels = std::make_shared<std::vector<KernelInfo>>();
 };
 
 // The structure of a graph with BUFFERs as input positions, and the BUFFER nodes in that order.
@@ -164,7 +164,7 @@ Plan build_plan(const UOp& root, const std::vector<UOp>& inputs) {
                         step.level = std::max(step.level, plan.steps[s->second].level + 1);
                 }
             }
-            plan.kernels.push_back(KernelInfo{k.name, "CPU", step.kernel->source()});
+            plan.kernels->push_back(KernelInfo{k.name, "CPU", step.kernel->source()});
         }
         step_of_output.emplace(k.output, plan.steps.size());
         if (plan.levels.size() <= step.level) plan.levels.resize(step.level + 1);

@@ -271,6 +271,11 @@ Tensor& Tensor::realize() {
     return *this;
 }
 
+const std::vector<KernelInfo>& Tensor::kernels() const {
+    static const std::vector<KernelInfo> none;
+    return kernels_ ? *kernels_ : none;
+}
+
 void Tensor::read_into(DType to, void* dst) const {
     if (!buffer_) fail("to_vector", "tensor is not realized");
     detail::convert_elements(buffer_->dtype(), buffer_->data(), to, dst, buffer_->numel());

@@ -21,7 +21,9 @@ struct KernelInfo {
 
 struct RealizeResult {
     std::shared_ptr<runtime::Buffer> buffer; // contiguous, row-major, tensor_shape(root)
-    std::vector<KernelInfo> kernels;         // the kernels that ran, in order
+    // The kernels that ran, in order; shared with the cached plan (their LLVM IR is tens of
+    // kilobytes: copying it on every realize() cost more than the launches).
+    std::shared_ptr<const std::vector<KernelInfo>> kernels;
 };
 
 RealizeResult realize_graph(const UOp& root);

@@ -213,7 +213,7 @@ class Tensor {
     // RESHAPE(BUFFER{id, numel}, shape) and kernels() lists the kernels that ran.
     Tensor& realize();
     // The kernels of the last realize() of this tensor (empty if none ran).
-    const std::vector<KernelInfo>& kernels() const { return kernels_; }
+    const std::vector<KernelInfo>& kernels() const;
     // The elements in row-major order, converted to T; realizes first.
     template <Number T = float>
     std::vector<T> to_vector() {
@@ -271,7 +271,7 @@ class Tensor {
     Shape shape_;
     std::shared_ptr<const Buffers> buffers_;  // sorted by id, no duplicates; never null
     std::shared_ptr<runtime::Buffer> buffer_; // set while uop_ is RESHAPE(BUFFER) of it
-    std::vector<KernelInfo> kernels_;
+    std::shared_ptr<const std::vector<KernelInfo>> kernels_; // shared with the cached plan
 };
 
 // ---- operators: NumPy broadcasting; a scalar operand takes the tensor's dtype -----------------
