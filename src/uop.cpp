@@ -6,6 +6,7 @@
 #include <cstring>
 #include <mutex>
 #include <sstream>
+#include <type_traits>
 #include <unordered_set>
 
 #include "tempura/error.hpp"
@@ -391,6 +392,90 @@ std::vector<UOp> UOp::toposort() const {
 }
 
 size_t UOp::node_count() const { return toposort().size(); }
+
+UOp with_srcs(const UOp& u, std::vector<UOp> srcs) {
+    bool same = srcs.size() == u.srcs().size();
+    for (size_t i = 0; i < srcs.size() && same; ++i) same = srcs[i].same(u.src(i));
+    return same ? u : u.replace_srcs(std::move(srcs));
+}
+
+namespace {
+
+template <class T>
+void put(std::string& k, const T& v) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    k.append(reinterpret_cast<const char*>(&v), sizeof v);
+}
+void put_str(std::string& k, const std::string& s) {
+    put(k, s.size());
+    k += s;
+}
+
+void put_arg(std::string& k, const Arg& a) {
+    put(k, static_cast<uint8_t>(a.index()));
+    std::visit(
+        [&](const auto& v) {
+            using T = std::decay_t<decltype(v)>;
+            if constexpr (std::is_same_v<T, std::monostate>) {
+            } else if constexpr (std::is_same_v<T, int64_t> || std::is_same_v<T, double> ||
+                                 std::is_same_v<T, bool> || std::is_same_v<T, Op>) {
+                put(k, v); // a double by its bits: -0.0 and NaN payloads stay distinct
+            } else if constexpr (std::is_same_v<T, std::string>) {
+                put_str(k, v);
+            } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+                put(k, v.size());
+                for (int64_t x : v) put(k, x);
+            } else if constexpr (std::is_same_v<T, VarArg>) {
+                put_str(k, v.name);
+                put(k, v.min);
+                put(k, v.max);
+            } else if constexpr (std::is_same_v<T, RangeArg>) {
+                put(k, v.axis_id);
+                put(k, v.type);
+            } else if constexpr (std::is_same_v<T, ReduceArg>) {
+                put(k, v.op);
+                put(k, v.axes.size());
+                for (int64_t x : v.axes) put(k, x);
+            } else {
+                put_str(k, arg_to_string(Arg(v))); // any later alternative
+            }
+        },
+        a);
+}
+
+} // namespace
+
+std::string structure_key(const std::vector<UOp>& nodes, const std::string& where,
+                          const std::function<bool(const UOp&, std::string&)>& arg_key) {
+    std::string k;
+    k.reserve(nodes.size() * 32);
+    std::unordered_map<const UOpNode*, uint32_t> pos;
+    pos.reserve(nodes.size());
+    for (size_t i = 0; i < nodes.size(); ++i) {
+        const UOp& u = nodes[i];
+        if (u.is_null())
+            fail(where, "position " + std::to_string(i) + ": a null UOp in the program");
+        const DType dt = u.dtype(); // field by field: DType has padding bytes
+        put(k, u.op());
+        put(k, dt.scalar);
+        put(k, dt.count);
+        put(k, dt.is_ptr);
+        put(k, dt.addrspace);
+        if (!arg_key || !arg_key(u, k)) put_arg(k, u.arg());
+        put(k, static_cast<uint32_t>(u.srcs().size()));
+        for (size_t s = 0; s < u.srcs().size(); ++s) {
+            auto it = pos.find(u.src(s).get());
+            if (it == pos.end())
+                fail(where, "position " + std::to_string(i) + ": source " + std::to_string(s) +
+                                " of " + std::string(op_name(u.op())) + " of dtype " + dt.name() +
+                                " (" + std::string(op_name(u.src(s).op())) +
+                                ") does not precede it in the program");
+            put(k, it->second);
+        }
+        pos[u.get()] = static_cast<uint32_t>(i);
+    }
+    return k;
+}
 
 UOp UOp::substitute(const std::unordered_map<const UOpNode*, UOp>& map) const {
     std::unordered_map<const UOpNode*, UOp> done;

@@ -56,36 +56,7 @@ double ms_since(Clock::time_point t0) {
 
 // Each node as op, dtype, arg and the positions of its sources in topological order: equal for
 // equal kernels however and whenever their UOps were built.
-std::string structure_of(const UOp& ast) {
-    std::string key;
-    UOpMap<uint32_t> pos;
-    auto put = [&](const void* p, size_t n) { key.append(static_cast<const char*>(p), n); };
-    for (const UOp& u : ast.toposort()) {
-        const uint32_t me = static_cast<uint32_t>(pos.size());
-        pos.emplace(u, me);
-        const uint8_t op = static_cast<uint8_t>(u.op());
-        put(&op, 1);
-        const DType dt = u.dtype();
-        const uint8_t d[5] = {static_cast<uint8_t>(dt.scalar), static_cast<uint8_t>(dt.count),
-                              static_cast<uint8_t>(dt.count >> 8), dt.is_ptr,
-                              static_cast<uint8_t>(dt.addrspace)};
-        put(d, sizeof d);
-        const uint32_t n = static_cast<uint32_t>(u.srcs().size());
-        put(&n, 4);
-        for (const UOp& s : u.srcs()) {
-            const uint32_t p = pos.at(s);
-            put(&p, 4);
-        }
-        const uint8_t kind = static_cast<uint8_t>(u.arg().index());
-        put(&kind, 1);
-        if (const auto* f = std::get_if<double>(&u.arg()))
-            put(f, sizeof(double));
-        else
-            key += arg_to_string(u.arg());
-        key += '\0';
-    }
-    return key;
-}
+std::string structure_of(const UOp& ast) { return structure_key(ast.toposort(), "beam"); }
 
 uint64_t fnv1a(const std::string& s, uint64_t h) {
     for (unsigned char c : s) {

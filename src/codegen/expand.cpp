@@ -20,28 +20,25 @@ bool contains(const UOp& u, const UOp& r) {
 }
 
 UOp replace_range(const UOp& ast, const UOp& r, const UOp& value, const std::vector<UOp>& repl) {
-    UOpMap<UOp> done;
-    for (const UOp& u : ast.toposort()) {
-        if (u.same(r)) {
-            done.emplace(u, value);
-            continue;
+    return rebuild_graph(ast, [&](const UOp& u, std::vector<UOp> srcs) {
+        if (u.same(r)) return value;
+        if (u.op() != Op::End && u.op() != Op::Reduce) return with_srcs(u, std::move(srcs));
+        std::vector<UOp> listed{srcs[0]};
+        for (size_t i = 1; i < srcs.size(); ++i) {
+            if (u.src(i).same(r))
+                listed.insert(listed.end(), repl.begin(), repl.end());
+            else
+                listed.push_back(srcs[i]);
         }
-        std::vector<UOp> srcs;
-        bool same = true;
-        const bool lists = u.op() == Op::End || u.op() == Op::Reduce;
-        for (size_t i = 0; i < u.srcs().size(); ++i) {
-            const UOp& s = u.src(i);
-            if (lists && i >= 1 && s.same(r)) {
-                srcs.insert(srcs.end(), repl.begin(), repl.end());
-                same = false;
-                continue;
-            }
-            srcs.push_back(done.at(s));
-            same = same && srcs.back().same(s);
-        }
-        done.emplace(u, same ? u : u.replace_srcs(std::move(srcs)));
-    }
-    return done.at(ast);
+        return with_srcs(u, std::move(listed));
+    });
+}
+
+int64_t next_axis_id(const UOp& ast) {
+    int64_t next = 0;
+    for (const UOp& u : ast.toposort())
+        if (u.op() == Op::Range) next = std::max(next, u.arg_as<RangeArg>().axis_id + 1);
+    return next;
 }
 
 } // namespace detail
@@ -93,9 +90,7 @@ UOp split_ranges(const UOp& ast) {
                 }
             }
         if (r.is_null()) break;
-        int64_t next = 0;
-        for (const UOp& u : cur.toposort())
-            if (u.op() == Op::Range) next = std::max(next, u.arg_as<RangeArg>().axis_id + 1);
+        const int64_t next = detail::next_axis_id(cur);
         const RangeArg ra = r.arg_as<RangeArg>();
         const UOp outer = UOp::make(Op::Range, DType::Index, {UOp::index(size_of(r) / c)}, ra);
         const UOp inner =
@@ -143,22 +138,11 @@ UOp simplify_ranges(const UOp& ast) {
 UOp simplify_kernel_indices(const UOp& ast) {
     // Simplify each INDEX's offset and gate on its own (the symbolic stage's rules, applied to
     // the index arithmetic only).
-    UOpMap<UOp> done;
-    for (const UOp& u : ast.toposort()) {
-        std::vector<UOp> srcs;
-        bool same = true;
-        for (const UOp& s : u.srcs()) {
-            srcs.push_back(done.at(s));
-            same = same && srcs.back().same(s);
-        }
-        UOp v = same ? u : u.replace_srcs(srcs);
-        if (u.op() == Op::Index) {
+    return rebuild_graph(ast, [](const UOp& u, std::vector<UOp> srcs) {
+        if (u.op() == Op::Index)
             for (size_t i = 1; i < srcs.size(); ++i) srcs[i] = simplify(srcs[i]);
-            v = v.replace_srcs(std::move(srcs));
-        }
-        done.emplace(u, v);
-    }
-    return done.at(ast);
+        return with_srcs(u, std::move(srcs));
+    });
 }
 
 // ---- the expander --------------------------------------------------------------------------
@@ -209,9 +193,7 @@ class Expander {
             vaxis_ = UOp(); // no vector lanes: everything unrolls
             return;
         }
-        int64_t next = 0;
-        for (const UOp& u : ast_.toposort())
-            if (u.op() == Op::Range) next = std::max(next, u.arg_as<RangeArg>().axis_id + 1);
+        const int64_t next = detail::next_axis_id(ast_);
         const AxisType t = type_of(vaxis_);
         // lo keeps the smallest id so it stays the vector axis; hi gets a new one.
         const UOp lo =
@@ -518,27 +500,14 @@ UOp lower_threads(const UOp& ast, int64_t& threads) {
 // ---- MULACC --------------------------------------------------------------------------------
 
 UOp fuse_mulacc(const UOp& ast) {
-    UOpMap<UOp> done;
-    for (const UOp& u : ast.toposort()) {
-        std::vector<UOp> srcs;
-        bool same = true;
-        for (const UOp& s : u.srcs()) {
-            srcs.push_back(done.at(s));
-            same = same && srcs.back().same(s);
-        }
-        UOp v = same ? u : u.replace_srcs(srcs);
-        if (u.op() == Op::Add && u.dtype().is_float()) {
-            for (int k = 0; k < 2; ++k)
-                if (srcs[static_cast<size_t>(k)].op() == Op::Mul) {
-                    const UOp& m = srcs[static_cast<size_t>(k)];
-                    v = UOp::make(Op::MulAcc, u.dtype(),
-                                  {m.src(0), m.src(1), srcs[static_cast<size_t>(1 - k)]});
-                    break;
-                }
-        }
-        done.emplace(u, v);
-    }
-    return done.at(ast);
+    return rebuild_graph(ast, [](const UOp& u, std::vector<UOp> srcs) {
+        if (u.op() == Op::Add && u.dtype().is_float())
+            for (size_t k = 0; k < 2; ++k)
+                if (srcs[k].op() == Op::Mul)
+                    return UOp::make(Op::MulAcc, u.dtype(),
+                                     {srcs[k].src(0), srcs[k].src(1), srcs[1 - k]});
+        return with_srcs(u, std::move(srcs));
+    });
 }
 
 } // namespace tempura::codegen

@@ -93,34 +93,24 @@ UOp reorder_end(const UOp& ast, const std::vector<UOp>& order) {
 // PADTO's masks: every INDEX that uses `r` (under a LOAD or the STORE) is gated by `valid`, and
 // every REDUCE over `r` is fed its identity where `valid` is false.
 UOp mask_padded(const UOp& ast, const UOp& r, const UOp& valid) {
-    UOpMap<UOp> done;
-    UOpMap<bool> uses;
-    for (const UOp& u : ast.toposort()) {
+    UOpMap<bool> uses; // whether the original node depends on r
+    return rebuild_graph(ast, [&](const UOp& u, std::vector<UOp> srcs) {
         bool use = u.same(r);
         for (const UOp& s : u.srcs()) use = use || uses.at(s);
         uses.emplace(u, use);
-        std::vector<UOp> srcs;
-        bool same = true;
-        for (const UOp& s : u.srcs()) {
-            srcs.push_back(done.at(s));
-            same = same && srcs.back().same(s);
-        }
-        UOp v = same ? u : u.replace_srcs(srcs);
         if (u.op() == Op::Index && uses.at(u.src(1))) {
             const UOp gate = srcs.size() == 3 ? (srcs[2] & valid) : valid;
-            v = UOp::make(Op::Index, u.dtype(), {srcs[0], srcs[1], gate});
-        } else if (u.op() == Op::Reduce) {
-            bool over = false;
-            for (size_t i = 1; i < u.srcs().size(); ++i) over = over || u.src(i).same(r);
-            if (over) {
-                srcs[0] = UOp::alu(Op::Where,
-                                   {valid, srcs[0], reduce_identity(u.arg_as<Op>(), u.dtype())});
-                v = u.replace_srcs(std::move(srcs));
-            }
+            return UOp::make(Op::Index, u.dtype(), {srcs[0], srcs[1], gate});
         }
-        done.emplace(u, v);
-    }
-    return done.at(ast);
+        if (u.op() == Op::Reduce)
+            for (size_t i = 1; i < u.srcs().size(); ++i)
+                if (u.src(i).same(r)) {
+                    srcs[0] = UOp::alu(
+                        Op::Where, {valid, srcs[0], reduce_identity(u.arg_as<Op>(), u.dtype())});
+                    break;
+                }
+        return with_srcs(u, std::move(srcs));
+    });
 }
 
 } // namespace
@@ -132,10 +122,7 @@ OptKernel::OptKernel(UOp ast, DeviceLimits limits) : ast_(std::move(ast)), limit
 void OptKernel::refresh() {
     axes_.clear();
     n_out_ = 0;
-    int64_t max_id = -1;
-    for (const UOp& u : ast_.toposort())
-        if (u.op() == Op::Range) max_id = std::max(max_id, u.arg_as<RangeArg>().axis_id);
-    next_axis_ = std::max(next_axis_, max_id + 1);
+    next_axis_ = std::max(next_axis_, detail::next_axis_id(ast_));
     if (const UOp end = find_end(ast_); !end.is_null())
         for (size_t i = 1; i < end.srcs().size(); ++i)
             if (!is_expanded(type_of(end.src(i)))) axes_.push_back(end.src(i));

@@ -21,4 +21,7 @@ bool contains(const UOp& u, const UOp& r);
 // where an END or REDUCE names it.
 UOp replace_range(const UOp& ast, const UOp& r, const UOp& value, const std::vector<UOp>& repl);
 
+// One more than the largest RANGE axis id in `ast` (0 when it has none): a fresh axis id.
+int64_t next_axis_id(const UOp& ast);
+
 } // namespace tempura::codegen::detail

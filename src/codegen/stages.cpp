@@ -2,6 +2,7 @@
 // and linearize (with remove-reduce and add-loads).
 #include "tempura/codegen/stages.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -18,19 +19,6 @@ namespace {
 int debug_level() {
     const char* e = std::getenv("TEMPURA_DEBUG");
     return e ? std::atoi(e) : 0;
-}
-
-// Rebuilds every node of a graph through `f(node, new_srcs)`, sources first.
-template <class F>
-UOp rebuild_graph(const UOp& root, F&& f) {
-    UOpMap<UOp> done;
-    for (const UOp& u : root.toposort()) {
-        std::vector<UOp> srcs;
-        srcs.reserve(u.srcs().size());
-        for (const UOp& s : u.srcs()) srcs.push_back(done.at(s));
-        done.emplace(u, f(u, std::move(srcs)));
-    }
-    return done.at(root);
 }
 
 } // namespace
@@ -62,9 +50,7 @@ UOp lower_index_dtype(const UOp& ast) {
     return rebuild_graph(ast, [&](const UOp& u, std::vector<UOp> srcs) {
         DType dt = u.dtype();
         if (dt.scalar == Scalar::Index && !dt.is_ptr) dt = to.vec(dt.count);
-        bool same = dt == u.dtype();
-        for (size_t i = 0; i < srcs.size() && same; ++i) same = srcs[i].same(u.src(i));
-        if (same) return u;
+        if (dt == u.dtype()) return with_srcs(u, std::move(srcs));
         return UOp::make(u.op(), dt, std::move(srcs), u.arg(), u.location());
     });
 }
@@ -168,9 +154,7 @@ UOp decompose(const UOp& ast) {
         }
         if (u.op() == Op::Pow)
             fail("decompose", "POW of dtype " + u.dtype().name() + " is not supported");
-        bool same = true;
-        for (size_t i = 0; i < srcs.size() && same; ++i) same = srcs[i].same(u.src(i));
-        return same ? u : u.replace_srcs(std::move(srcs));
+        return with_srcs(u, std::move(srcs));
     });
 }
 
@@ -181,7 +165,12 @@ class Linearizer {
   public:
     std::vector<UOp> run(const UOp& ast) {
         for (const UOp& u : ast.toposort())
-            if (u.op() == Op::Reduce) reduces_.push_back(u);
+            if (u.op() == Op::Reduce) {
+                reduces_.push_back(u);
+                std::vector<const UOpNode*>& inner = inner_reduces_[u];
+                for (const UOp& n : u.toposort())
+                    if (n.op() == Op::Reduce && !n.same(u)) inner.push_back(n.get());
+            }
         scopes_.push_back(Scope{UOp(), {}, next_scope_++});
         for (const UOp& s : ast.srcs()) emit_effect(s);
         return std::move(scopes_[0].ops);
@@ -203,7 +192,8 @@ class Linearizer {
     UOpMap<Placed> placed_;
     UOpMap<uint64_t> mask_cache_;
     UOpMap<int> range_bit_;
-    std::vector<UOp> reduces_; // every REDUCE of the kernel, sources first
+    std::vector<UOp> reduces_;                          // every REDUCE of the kernel, sources first
+    UOpMap<std::vector<const UOpNode*>> inner_reduces_; // the REDUCEs inside each REDUCE
 
     bool scope_open(int id) const {
         for (const auto& s : scopes_)
@@ -302,13 +292,12 @@ class Linearizer {
             for (size_t i = 1; i < s.srcs().size() && same_ranges; ++i)
                 same_ranges = s.src(i).same(red.src(i));
             if (!same_ranges || (mask(s) & ~open) != 0) continue;
+            auto inside = [&](const UOp& outer, const UOp& x) {
+                const auto& in = inner_reduces_.at(outer);
+                return std::find(in.begin(), in.end(), x.get()) != in.end();
+            };
             bool independent = true;
-            for (const UOp& n : s.toposort()) {
-                if (n.op() != Op::Reduce || n.same(s)) continue;
-                for (const UOp& g : group) independent = independent && !n.same(g);
-            }
-            for (const UOp& g : group)
-                for (const UOp& n : g.toposort()) independent = independent && !n.same(s);
+            for (const UOp& g : group) independent = independent && !inside(s, g) && !inside(g, s);
             if (independent) group.push_back(s);
         }
         return group;

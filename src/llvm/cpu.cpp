@@ -169,74 +169,6 @@ std::shared_ptr<const CompiledKernel> compile_uncached(const std::string& name,
 
 // ---- the kernel cache -------------------------------------------------------------------------
 
-template <class T>
-void put(std::string& k, const T& v) {
-    static_assert(std::is_trivially_copyable_v<T>);
-    k.append(reinterpret_cast<const char*>(&v), sizeof v);
-}
-void put_str(std::string& k, const std::string& s) {
-    put(k, s.size());
-    k += s;
-}
-
-// The structure of the program as bytes: per UOp its op, dtype, arg and the positions of its
-// sources. Two programs with equal keys render to the same LLVM IR.
-std::string program_key(const std::vector<UOp>& linear) {
-    std::string k;
-    k.reserve(linear.size() * 32);
-    std::unordered_map<const UOpNode*, uint32_t> pos;
-    pos.reserve(linear.size());
-    put(k, linear.size());
-    for (size_t i = 0; i < linear.size(); ++i) {
-        const UOp& u = linear[i];
-        if (u.is_null())
-            fail("cpu", "position " + std::to_string(i) + ": a null UOp in the program");
-        const DType dt = u.dtype();
-        put(k, u.op());
-        put(k, dt.scalar);
-        put(k, dt.count);
-        put(k, dt.is_ptr);
-        put(k, dt.addrspace);
-        put(k, static_cast<uint8_t>(u.arg().index()));
-        std::visit(
-            [&](const auto& v) {
-                using T = std::decay_t<decltype(v)>;
-                if constexpr (std::is_same_v<T, std::monostate>) {
-                } else if constexpr (std::is_same_v<T, int64_t> || std::is_same_v<T, double> ||
-                                     std::is_same_v<T, bool> || std::is_same_v<T, Op>) {
-                    put(k, v); // a double by its bits: -0.0 and NaN payloads stay distinct
-                } else if constexpr (std::is_same_v<T, std::string>) {
-                    put_str(k, v);
-                } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
-                    put(k, v.size());
-                    for (int64_t x : v) put(k, x);
-                } else if constexpr (std::is_same_v<T, VarArg>) {
-                    put_str(k, v.name);
-                    put(k, v.min);
-                    put(k, v.max);
-                } else if constexpr (std::is_same_v<T, RangeArg>) {
-                    put(k, v.axis_id);
-                    put(k, v.type);
-                } else {
-                    put_str(k, arg_to_string(Arg(v))); // any later alternative
-                }
-            },
-            u.arg());
-        put(k, static_cast<uint32_t>(u.srcs().size()));
-        for (size_t s = 0; s < u.srcs().size(); ++s) {
-            auto it = pos.find(u.src(s).get());
-            if (it == pos.end())
-                fail("cpu", "position " + std::to_string(i) + ": source " + std::to_string(s) +
-                                " of " + std::string(op_name(u.op())) + " of dtype " + dt.name() +
-                                " (" + std::string(op_name(u.src(s).op())) +
-                                ") does not precede it in the program");
-            put(k, it->second);
-        }
-        pos[u.get()] = static_cast<uint32_t>(i);
-    }
-    return k;
-}
-
 struct Cache {
     std::mutex mu;
     std::unordered_map<std::string, std::shared_ptr<const CompiledKernel>> kernels;
@@ -259,7 +191,7 @@ std::shared_ptr<const CompiledKernel> renamed(const std::shared_ptr<const Compil
 
 std::shared_ptr<const CompiledKernel> compile_cpu_kernel(const std::string& name,
                                                          const std::vector<UOp>& linear) {
-    std::string key = program_key(linear);
+    std::string key = structure_key(linear, "cpu");
     Cache& c = cache();
     {
         std::lock_guard<std::mutex> lock(c.mu);

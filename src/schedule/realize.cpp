@@ -77,57 +77,17 @@ struct Plan {
     std::shared_ptr<std::vector<KernelInfo>> kernels = std::make_shared<std::vector<KernelInfo>>();
 };
 
-// The structure of a graph with BUFFERs as input positions, and the BUFFER nodes in that order.
-std::string structure_key(const std::vector<UOp>& topo, std::vector<UOp>& inputs) {
-    std::string key;
-    UOpMap<uint32_t> pos;
-    auto put = [&](const void* p, size_t n) { key.append(static_cast<const char*>(p), n); };
-    for (const UOp& u : topo) {
-        const uint32_t me = static_cast<uint32_t>(pos.size());
-        pos.emplace(u, me);
-        const uint8_t op = static_cast<uint8_t>(u.op());
-        put(&op, 1);
-        const DType dt = u.dtype(); // field by field: DType has padding bytes
-        const uint8_t d[5] = {static_cast<uint8_t>(dt.scalar), static_cast<uint8_t>(dt.count),
-                              static_cast<uint8_t>(dt.count >> 8), dt.is_ptr,
-                              static_cast<uint8_t>(dt.addrspace)};
-        put(d, sizeof d);
-        const uint32_t n = static_cast<uint32_t>(u.srcs().size());
-        put(&n, 4);
-        for (const UOp& s : u.srcs()) {
-            const uint32_t p = pos.at(s);
-            put(&p, 4);
-        }
-        if (u.op() == Op::Buffer) {
-            const uint32_t in = static_cast<uint32_t>(inputs.size());
-            inputs.push_back(u);
-            put(&in, 4);
-            const int64_t numel = u.arg_as<std::vector<int64_t>>().at(1);
-            put(&numel, 8);
-        } else {
-            // Numbers by their bytes (printing would round and is slow on this hot path), the
-            // rest by its text.
-            const Arg& a = u.arg();
-            const uint8_t kind = static_cast<uint8_t>(a.index());
-            put(&kind, 1);
-            if (const auto* f = std::get_if<double>(&a))
-                put(f, sizeof(double));
-            else if (const auto* i = std::get_if<int64_t>(&a))
-                put(i, sizeof(int64_t));
-            else if (const auto* b = std::get_if<bool>(&a))
-                key += *b ? '1' : '0';
-            else if (const auto* v = std::get_if<std::vector<int64_t>>(&a))
-                put(v->data(), v->size() * sizeof(int64_t));
-            else if (const auto* r = std::get_if<ReduceArg>(&a)) {
-                put(&r->op, sizeof(Op));
-                put(r->axes.data(), r->axes.size() * sizeof(int64_t));
-            } else if (!std::holds_alternative<std::monostate>(a)) {
-                key += arg_to_string(a);
-            }
-            key += '\0';
-        }
-    }
-    return key;
+// The structure of a graph with BUFFERs as input positions (and their sizes), and the BUFFER
+// nodes in that order.
+std::string plan_key(const std::vector<UOp>& topo, std::vector<UOp>& inputs) {
+    return structure_key(topo, "realize", [&](const UOp& u, std::string& key) {
+        if (u.op() != Op::Buffer) return false;
+        const int64_t at[2] = {static_cast<int64_t>(inputs.size()),
+                               u.arg_as<std::vector<int64_t>>().at(1)};
+        key.append(reinterpret_cast<const char*>(at), sizeof at);
+        inputs.push_back(u);
+        return true;
+    });
 }
 
 Plan build_plan(const UOp& root, const std::vector<UOp>& inputs) {
@@ -260,7 +220,7 @@ RealizeResult realize_graph(const UOp& root) {
     }
     const std::vector<UOp> topo = root.toposort();
     std::vector<UOp> input_nodes;
-    std::string key = structure_key(topo, input_nodes);
+    std::string key = plan_key(topo, input_nodes);
     std::shared_ptr<const Plan> plan;
     {
         std::lock_guard<std::mutex> l(g_plans_mu);

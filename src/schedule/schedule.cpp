@@ -303,59 +303,45 @@ namespace {
 UOp split_reduces(const UOp& root) {
     constexpr int64_t kMinReduce = int64_t{1} << 16, kMaxOutputs = 16, kGroups = 256;
     const UOpMap<Shape> shapes = all_shapes(root);
-    UOpMap<UOp> done;
-    for (const UOp& u : root.toposort()) {
-        std::vector<UOp> srcs;
-        bool same = true;
-        for (const UOp& s : u.srcs()) {
-            srcs.push_back(done.at(s));
-            same = same && srcs.back().same(s);
+    return rebuild_graph(root, [&](const UOp& u, std::vector<UOp> srcs) {
+        if (u.op() != Op::ReduceAxis) return with_srcs(u, std::move(srcs));
+        const Shape& in = shapes.at(u.src(0));
+        const auto& ra = u.arg_as<ReduceArg>();
+        int64_t red = 1;
+        for (int64_t a : ra.axes) red *= in[static_cast<size_t>(a)];
+        const int64_t outs = numel(in) / std::max<int64_t>(red, 1);
+        if (red < kMinReduce || outs > kMaxOutputs) return with_srcs(u, std::move(srcs));
+        // The reduce axis with the most groups (up to 256) of at least 256 elements each.
+        int64_t d = -1, g = 1;
+        for (int64_t a : ra.axes) {
+            const int64_t n = in[static_cast<size_t>(a)];
+            for (int64_t c = kGroups; c > g; --c)
+                if (n % c == 0 && n / c >= 256) {
+                    g = c;
+                    d = a;
+                    break;
+                }
         }
-        UOp v = same ? u : u.replace_srcs(srcs);
-        if (u.op() == Op::ReduceAxis) {
-            const Shape& in = shapes.at(u.src(0));
-            const auto& ra = u.arg_as<ReduceArg>();
-            int64_t red = 1;
-            for (int64_t a : ra.axes) red *= in[static_cast<size_t>(a)];
-            const int64_t outs = numel(in) / std::max<int64_t>(red, 1);
-            int64_t d = -1, g = 1;
-            if (red >= kMinReduce && outs <= kMaxOutputs)
-                for (int64_t a : ra.axes) {
-                    const int64_t n = in[static_cast<size_t>(a)];
-                    for (int64_t c = kGroups; c >= 2; --c)
-                        if (n % c == 0 && n / c >= 256) {
-                            if (c > g) {
-                                g = c;
-                                d = a;
-                            }
-                            break;
-                        }
-                }
-            if (d >= 0) {
-                Shape split_shape;
-                for (size_t i = 0; i < in.size(); ++i) {
-                    if (static_cast<int64_t>(i) == d) {
-                        split_shape.push_back(g);
-                        split_shape.push_back(in[i] / g);
-                    } else {
-                        split_shape.push_back(in[i]);
-                    }
-                }
-                std::vector<int64_t> axes;
-                for (int64_t a : ra.axes) axes.push_back(a < d ? a : a + 1);
-                const DType dt = u.dtype();
-                const UOp x = UOp::make(Op::Reshape, dt, {srcs[0]}, split_shape);
-                const UOp part =
-                    UOp::make(Op::Contiguous, dt,
-                              {UOp::make(Op::ReduceAxis, dt, {x}, ReduceArg{ra.op, axes})});
-                const UOp total = UOp::make(Op::ReduceAxis, dt, {part},
-                                            ReduceArg{ra.op, std::vector<int64_t>{d}});
-                v = UOp::make(Op::Reshape, dt, {total}, shapes.at(u));
+        if (d < 0) return with_srcs(u, std::move(srcs));
+        Shape split_shape;
+        for (size_t i = 0; i < in.size(); ++i) {
+            if (static_cast<int64_t>(i) == d) {
+                split_shape.push_back(g);
+                split_shape.push_back(in[i] / g);
+            } else {
+                split_shape.push_back(in[i]);
             }
         }
-        done.emplace(u, v);
-    }
-    return done.at(root);
+        std::vector<int64_t> axes;
+        for (int64_t a : ra.axes) axes.push_back(a < d ? a : a + 1);
+        const DType dt = u.dtype();
+        const UOp x = UOp::make(Op::Reshape, dt, {srcs[0]}, split_shape);
+        const UOp part = UOp::make(Op::Contiguous, dt,
+                                   {UOp::make(Op::ReduceAxis, dt, {x}, ReduceArg{ra.op, axes})});
+        const UOp total =
+            UOp::make(Op::ReduceAxis, dt, {part}, ReduceArg{ra.op, std::vector<int64_t>{d}});
+        return UOp::make(Op::Reshape, dt, {total}, shapes.at(u));
+    });
 }
 
 } // namespace

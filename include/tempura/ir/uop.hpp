@@ -161,6 +161,32 @@ using UOpMap = std::unordered_map<UOp, V, UOpHash, UOpSame>;
 // Number of live interned nodes (for leak tests).
 size_t live_uop_count();
 
+// `u` with sources `srcs`: `u` itself when they are the ones it has (no intern-table lookup).
+UOp with_srcs(const UOp& u, std::vector<UOp> srcs);
+
+// Rebuilds a graph sources first: `f(node, its rebuilt sources)` gives each node's replacement
+// (`with_srcs(node, srcs)` keeps it). Returns the root's replacement.
+template <class F>
+UOp rebuild_graph(const UOp& root, F&& f) {
+    UOpMap<UOp> done;
+    for (const UOp& u : root.toposort()) {
+        std::vector<UOp> srcs;
+        srcs.reserve(u.srcs().size());
+        for (const UOp& s : u.srcs()) srcs.push_back(done.at(s));
+        done.emplace(u, f(u, std::move(srcs)));
+    }
+    return done.at(root);
+}
+
+// The structure of a program or graph as bytes: per node (every source listed before its user)
+// its op, dtype, arg (numbers by their bits) and the positions of its sources; equal for equal
+// graphs however and whenever their UOps were built. The key of the plan, kernel and BEAM
+// caches. `arg_key(u, key)`, when given and true for a node, has appended that node's arg itself
+// (the plan cache writes a BUFFER as its input position). Throws tempura::Error
+// ("[where] position i: ...") for a null node or a source listed after its user.
+std::string structure_key(const std::vector<UOp>& nodes, const std::string& where,
+                          const std::function<bool(const UOp&, std::string&)>& arg_key = {});
+
 // Structural total order (op, dtype, arg, then sources): deterministic across runs, used for
 // canonical operand order. Returns <0, 0 or >0.
 int compare_structural(const UOp& a, const UOp& b);
