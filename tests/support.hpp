@@ -1,6 +1,9 @@
 #pragma once
 // Helpers shared by the project's own tests.
+#include <cstdint>
+#include <random>
 #include <string>
+#include <vector>
 
 #include "tempura/error.hpp"
 
@@ -14,3 +17,31 @@ std::string error_of(F&& f) {
     }
     return "<no error>";
 }
+
+// The random choices of the tests' program generators (seeded, so a failure replays).
+class RandomChoices {
+  public:
+    explicit RandomChoices(uint64_t seed) : rng_(seed) {}
+
+  protected:
+    std::mt19937_64 rng_;
+
+    int64_t irange(int64_t lo, int64_t hi) { // inclusive
+        return std::uniform_int_distribution<int64_t>(lo, hi)(rng_);
+    }
+    double urand(double lo, double hi) {
+        return std::uniform_real_distribution<double>(lo, hi)(rng_);
+    }
+    bool chance(double p) { return urand(0, 1) < p; }
+    // An index drawn with the given weights.
+    size_t weighted(const std::vector<int>& w) {
+        int total = 0;
+        for (int x : w) total += x;
+        int r = static_cast<int>(irange(0, total - 1));
+        for (size_t i = 0; i < w.size(); ++i) {
+            if (r < w[i]) return i;
+            r -= w[i];
+        }
+        return w.size() - 1;
+    }
+};

@@ -136,11 +136,11 @@ struct GVal {
 // chains with broadcasting, movement views (permute, flip, pad, shrink, reshape, expand),
 // reductions (sum, max, min, mean, prod) over random axes or all of them, matmul-like products,
 // softmax, contiguous splits; float32, int32 and bool values.
-class ProgGen {
+class ProgGen : RandomChoices {
   public:
     // Shapes of at most max_numel elements (and, for the main inputs, at least min_numel).
     ProgGen(uint64_t seed, int64_t max_numel, int64_t min_numel = 1)
-        : rng_(seed), cap_(max_numel), min_(min_numel) {}
+        : RandomChoices(seed), cap_(max_numel), min_(min_numel) {}
 
     std::string text;
     double max_bound = 1;
@@ -173,27 +173,8 @@ class ProgGen {
     }
 
   private:
-    std::mt19937_64 rng_;
     int64_t cap_, min_;
     int next_ = 0;
-
-    int64_t irange(int64_t lo, int64_t hi) {
-        return std::uniform_int_distribution<int64_t>(lo, hi)(rng_);
-    }
-    double urand(double lo, double hi) {
-        return std::uniform_real_distribution<double>(lo, hi)(rng_);
-    }
-    bool chance(double p) { return urand(0, 1) < p; }
-    size_t weighted(const std::vector<int>& w) {
-        int total = 0;
-        for (int x : w) total += x;
-        int r = static_cast<int>(irange(0, total - 1));
-        for (size_t i = 0; i < w.size(); ++i) {
-            if (r < w[i]) return i;
-            r -= w[i];
-        }
-        return w.size() - 1;
-    }
 
     int64_t rdim() {
         static const int64_t dims[] = {1, 2, 3, 4, 5, 6, 8, 12, 16, 32, 48, 64};

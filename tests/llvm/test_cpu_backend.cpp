@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "prog.hpp"
 #include "tempura/error.hpp"
 #include "tempura/ir/uop.hpp"
 #include "tempura/runtime/cpu.hpp"
@@ -27,44 +28,7 @@ using tempura::UOp;
 using tempura::VarArg;
 using tempura::runtime::compile_cpu_kernel;
 
-// A program under construction: every node made through it is appended in execution order.
-struct Prog {
-    std::vector<UOp> ops;
-
-    UOp add(UOp u) {
-        ops.push_back(u);
-        return u;
-    }
-    UOp param(DType t, int64_t slot, int64_t numel) {
-        return add(UOp::make(Op::Param, t.ptr(), {}, std::vector<int64_t>{slot, numel}));
-    }
-    UOp var(const std::string& name, int64_t lo, int64_t hi, DType t = DType::Index) {
-        return add(UOp::make(Op::DefineVar, t, {}, VarArg{name, lo, hi}));
-    }
-    UOp reg(DType t, int64_t count) {
-        return add(UOp::make(Op::DefineReg, t.ptr(tempura::AddrSpace::Reg), {}, count));
-    }
-    UOp c(DType t, double v) { return add(UOp::constant_f(t, v)); }
-    UOp ci(DType t, int64_t v) { return add(UOp::constant(t, v)); }
-    UOp idx(int64_t v) { return add(UOp::index(v)); }
-    UOp range(const UOp& end, int64_t axis) {
-        return add(UOp::make(Op::Range, end.dtype(), {end}, RangeArg{axis, AxisType::Loop}));
-    }
-    UOp end(const UOp& r) { return add(UOp::make(Op::End, DType::Void, {r})); }
-    UOp index(const UOp& p, const UOp& i) { return add(UOp::make(Op::Index, p.dtype(), {p, i})); }
-    UOp load(const UOp& p) { return add(UOp::make(Op::Load, p.dtype().base(), {p})); }
-    UOp load(const UOp& p, const UOp& gate, const UOp& alt) {
-        return add(UOp::make(Op::Load, p.dtype().base(), {p, gate, alt}));
-    }
-    UOp store(const UOp& p, const UOp& v) { return add(UOp::make(Op::Store, DType::Void, {p, v})); }
-    UOp alu(Op op, std::vector<UOp> s) { return add(UOp::alu(op, std::move(s))); }
-    UOp cast(const UOp& x, DType to) { return add(UOp::make(Op::Cast, to, {x})); }
-    UOp if_(const UOp& cond) { return add(UOp::make(Op::If, DType::Void, {cond})); }
-    UOp endif(const UOp& i) { return add(UOp::make(Op::EndIf, DType::Void, {i})); }
-    UOp after(const UOp& x, const UOp& dep) {
-        return add(UOp::make(Op::After, x.dtype(), {x, dep}));
-    }
-};
+using tempura_test::Prog;
 
 // out[i] = f(in0[i], in1[i], ...) for i < n: a loop over n with one load per input.
 template <class F>

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "prog.hpp"
 #include "tempura/error.hpp"
 #include "tempura/ir/uop.hpp"
 #include "tempura/runtime/cpu.hpp"
@@ -24,54 +25,7 @@ using tempura::RangeArg;
 using tempura::UOp;
 using tempura::runtime::compile_cpu_kernel;
 
-// A program under construction: every node made through it is appended in execution order.
-struct VProg {
-    std::vector<UOp> ops;
-
-    UOp add(UOp u) {
-        ops.push_back(u);
-        return u;
-    }
-    UOp param(DType t, int64_t slot, int64_t numel) {
-        return add(UOp::make(Op::Param, t.ptr(), {}, std::vector<int64_t>{slot, numel}));
-    }
-    UOp reg(DType t, int64_t count) {
-        return add(UOp::make(Op::DefineReg, t.ptr(AddrSpace::Reg), {}, count));
-    }
-    UOp c(DType t, double v) { return add(UOp::constant_f(t, v)); }
-    UOp ci(DType t, int64_t v) { return add(UOp::constant(t, v)); }
-    UOp idx(int64_t v) { return add(UOp::index(v)); }
-    UOp range(const UOp& end, int64_t axis) {
-        return add(UOp::make(Op::Range, end.dtype(), {end}, RangeArg{axis, AxisType::Loop}));
-    }
-    UOp end(const UOp& r) { return add(UOp::make(Op::End, DType::Void, {r})); }
-    // &p[i], accessed as `access` (a scalar or vector dtype): i counts elements of p.
-    UOp index(const UOp& p, const UOp& i, DType access) {
-        return add(UOp::make(Op::Index, access.ptr(p.dtype().addrspace), {p, i}));
-    }
-    UOp index(const UOp& p, const UOp& i) { return index(p, i, p.dtype().base()); }
-    UOp gated_index(const UOp& p, const UOp& i, const UOp& gate, DType access) {
-        return add(UOp::make(Op::Index, access.ptr(p.dtype().addrspace), {p, i, gate}));
-    }
-    UOp load(const UOp& p) { return add(UOp::make(Op::Load, p.dtype().base(), {p})); }
-    UOp load(const UOp& p, const UOp& gate, const UOp& alt) {
-        return add(UOp::make(Op::Load, p.dtype().base(), {p, gate, alt}));
-    }
-    UOp store(const UOp& p, const UOp& v) { return add(UOp::make(Op::Store, DType::Void, {p, v})); }
-    UOp alu(Op op, std::vector<UOp> s) { return add(UOp::alu(op, std::move(s))); }
-    UOp cast(const UOp& x, DType to) { return add(UOp::make(Op::Cast, to, {x})); }
-    UOp after(const UOp& x, const UOp& dep) {
-        return add(UOp::make(Op::After, x.dtype(), {x, dep}));
-    }
-    UOp gep(const UOp& x, std::vector<int64_t> lanes) {
-        const DType t = x.dtype().scalar_type().vec(static_cast<uint16_t>(lanes.size()));
-        return add(UOp::make(Op::Gep, t, {x}, std::move(lanes)));
-    }
-    UOp vectorize(std::vector<UOp> xs) {
-        const DType t = xs[0].dtype().vec(static_cast<uint16_t>(xs.size()));
-        return add(UOp::make(Op::Vectorize, t, std::move(xs)));
-    }
-};
+using tempura_test::Prog;
 
 // Straight-line kernels, buffer k -> bufs[k].
 void run(const std::vector<UOp>& prog, std::vector<void*> bufs) {
@@ -84,7 +38,7 @@ void run(const std::vector<UOp>& prog, std::vector<void*> bufs) {
 TEST_CASE("vector triad: d = a * b + c with <16 x float> loads and stores over a RANGE") {
     const int64_t N = 64, W = 16;
     const DType v16 = DType::Float32.vec(W);
-    VProg p;
+    Prog p;
     UOp a = p.param(DType::Float32, 0, N);
     UOp b = p.param(DType::Float32, 1, N);
     UOp c = p.param(DType::Float32, 2, N);
@@ -118,7 +72,7 @@ TEST_CASE("vector triad: d = a * b + c with <16 x float> loads and stores over a
     CHECK(line.find("align 4") != std::string::npos);
 
     SUBCASE("unaligned: the vectors start at odd elements") {
-        VProg q;
+        Prog q;
         UOp qa = q.param(DType::Float32, 0, N);
         UOp qd = q.param(DType::Float32, 1, N);
         UOp i1 = q.idx(1);
@@ -137,7 +91,7 @@ TEST_CASE("vector triad: d = a * b + c with <16 x float> loads and stores over a
 TEST_CASE("a <8 x float> accumulator in a DEFINE_REG, then a horizontal sum through GEPs") {
     const int64_t N = 256, W = 8;
     const DType v8 = DType::Float32.vec(W);
-    VProg p;
+    Prog p;
     UOp a = p.param(DType::Float32, 0, N);
     UOp out = p.param(DType::Float32, 1, 1);
     UOp acc = p.reg(v8, 1); // one <8 x float>
@@ -169,7 +123,7 @@ TEST_CASE("a <8 x float> accumulator in a DEFINE_REG, then a horizontal sum thro
     CHECK(kern->source().find("alloca") == std::string::npos);
 
     SUBCASE("a DEFINE_REG of two vectors: INDEX(reg, i) addresses vector i") {
-        VProg q;
+        Prog q;
         UOp qa = q.param(DType::Float32, 0, N);
         UOp qo = q.param(DType::Float32, 1, 2 * W);
         UOp two = q.add(UOp::make(Op::DefineReg, v8.ptr(AddrSpace::Reg), {},
@@ -192,7 +146,7 @@ TEST_CASE("a <8 x float> accumulator in a DEFINE_REG, then a horizontal sum thro
 
 TEST_CASE("GEP: a shuffle of several lanes and the extract of one") {
     const DType v8 = DType::Int32.vec(8);
-    VProg p;
+    Prog p;
     UOp in = p.param(DType::Int32, 0, 8);
     UOp rev = p.param(DType::Int32, 1, 8);
     UOp three = p.param(DType::Int32, 2, 3);
@@ -217,7 +171,7 @@ TEST_CASE("GEP: a shuffle of several lanes and the extract of one") {
 
 TEST_CASE("VECTORIZE of distinct scalars and of one repeated scalar (a splat)") {
     const DType v4 = DType::Float32.vec(4);
-    VProg p;
+    Prog p;
     UOp in = p.param(DType::Float32, 0, 4);
     UOp o1 = p.param(DType::Float32, 1, 4);
     UOp o2 = p.param(DType::Float32, 2, 4);
@@ -236,7 +190,7 @@ TEST_CASE("VECTORIZE of distinct scalars and of one repeated scalar (a splat)") 
     CHECK(b == std::vector<float>{16.0f, 16.0f, 16.0f, 16.0f});
 
     SUBCASE("a VECTORIZE of bools and of constants") {
-        VProg q;
+        Prog q;
         UOp qo = q.param(DType::Bool, 0, 4);
         UOp t = q.add(UOp::boolean(true));
         UOp f = q.add(UOp::boolean(false));
@@ -250,7 +204,7 @@ TEST_CASE("VECTORIZE of distinct scalars and of one repeated scalar (a splat)") 
 TEST_CASE("vector compare and WHERE: an elementwise minimum and its mask") {
     const int64_t W = 8;
     const DType v8 = DType::Float32.vec(W);
-    VProg p;
+    Prog p;
     UOp a = p.param(DType::Float32, 0, W);
     UOp b = p.param(DType::Float32, 1, W);
     UOp mn = p.param(DType::Float32, 2, W);
@@ -269,7 +223,7 @@ TEST_CASE("vector compare and WHERE: an elementwise minimum and its mask") {
     CHECK(kv == std::vector<uint8_t>{1, 0, 0, 0, 1, 0, 1, 0});
 
     SUBCASE("maximum, sqrt and trunc on vectors") {
-        VProg q;
+        Prog q;
         UOp qa = q.param(DType::Float32, 0, W);
         UOp qb = q.param(DType::Float32, 1, W);
         UOp qo = q.param(DType::Float32, 2, W);
@@ -287,7 +241,7 @@ TEST_CASE("vector compare and WHERE: an elementwise minimum and its mask") {
 
 TEST_CASE("vector CAST int32x8 -> float32x8 and back") {
     const DType i8v = DType::Int32.vec(8), f8v = DType::Float32.vec(8);
-    VProg p;
+    Prog p;
     UOp in = p.param(DType::Int32, 0, 8);
     UOp out = p.param(DType::Float32, 1, 8);
     UOp back = p.param(DType::Int32, 2, 8);
@@ -309,7 +263,7 @@ TEST_CASE("vector CAST int32x8 -> float32x8 and back") {
 
 TEST_CASE("bool vectors: loaded as != 0 from bytes, stored as 0 or 1") {
     const DType b8 = DType::Bool.vec(8);
-    VProg p;
+    Prog p;
     UOp in = p.param(DType::Bool, 0, 8);
     UOp out = p.param(DType::Bool, 1, 8);
     UOp cnt = p.param(DType::Int32, 2, 8);
@@ -331,7 +285,7 @@ TEST_CASE("gated vector loads: alt, without touching memory, when the gate is fa
     const int64_t W = 4, R = 4;
     const DType v4 = DType::Float32.vec(W);
     auto build = [&](bool gate_on_index) {
-        VProg p;
+        Prog p;
         UOp a = p.param(DType::Float32, 0, 2 * W);
         UOp out = p.param(DType::Float32, 1, R * W);
         UOp r = p.range(p.idx(R), 0);
@@ -363,7 +317,7 @@ TEST_CASE("gated vector loads: alt, without touching memory, when the gate is fa
 TEST_CASE("integer vector IDIV and MOD do not trap: x / 0 == 0, INT_MIN / -1 == INT_MIN") {
     const DType v8 = DType::Int32.vec(8);
     const int32_t lo = std::numeric_limits<int32_t>::min();
-    VProg p;
+    Prog p;
     UOp a = p.param(DType::Int32, 0, 8);
     UOp b = p.param(DType::Int32, 1, 8);
     UOp q = p.param(DType::Int32, 2, 8);
@@ -395,7 +349,7 @@ TEST_CASE("integer vector IDIV and MOD do not trap: x / 0 == 0, INT_MIN / -1 == 
 TEST_CASE("vector programs that break the contract throw tempura::Error with exact messages") {
     const DType v4 = DType::Float32.vec(4);
     SUBCASE("a GEP lane out of range") {
-        VProg p;
+        Prog p;
         UOp in = p.param(DType::Float32, 0, 4);
         UOp x = p.load(p.index(in, p.idx(0), v4));
         p.add(UOp::make(Op::Gep, DType::Float32, {x}, std::vector<int64_t>{4}));
@@ -404,7 +358,7 @@ TEST_CASE("vector programs that break the contract throw tempura::Error with exa
               "out of range for a source of dtype float32x4 (lanes 0..3)");
     }
     SUBCASE("a GEP whose dtype disagrees with its lane count") {
-        VProg p;
+        Prog p;
         UOp in = p.param(DType::Float32, 0, 4);
         UOp x = p.load(p.index(in, p.idx(0), v4));
         p.add(UOp::make(Op::Gep, v4, {x}, std::vector<int64_t>{0, 1}));
@@ -413,7 +367,7 @@ TEST_CASE("vector programs that break the contract throw tempura::Error with exa
               "lanes yield float32x2");
     }
     SUBCASE("a VECTORIZE with the wrong number of sources") {
-        VProg p;
+        Prog p;
         UOp one = p.c(DType::Float32, 1.0);
         UOp two = p.c(DType::Float32, 2.0);
         p.add(UOp::make(Op::Vectorize, v4, {one, two, one}));
@@ -422,7 +376,7 @@ TEST_CASE("vector programs that break the contract throw tempura::Error with exa
               "float32x4: it takes 4 sources of dtype float32, got 3");
     }
     SUBCASE("a vector op with a scalar operand") {
-        VProg p;
+        Prog p;
         UOp in = p.param(DType::Float32, 0, 4);
         UOp x = p.load(p.index(in, p.idx(0), v4));
         UOp s = p.c(DType::Float32, 2.0);
@@ -432,14 +386,14 @@ TEST_CASE("vector programs that break the contract throw tempura::Error with exa
               "has dtype float32, expected float32x4");
     }
     SUBCASE("a comparison and a cast that change the number of lanes") {
-        VProg p;
+        Prog p;
         UOp in = p.param(DType::Float32, 0, 4);
         UOp x = p.load(p.index(in, p.idx(0), v4));
         p.add(UOp::make(Op::CmpLt, DType::Bool, {x, x}));
         CHECK(error_of([&] { compile_cpu_kernel("bad_cmp", p.ops); }) ==
               "[cpu] kernel 'bad_cmp', position 4: cannot render CMPLT of dtype bool: a "
               "comparison of float32x4 yields boolx4");
-        VProg q;
+        Prog q;
         UOp qin = q.param(DType::Float32, 0, 4);
         UOp qx = q.load(q.index(qin, q.idx(0), v4));
         q.cast(qx, DType::Int32.vec(8));
@@ -448,7 +402,7 @@ TEST_CASE("vector programs that break the contract throw tempura::Error with exa
               "keeps the number of lanes (from float32x4)");
     }
     SUBCASE("a WHERE whose condition has another number of lanes") {
-        VProg p;
+        Prog p;
         UOp in = p.param(DType::Float32, 0, 4);
         UOp x = p.load(p.index(in, p.idx(0), v4));
         UOp t = p.add(UOp::boolean(true));
@@ -475,7 +429,7 @@ TEST_CASE("every ALU op on 4-lane vectors of every dtype compiles and runs, or t
         const int arity = tempura::op_info(op).arity;
         for (DType t : dtypes) {
             const DType tv = t.vec(4);
-            VProg p;
+            Prog p;
             std::vector<UOp> xs;
             for (int k = 0; k < arity; ++k)
                 xs.push_back(p.load(p.index(p.param(t, k, 4), p.idx(0), tv)));

@@ -38,6 +38,8 @@
 // of |x| + 1, sqrt only of |x|, products and matmuls only while the bound stays under 1e6.
 #include <doctest/doctest.h>
 
+#include "../support.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -197,9 +199,9 @@ Outcome compare_with_reference(Val& v) {
 
 // ---- the generator -----------------------------------------------------------------------------
 
-class Gen {
+class Gen : RandomChoices {
   public:
-    explicit Gen(uint64_t seed) : rng_(seed) {}
+    explicit Gen(uint64_t seed) : RandomChoices(seed) {}
 
     std::vector<Val> vals;
     std::string text;
@@ -218,27 +220,7 @@ class Gen {
     Val& result() { return vals[static_cast<size_t>(cur_)]; }
 
   private:
-    std::mt19937_64 rng_;
     int cur_ = 0; // the head of the chain: the main operand of the next step
-
-    // ---- randomness ----------------------------------------------------------------------
-    int64_t irange(int64_t lo, int64_t hi) { // inclusive
-        return std::uniform_int_distribution<int64_t>(lo, hi)(rng_);
-    }
-    double urand(double lo, double hi) {
-        return std::uniform_real_distribution<double>(lo, hi)(rng_);
-    }
-    bool chance(double p) { return urand(0, 1) < p; }
-    size_t weighted(const std::vector<int>& w) {
-        int total = 0;
-        for (int x : w) total += x;
-        int r = static_cast<int>(irange(0, total - 1));
-        for (size_t i = 0; i < w.size(); ++i) {
-            if (r < w[i]) return i;
-            r -= w[i];
-        }
-        return w.size() - 1;
-    }
 
     int64_t rdim() {
         static const int64_t dims[] = {0, 1, 2, 3, 4, 5, 7};
