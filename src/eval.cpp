@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "tempura/error.hpp"
+#include "tempura/ir/scalar.hpp"
 
 namespace tempura {
 
@@ -68,8 +69,7 @@ std::optional<double> exec_float_alu(Op op, DType dt, const double* v, size_t) {
     case Op::Mul: r = v[0] * v[1]; break;
     case Op::Fdiv: r = v[0] / v[1]; break;
     case Op::Max: // NaN propagates, as in the compiled code (llvm.maximum) and NumPy
-        r = std::isnan(v[0]) || std::isnan(v[1]) ? std::numeric_limits<double>::quiet_NaN()
-                                                 : std::fmax(v[0], v[1]);
+        r = scalar::float_maximum(v[0], v[1]);
         break;
     case Op::Pow: r = std::pow(v[0], v[1]); break;
     case Op::MulAcc: r = v[0] * v[1] + v[2]; break;

@@ -1,6 +1,7 @@
 #pragma once
 // Helpers shared by the project's own tests.
 #include <cstdint>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
@@ -16,6 +17,12 @@ std::string error_of(F&& f) {
         return e.what();
     }
     return "<no error>";
+}
+
+// An integer test knob from the environment (e.g. TEMPURA_FUZZ_N), or `fallback` when unset.
+inline int64_t env_int(const char* name, int64_t fallback) {
+    const char* e = std::getenv(name);
+    return e && *e ? std::strtoll(e, nullptr, 0) : fallback;
 }
 
 // The random choices of the tests' program generators (seeded, so a failure replays).

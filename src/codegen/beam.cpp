@@ -1,14 +1,17 @@
 // BEAM search: opts chosen by compiling and timing candidates, cached on disk.
 #include "tempura/codegen/beam.hpp"
 
+#include <fcntl.h>
 #include <setjmp.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -18,6 +21,7 @@
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <unordered_set>
 
@@ -26,6 +30,7 @@
 #include "tempura/runtime/buffer.hpp"
 #include "tempura/runtime/cpu.hpp"
 #include "tempura/runtime/thread_pool.hpp"
+#include "tempura/support/env.hpp"
 
 namespace tempura::codegen {
 
@@ -35,6 +40,8 @@ using Clock = std::chrono::steady_clock;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 constexpr const char* kCacheVersion = "tempura-beam 1";
+// A cache file holds a header and a few opts; anything larger is not ours.
+constexpr off_t kMaxCacheFileBytes = 64 * 1024;
 constexpr int kMaxRounds = 10;
 constexpr double kMinProgress = 0.01;   // a round must gain more than 1%
 constexpr double kSlowFactor = 10;      // candidates slower than this x the best are stopped
@@ -299,7 +306,7 @@ class Search {
     Search(const std::string& name, const UOp& ast, const DeviceLimits& limits)
         : name_(name), ast_(ast), limits_(limits), prepared_(prepare_for_opts(ast)) {
         tty_ = isatty(STDERR_FILENO) != 0;
-        if (const char* e = std::getenv("TEMPURA_DEBUG")) debug_ = std::atoi(e);
+        debug_ = env::debug_level();
         uint64_t seed = 1;
         for (const UOp& u : prepared_.toposort()) {
             if (u.op() != Op::Param) continue;
@@ -497,12 +504,37 @@ class Search {
 
 // ---- the disk cache ---------------------------------------------------------------------------
 
+// The whole of a cache file, or nullopt. The cache folder may hold anything: only a regular file
+// of at most kMaxCacheFileBytes is read. The open never blocks (a FIFO would hang a plain open)
+// and the type is checked on the opened file itself (a symlink to /dev/zero is a device).
+std::optional<std::string> read_small_regular_file(const std::string& path) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) return std::nullopt;
+    std::optional<std::string> text;
+    struct stat st {};
+    if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size <= kMaxCacheFileBytes) {
+        std::string buf(static_cast<size_t>(st.st_size) + 1, '\0');
+        size_t got = 0;
+        for (;;) {
+            const ssize_t n = ::read(fd, buf.data() + got, buf.size() - got);
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0) break;
+            got += static_cast<size_t>(n);
+            if (got == buf.size()) break; // grew while we read: too big now
+        }
+        if (got < buf.size()) {
+            buf.resize(got);
+            text = std::move(buf);
+        }
+    }
+    ::close(fd);
+    return text;
+}
+
 bool read_cache(const std::string& path, std::vector<Opt>& opts) {
-    std::ifstream in(path);
-    if (!in) return false;
-    std::stringstream ss;
-    ss << in.rdbuf();
-    const std::string text = ss.str();
+    const std::optional<std::string> file = read_small_regular_file(path);
+    if (!file) return false;
+    const std::string& text = *file;
     const std::string head = std::string(kCacheVersion) + "\n";
     const std::string tail = "end\n";
     if (text.size() < head.size() + tail.size() || text.compare(0, head.size(), head) != 0 ||
@@ -580,10 +612,7 @@ std::string beam_cache_key(const UOp& ast, const DeviceLimits& limits, int width
 }
 
 std::string beam_cache_dir() {
-    auto env = [](const char* n) -> std::string {
-        const char* e = std::getenv(n);
-        return e != nullptr ? e : "";
-    };
+    auto env = [](const char* n) { return env::get_string(n); };
     if (std::string d = env("TEMPURA_CACHE_DIR"); !d.empty()) return d;
     if (std::string d = env("XDG_CACHE_HOME"); !d.empty()) return d + "/tempura";
     if (std::string d = env("HOME"); !d.empty()) return d + "/.cache/tempura";
@@ -627,10 +656,8 @@ std::vector<Opt> beam_search(const std::string& name, const UOp& ast, const Devi
 std::vector<Opt> beam_or_heuristic(const std::string& name, const UOp& ast,
                                    const DeviceLimits& limits) {
     if (noopt_requested()) return {};
-    if (const char* e = std::getenv("TEMPURA_BEAM"); e != nullptr) {
-        const int w = std::atoi(e);
-        if (w >= 1) return beam_search(name, ast, limits, w);
-    }
+    if (const int64_t w = env::get_int("TEMPURA_BEAM", 0, 0, 1024); w >= 1)
+        return beam_search(name, ast, limits, static_cast<int>(w));
     return heuristic_opts(prepare_for_opts(ast), limits);
 }
 

@@ -10,6 +10,7 @@
 #include "tempura/error.hpp"
 #include "tempura/runtime/cpu.hpp"
 #include "tempura/runtime/thread_pool.hpp"
+#include "tempura/support/env.hpp"
 #include "tempura/symbolic/simplify.hpp"
 
 namespace tempura::codegen {
@@ -55,10 +56,7 @@ DeviceLimits host_limits() {
     return lim;
 }
 
-bool noopt_requested() {
-    const char* e = std::getenv("TEMPURA_NOOPT");
-    return e != nullptr && std::strcmp(e, "0") != 0 && e[0] != '\0';
-}
+bool noopt_requested() { return env::get_flag("TEMPURA_NOOPT"); }
 
 namespace {
 

@@ -10,16 +10,14 @@
 
 #include "tempura/error.hpp"
 #include "tempura/rewrite/graph_rewrite.hpp"
+#include "tempura/support/env.hpp"
 #include "tempura/symbolic/simplify.hpp"
 
 namespace tempura::codegen {
 
 namespace {
 
-int debug_level() {
-    const char* e = std::getenv("TEMPURA_DEBUG");
-    return e ? std::atoi(e) : 0;
-}
+using env::debug_level;
 
 } // namespace
 
@@ -440,7 +438,16 @@ std::vector<UOp> lower_kernel(const std::string& name, const UOp& ast) {
     return program;
 }
 
-UOp prepare_for_opts(const UOp& ast) { return simplify_ranges(decompose(symbolic(ast))); }
+UOp prepare_for_opts(const UOp& ast) {
+    // realize() asks for the same kernel's prepared AST several times in a row (the opts
+    // heuristics or BEAM's cache key and search, then lowering): the last answer is kept per
+    // thread, so a large kernel is simplified once.
+    thread_local std::pair<UOp, UOp> last;
+    if (!last.first.is_null() && last.first.same(ast)) return last.second;
+    UOp prepared = simplify_ranges(decompose(symbolic(ast)));
+    last = {ast, prepared};
+    return prepared;
+}
 
 LoweredKernel lower_kernel_opt(const std::string& name, const UOp& ast, const DeviceLimits& limits,
                                const std::vector<Opt>* opts) {

@@ -8,6 +8,7 @@
 #include "tempura/runtime/cpu.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <chrono>
 #include <cstring>
@@ -29,15 +30,17 @@
 #include <llvm/TargetParser/Host.h>
 
 #include "tempura/error.hpp"
+#include "tempura/support/lru_cache.hpp"
 #include "llvm/render.hpp"
 
 namespace tempura::runtime {
 
 CompiledKernel::CompiledKernel(std::string name, std::string symbol, std::string source,
                                double compile_ms, EntryFn entry, size_t buffer_count,
-                               size_t var_count)
+                               size_t var_count, std::shared_ptr<const void> code)
     : name_(std::move(name)), symbol_(std::move(symbol)), source_(std::move(source)),
-      compile_ms_(compile_ms), entry_(entry), buffer_count_(buffer_count), var_count_(var_count) {}
+      compile_ms_(compile_ms), entry_(entry), buffer_count_(buffer_count), var_count_(var_count),
+      code_(std::move(code)) {}
 
 CompiledKernel::~CompiledKernel() = default;
 
@@ -54,6 +57,7 @@ struct Jit {
     std::mutex mu; // serializes compiles: `tm` and the JIT's compiler are not shared safely
     std::string session_error; // what the JIT reported during the current compile (under `mu`)
     uint64_t next_id = 0;
+    std::atomic<size_t> live_modules{0};
 };
 
 Jit* make_jit() {
@@ -122,7 +126,7 @@ std::string sanitize(const std::string& name) {
 std::shared_ptr<const CompiledKernel> compile_uncached(const std::string& name,
                                                        const std::vector<UOp>& linear) {
     Jit& j = jit();
-    std::lock_guard<std::mutex> lock(j.mu);
+    std::unique_lock<std::mutex> lock(j.mu);
     const auto t0 = std::chrono::steady_clock::now();
     const std::string symbol = "tempura_" + sanitize(name) + "_" + std::to_string(j.next_id++);
 
@@ -135,6 +139,11 @@ std::shared_ptr<const CompiledKernel> compile_uncached(const std::string& name,
     llvm::Function* fn = llvm_backend::render_kernel(*mod, symbol, name, linear, info);
     fn->addFnAttr("target-cpu", j.cpu);
     fn->addFnAttr("target-features", j.features);
+    // Intel's tuning (Sapphire Rapids and others) asks LLVM's vectorizers for 256-bit vectors
+    // even with AVX-512; the expander already writes 512-bit ones on such hosts, so LLVM's own
+    // vectorizer is told the same width, and a kernel compiles alike on AMD and Intel hosts.
+    if (j.features.find("+avx512f") != std::string::npos)
+        fn->addFnAttr("prefer-vector-width", "512");
 
     std::string problems;
     llvm::raw_string_ostream ps(problems);
@@ -151,28 +160,47 @@ std::shared_ptr<const CompiledKernel> compile_uncached(const std::string& name,
     os.flush();
 
     llvm::orc::ThreadSafeModule tsm(std::move(mod), llvm::orc::ThreadSafeContext(std::move(ctx)));
-    if (auto e = j.lljit->addIRModule(std::move(tsm)))
+    // One resource tracker per kernel: removing it frees the kernel's machine code, which the
+    // owner handle below does when the last CompiledKernel sharing the code goes away.
+    llvm::orc::ResourceTrackerSP rt = j.lljit->getMainJITDylib().createResourceTracker();
+    if (auto e = j.lljit->addIRModule(rt, std::move(tsm))) {
+        llvm::consumeError(rt->remove());
         fail("cpu",
              "kernel '" + name + "': the JIT rejected the module: " + to_string(std::move(e)));
+    }
     j.session_error.clear();
     auto addr = j.lljit->lookup(symbol); // machine code is generated here
-    if (!addr)
-        fail("cpu", "kernel '" + name +
-                        "': JIT compilation failed: " + to_string(addr.takeError()) +
+    if (!addr) {
+        const std::string why = to_string(addr.takeError());
+        llvm::consumeError(rt->remove());
+        fail("cpu", "kernel '" + name + "': JIT compilation failed: " + why +
                         (j.session_error.empty() ? "" : " (" + j.session_error + ")"));
+    }
+    // The handle's deleter takes the JIT lock: nothing below may hold it.
+    lock.unlock();
+    j.live_modules.fetch_add(1, std::memory_order_relaxed);
+    std::shared_ptr<const void> code(new llvm::orc::ResourceTrackerSP(rt), [](const void* p) {
+        auto* tracker = static_cast<const llvm::orc::ResourceTrackerSP*>(p);
+        Jit& jj = jit();
+        {
+            std::lock_guard<std::mutex> l(jj.mu);
+            llvm::consumeError((*tracker)->remove());
+        }
+        jj.live_modules.fetch_sub(1, std::memory_order_relaxed);
+        delete tracker;
+    });
     const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    return std::make_shared<const CompiledKernel>(name, symbol, std::move(source), ms,
-                                                  addr->toPtr<CompiledKernel::EntryFn>(),
-                                                  info.buffer_count, info.var_count);
+    return std::make_shared<const CompiledKernel>(
+        name, symbol, std::move(source), ms, addr->toPtr<CompiledKernel::EntryFn>(),
+        info.buffer_count, info.var_count, std::move(code));
 }
 
 // ---- the kernel cache -------------------------------------------------------------------------
 
 struct Cache {
-    std::mutex mu;
-    std::unordered_map<std::string, std::shared_ptr<const CompiledKernel>> kernels;
-    CpuCacheStats stats;
+    LruCache<std::shared_ptr<const CompiledKernel>> kernels;
+    std::atomic<size_t> hits{0}, misses{0};
 };
 Cache& cache() {
     static Cache* c = new Cache(); // outlives every static that might still run kernels at exit
@@ -184,7 +212,8 @@ std::shared_ptr<const CompiledKernel> renamed(const std::shared_ptr<const Compil
                                               const std::string& name) {
     if (k->name() == name) return k;
     return std::make_shared<const CompiledKernel>(name, k->symbol(), k->source(), k->compile_ms(),
-                                                  k->entry(), k->buffer_count(), k->var_count());
+                                                  k->entry(), k->buffer_count(), k->var_count(),
+                                                  k->code());
 }
 
 } // namespace
@@ -193,27 +222,27 @@ std::shared_ptr<const CompiledKernel> compile_cpu_kernel(const std::string& name
                                                          const std::vector<UOp>& linear) {
     std::string key = structure_key(linear, "cpu");
     Cache& c = cache();
-    {
-        std::lock_guard<std::mutex> lock(c.mu);
-        if (auto it = c.kernels.find(key); it != c.kernels.end()) {
-            ++c.stats.hits;
-            return renamed(it->second, name);
-        }
+    if (auto hit = c.kernels.find(key)) {
+        ++c.hits;
+        return renamed(*hit, name);
     }
     // Compiles run outside the cache lock (they serialize on the JIT's own lock); two threads
     // racing on one new program both compile, and the first to finish is kept.
     auto k = compile_uncached(name, linear);
-    std::lock_guard<std::mutex> lock(c.mu);
-    ++c.stats.misses;
-    auto [it, inserted] = c.kernels.emplace(std::move(key), k);
-    return inserted ? k : renamed(it->second, name);
+    ++c.misses;
+    // What an entry costs: its key and IR text, and about as much again of machine code.
+    const size_t bytes = key.size() + 2 * k->source().size() + 1024;
+    return renamed(c.kernels.insert(key, k, bytes), name);
 }
 
 CpuCacheStats cpu_kernel_cache_stats() {
     Cache& c = cache();
-    std::lock_guard<std::mutex> lock(c.mu);
-    return c.stats;
+    const LruStats s = c.kernels.stats();
+    return CpuCacheStats{c.hits.load(), c.misses.load(), s.entries,
+                         s.bytes,       s.evictions,     jit().live_modules.load()};
 }
+
+void clear_cpu_kernel_cache() { cache().kernels.clear(); }
 
 std::string host_cpu_name() { return jit().cpu; }
 std::string host_cpu_features() { return jit().features; }

@@ -528,8 +528,16 @@ class Renderer {
         }
         if (from.is_int() && to.is_float())
             return from.is_unsigned() ? b_.CreateUIToFP(x, ty) : b_.CreateSIToFP(x, ty);
-        if (from.is_float() && to.is_int())
-            return to.is_unsigned() ? b_.CreateFPToUI(x, ty) : b_.CreateFPToSI(x, ty);
+        if (from.is_float() && to.is_int()) {
+            // Saturating, NaN -> 0 (tempura/ir/scalar.hpp): plain fptosi of an out-of-range
+            // value is poison, which LLVM folds into a dropped store. Half and bfloat widen
+            // to float first (exactly): LLVM 19 lowers fptosi.sat from half with AVX512-FP16's
+            // vcvtph2w, which turns NaN into INT16_MIN.
+            if (from.bits() < 32) x = b_.CreateFPExt(x, lanes(b_.getFloatTy(), to, u));
+            return b_.CreateIntrinsic(to.is_unsigned() ? llvm::Intrinsic::fptoui_sat
+                                                       : llvm::Intrinsic::fptosi_sat,
+                                      {ty, x->getType()}, {x});
+        }
         if (from.is_float() && to.is_float()) {
             if (x->getType() == ty) return x;
             // half <-> bfloat go through float. double -> bfloat too: the runtime has no

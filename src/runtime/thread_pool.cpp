@@ -10,16 +10,25 @@
 #include <thread>
 #include <vector>
 
+#include "tempura/support/env.hpp"
+
 namespace tempura::runtime {
 
 size_t thread_count() {
     static const size_t n = [] {
-        if (const char* e = std::getenv("TEMPURA_THREADS")) {
-            const long v = std::atol(e);
-            if (v >= 1) return static_cast<size_t>(v);
-        }
         const unsigned h = std::thread::hardware_concurrency();
-        return static_cast<size_t>(h == 0 ? 1 : h);
+        const int64_t hw = h == 0 ? 1 : static_cast<int64_t>(h);
+        const int64_t v = env::get_int("TEMPURA_THREADS", hw, 1, INT64_MAX);
+        // More workers than a few per hardware thread only slow kernels down, and a huge count
+        // (TEMPURA_THREADS=100000) would exhaust the user's process limit.
+        const int64_t cap = kMaxThreadsPerHardwareThread * hw;
+        if (v > cap) {
+            env::warn_once("TEMPURA_THREADS=" + std::to_string(v) + " is more than " +
+                           std::to_string(kMaxThreadsPerHardwareThread) + " x the " +
+                           std::to_string(hw) + " hardware threads; using " + std::to_string(cap));
+            return static_cast<size_t>(cap);
+        }
+        return static_cast<size_t>(v);
     }();
     return n;
 }

@@ -19,19 +19,14 @@
 #include "tempura/runtime/cpu.hpp"
 #include "tempura/runtime/thread_pool.hpp"
 #include "tempura/schedule/schedule.hpp"
-#include "tempura/tensor/graph.hpp"
+#include "tempura/support/env.hpp"
+#include "tempura/support/lru_cache.hpp"
 
 namespace tempura {
 
 namespace {
 
-int debug_level() {
-    static const int level = [] {
-        const char* e = std::getenv("TEMPURA_DEBUG");
-        return e ? std::atoi(e) : 0;
-    }();
-    return level;
-}
+using env::debug_level;
 
 // A buffer a plan step reads or writes: an input of the graph or a plan-allocated output.
 struct Slot {
@@ -96,7 +91,7 @@ Plan build_plan(const UOp& root, const std::vector<UOp>& inputs) {
     for (size_t i = 0; i < inputs.size(); ++i) slot_of.emplace(inputs[i], Slot{true, i});
     UOpMap<size_t> step_of_output;
     for (const ScheduledKernel& k : schedule_graph(root)) {
-        const Shape shape = tensor_shape(k.output);
+        const Shape& shape = k.output.shape();
         const Slot out{false, plan.outputs.size()};
         plan.outputs.emplace_back(k.output.dtype(), numel(shape));
         slot_of.emplace(k.output, out);
@@ -204,13 +199,30 @@ void run_plan(const Plan& plan, const std::vector<std::shared_ptr<runtime::Buffe
     }
 }
 
-std::mutex g_plans_mu;
-std::unordered_map<std::string, std::shared_ptr<const Plan>>& plans() {
-    static auto* p = new std::unordered_map<std::string, std::shared_ptr<const Plan>>;
+LruCache<std::shared_ptr<const Plan>>& plans() {
+    static auto* p = new LruCache<std::shared_ptr<const Plan>>; // outlives static destructors
     return *p;
 }
 
+// What a cached plan costs: its key, the kernels' texts it shows (KernelInfo), and its steps.
+size_t plan_bytes(const std::string& key, const Plan& plan) {
+    size_t n = key.size() + sizeof(Plan) + plan.steps.size() * (sizeof(Step) + 64);
+    for (const KernelInfo& k : *plan.kernels)
+        n += sizeof(KernelInfo) + k.name.size() + k.backend.size() + k.source.size();
+    return n;
+}
+
 } // namespace
+
+void clear_caches() {
+    plans().clear();
+    runtime::clear_cpu_kernel_cache();
+}
+
+PlanCacheStats plan_cache_stats() {
+    const LruStats s = plans().stats();
+    return PlanCacheStats{s.entries, s.bytes, s.evictions};
+}
 
 RealizeResult realize_graph(const UOp& root) {
     RealizeResult result;
@@ -222,14 +234,10 @@ RealizeResult realize_graph(const UOp& root) {
     std::vector<UOp> input_nodes;
     std::string key = plan_key(topo, input_nodes);
     std::shared_ptr<const Plan> plan;
-    {
-        std::lock_guard<std::mutex> l(g_plans_mu);
-        if (auto it = plans().find(key); it != plans().end()) plan = it->second;
-    }
+    if (auto hit = plans().find(key)) plan = std::move(*hit);
     if (!plan) {
-        plan = std::make_shared<const Plan>(build_plan(root, input_nodes));
-        std::lock_guard<std::mutex> l(g_plans_mu);
-        plans().emplace(std::move(key), plan);
+        auto built = std::make_shared<const Plan>(build_plan(root, input_nodes));
+        plan = plans().insert(key, built, plan_bytes(key, *built));
     }
     std::vector<std::shared_ptr<runtime::Buffer>> inputs, outputs;
     inputs.reserve(input_nodes.size());

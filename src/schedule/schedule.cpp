@@ -2,13 +2,13 @@
 #include "tempura/schedule/schedule.hpp"
 
 #include <map>
+#include <optional>
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "tempura/codegen/stages.hpp"
 #include "tempura/error.hpp"
-#include "tempura/tensor/graph.hpp"
 
 namespace tempura {
 
@@ -16,25 +16,13 @@ std::vector<ScheduledKernel> schedule_rewritten(const UOp& root);
 
 namespace {
 
-// Shapes of every node of the graph, computed once.
-UOpMap<Shape> all_shapes(const UOp& root) {
-    UOpMap<Shape> shapes;
-    for (const UOp& u : root.toposort()) {
-        std::vector<const Shape*> srcs;
-        srcs.reserve(u.srcs().size());
-        for (const UOp& s : u.srcs()) srcs.push_back(&shapes.at(s));
-        shapes.emplace(u, node_shape(u, srcs));
-    }
-    return shapes;
-}
-
 bool grows(const Shape& in, const Shape& out) {
     for (size_t d = 0; d < in.size() && d < out.size(); ++d)
         if (in[d] == 1 && out[d] != 1) return true;
     return false;
 }
 
-std::vector<UOp> find_materialized(const UOp& root, const UOpMap<Shape>& shapes) {
+std::vector<UOp> find_materialized(const UOp& root) {
     // A REDUCE_AXIS that two kernels would each recompute (a matmul's logits read by softmax's
     // max, sum and output kernels) is materialized too: found by counting which kernels reach
     // each inlined reduce, then repeated until no reduce is shared.
@@ -69,8 +57,7 @@ std::vector<UOp> find_materialized(const UOp& root, const UOpMap<Shape>& shapes)
                     }
                 }
                 if (n.op() == Op::Buffer) continue;
-                bool e =
-                    expanded || (n.op() == Op::Expand && grows(shapes.at(n.src(0)), shapes.at(n)));
+                bool e = expanded || (n.op() == Op::Expand && grows(n.src(0).shape(), n.shape()));
                 for (const UOp& s : n.srcs()) stack.emplace_back(s, e);
             }
         }
@@ -99,13 +86,20 @@ UOp linear_index(const std::vector<UOp>& idx, const Shape& shape) {
 }
 
 struct Rangeifier {
-    const UOpMap<Shape>& shapes;
     std::unordered_set<const UOpNode*> materialized;
     UOp output;
     std::vector<UOp>& params;
     UOpMap<UOp> param_of; // tensor node -> PARAM
     int64_t next_axis = 0;
-    std::map<std::vector<const UOpNode*>, UOp> memo;
+    struct KeyHash {
+        size_t operator()(const std::vector<const UOpNode*>& k) const {
+            size_t h = k.size();
+            for (const UOpNode* p : k)
+                h = (h ^ reinterpret_cast<uintptr_t>(p)) * 0x9e3779b97f4a7c15ULL + (h >> 29);
+            return h;
+        }
+    };
+    std::unordered_map<std::vector<const UOpNode*>, UOp, KeyHash> memo;
     std::vector<UOp> keep; // keeps memo keys alive
 
     UOp param(const UOp& node, DType dt, int64_t numel) {
@@ -118,7 +112,7 @@ struct Rangeifier {
     }
 
     UOp load(const UOp& node, const std::vector<UOp>& idx, const UOp& gate) {
-        const Shape& shape = shapes.at(node);
+        const Shape& shape = node.shape();
         UOp p = param(node, node.dtype(), numel(shape));
         UOp index = UOp::make(Op::Index, p.dtype(), {p, linear_index(idx, shape)});
         if (gate.is_null()) return UOp::make(Op::Load, node.dtype(), {index});
@@ -127,27 +121,109 @@ struct Rangeifier {
         return UOp::make(Op::Load, node.dtype(), {index, gate, alt});
     }
 
-    UOp lower(const UOp& node, const std::vector<UOp>& idx, const UOp& gate) {
-        std::vector<const UOpNode*> key{node.get(), gate.get()};
-        for (const UOp& i : idx) key.push_back(i.get());
-        if (auto it = memo.find(key); it != memo.end()) return it->second;
-        UOp r = lower_uncached(node, idx, gate);
-        keep.push_back(gate.is_null() ? node : gate);
-        for (const UOp& i : idx) keep.push_back(i);
-        memo.emplace(std::move(key), r);
-        return r;
+    // One step of lowering `node` at `idx` under `gate`. Movement ops and other pass-throughs
+    // continue with their source (Step::next); PAD, REDUCE_AXIS and ALU ops first need lowered
+    // sources and finish in `combine`. No recursion: a 100,000-deep chain is a long loop.
+    struct Task {
+        Task(UOp n, std::vector<UOp> i, UOp g)
+            : node(std::move(n)), idx(std::move(i)), gate(std::move(g)) {}
+        UOp node;
+        std::vector<UOp> idx;
+        UOp gate;
+        std::vector<std::vector<const UOpNode*>> keys; // memo entries this task's value answers
+        enum Kind : uint8_t { Eval, Alu, Pad, Reduce } kind = Eval;
+        std::vector<UOp> srcs;    // ALU: the sources lowered so far
+        std::vector<UOp> src_idx; // PAD, REDUCE_AXIS: the index of the source
+        UOp valid, zero;          // PAD: the validity condition and the padding value
+        std::vector<UOp> ranges;
+    };
+
+    UOp lower(const UOp& root, const std::vector<UOp>& root_idx, const UOp& root_gate) {
+        std::vector<Task> stack;
+        stack.emplace_back(root, root_idx, root_gate);
+        UOp value; // the value of the task just finished
+        for (;;) {
+            Task& t = stack.back();
+            bool finished = false;
+            if (t.kind == Task::Eval) {
+                std::vector<const UOpNode*> key{t.node.get(), t.gate.get()};
+                for (const UOp& i : t.idx) key.push_back(i.get());
+                if (auto it = memo.find(key); it != memo.end()) {
+                    value = it->second;
+                    finished = true;
+                } else {
+                    keep.push_back(t.node);
+                    if (!t.gate.is_null()) keep.push_back(t.gate);
+                    for (const UOp& i : t.idx) keep.push_back(i);
+                    t.keys.push_back(std::move(key));
+                    std::optional<UOp> done = step(t);
+                    if (done) {
+                        value = std::move(*done);
+                        finished = true;
+                    } else if (t.kind != Task::Eval) {
+                        // Lower the first source the combination needs: an ALU op's sources
+                        // at its own index, PAD's and REDUCE_AXIS's at the index step() made.
+                        Task child(t.node.src(0), t.idx, t.gate);
+                        if (t.kind != Task::Alu) child.idx = std::move(t.src_idx);
+                        if (t.kind == Task::Pad)
+                            child.gate = t.gate.is_null() ? t.valid : t.gate & t.valid;
+                        stack.push_back(std::move(child));
+                    }
+                    // else: step() turned t into its source's task; go on with it.
+                }
+            }
+            while (finished) {
+                for (auto& k : stack.back().keys) memo.emplace(std::move(k), value);
+                stack.pop_back();
+                if (stack.empty()) return value;
+                Task& parent = stack.back();
+                switch (parent.kind) {
+                case Task::Pad:
+                    value = UOp::alu(Op::Where, {parent.valid, value, parent.zero});
+                    break;
+                case Task::Reduce: {
+                    std::vector<UOp> srcs{value};
+                    srcs.insert(srcs.end(), parent.ranges.begin(), parent.ranges.end());
+                    value = UOp::make(Op::Reduce, parent.node.dtype(), std::move(srcs),
+                                      parent.node.arg_as<ReduceArg>().op);
+                    break;
+                }
+                case Task::Alu:
+                    parent.srcs.push_back(value);
+                    if (parent.srcs.size() < parent.node.srcs().size()) {
+                        stack.emplace_back(parent.node.src(parent.srcs.size()), parent.idx,
+                                           parent.gate);
+                        finished = false;
+                        continue;
+                    }
+                    value = UOp::make(parent.node.op(), parent.node.dtype(), parent.srcs);
+                    break;
+                case Task::Eval: break; // not reached: an Eval task has no child pending
+                }
+            }
+        }
     }
 
-    UOp lower_uncached(const UOp& node, const std::vector<UOp>& idx, const UOp& gate) {
+    // Lowers t.node one step: its value, or nullopt after either turning t into its source's
+    // task (a pass-through: t.node and t.idx replaced) or setting t.kind to the combination it
+    // needs, with the source's index in t.src_idx (PAD, REDUCE_AXIS).
+    std::optional<UOp> step(Task& t) {
+        const UOp node = t.node;
+        const std::vector<UOp>& idx = t.idx;
         if (node.op() == Op::Buffer || (!node.same(output) && materialized.count(node.get())))
-            return load(node, idx, gate);
-        const Shape& out = shapes.at(node);
+            return load(node, idx, t.gate);
+        const Shape& out = node.shape();
+        auto pass = [&](std::vector<UOp> in_idx) -> std::optional<UOp> {
+            t.node = node.src(0);
+            t.idx = std::move(in_idx);
+            return std::nullopt;
+        };
         switch (node.op()) {
         case Op::Const: return node;
-        case Op::Contiguous: return lower(node.src(0), idx, gate);
+        case Op::Contiguous: return pass(idx);
         case Op::Reshape: {
-            const Shape& in = shapes.at(node.src(0));
-            if (in == out) return lower(node.src(0), idx, gate);
+            const Shape& in = node.src(0).shape();
+            if (in == out) return pass(idx);
             // Flatten over the new shape, unflatten over the old; symbolic folds the div/mod.
             UOp lin = linear_index(idx, out);
             std::vector<UOp> in_idx(in.size());
@@ -159,38 +235,38 @@ struct Rangeifier {
                     in_idx[d] = (stride == 1 ? lin : lin / stride) % in[d];
                 stride *= in[d];
             }
-            return lower(node.src(0), in_idx, gate);
+            return pass(std::move(in_idx));
         }
         case Op::Expand: {
-            const Shape& in = shapes.at(node.src(0));
+            const Shape& in = node.src(0).shape();
             std::vector<UOp> in_idx(idx);
             for (size_t d = 0; d < in.size(); ++d)
                 if (in[d] == 1) in_idx[d] = idx_const(0);
-            return lower(node.src(0), in_idx, gate);
+            return pass(std::move(in_idx));
         }
         case Op::Permute: {
             const auto& perm = node.arg_as<std::vector<int64_t>>();
             std::vector<UOp> in_idx(idx.size());
             for (size_t i = 0; i < perm.size(); ++i) in_idx[static_cast<size_t>(perm[i])] = idx[i];
-            return lower(node.src(0), in_idx, gate);
+            return pass(std::move(in_idx));
         }
         case Op::Shrink: {
             const auto& b = node.arg_as<std::vector<int64_t>>();
             std::vector<UOp> in_idx(idx.size());
             for (size_t d = 0; d < idx.size(); ++d)
                 in_idx[d] = b[2 * d] == 0 ? idx[d] : idx[d] + b[2 * d];
-            return lower(node.src(0), in_idx, gate);
+            return pass(std::move(in_idx));
         }
         case Op::Flip: {
             const auto& f = node.arg_as<std::vector<int64_t>>();
             std::vector<UOp> in_idx(idx);
             for (size_t d = 0; d < idx.size(); ++d)
                 if (f[d] != 0) in_idx[d] = (out[d] - 1) - idx[d];
-            return lower(node.src(0), in_idx, gate);
+            return pass(std::move(in_idx));
         }
         case Op::Pad: {
             const auto& p = node.arg_as<std::vector<int64_t>>();
-            const Shape& in = shapes.at(node.src(0));
+            const Shape& in = node.src(0).shape();
             std::vector<UOp> in_idx(idx.size());
             UOp valid;
             for (size_t d = 0; d < idx.size(); ++d) {
@@ -200,16 +276,17 @@ struct Rangeifier {
                 if (b > 0) conj(b - 1 < idx[d]);
                 if (e > 0) conj(idx[d] < b + in[d]);
             }
-            if (valid.is_null()) return lower(node.src(0), in_idx, gate);
-            UOp g = gate.is_null() ? valid : gate & valid;
-            UOp v = lower(node.src(0), in_idx, g);
-            UOp zero = node.dtype().is_float() ? UOp::constant_f(node.dtype(), 0.0)
-                                               : UOp::constant(node.dtype(), 0);
-            return UOp::alu(Op::Where, {valid, v, zero});
+            if (valid.is_null()) return pass(std::move(in_idx));
+            t.kind = Task::Pad;
+            t.valid = valid;
+            t.zero = node.dtype().is_float() ? UOp::constant_f(node.dtype(), 0.0)
+                                             : UOp::constant(node.dtype(), 0);
+            t.src_idx = std::move(in_idx);
+            return std::nullopt;
         }
         case Op::ReduceAxis: {
             const auto& ra = node.arg_as<ReduceArg>();
-            const Shape& in = shapes.at(node.src(0));
+            const Shape& in = node.src(0).shape();
             std::vector<UOp> in_idx(idx);
             std::vector<UOp> ranges;
             for (int64_t a : ra.axes) {
@@ -224,19 +301,19 @@ struct Rangeifier {
                 in_idx[d] = r;
                 ranges.push_back(r);
             }
-            UOp v = lower(node.src(0), in_idx, gate);
-            if (ranges.empty()) return v;
-            std::vector<UOp> srcs{v};
-            srcs.insert(srcs.end(), ranges.begin(), ranges.end());
-            return UOp::make(Op::Reduce, node.dtype(), std::move(srcs), ra.op);
+            if (ranges.empty()) return pass(std::move(in_idx));
+            t.kind = Task::Reduce;
+            t.ranges = std::move(ranges);
+            t.src_idx = std::move(in_idx);
+            return std::nullopt;
         }
         default: break;
         }
         if (is_alu(node.op())) {
-            std::vector<UOp> srcs;
-            srcs.reserve(node.srcs().size());
-            for (const UOp& s : node.srcs()) srcs.push_back(lower(s, idx, gate));
-            return UOp::make(node.op(), node.dtype(), std::move(srcs));
+            t.kind = Task::Alu;
+            t.srcs.clear();
+            t.srcs.reserve(node.srcs().size());
+            return std::nullopt;
         }
         fail("rangeify", "cannot rangeify a " + std::string(op_name(node.op())) + " node");
     }
@@ -266,10 +343,9 @@ std::string kernel_name(const UOp& ast, const Shape& out) {
 } // namespace
 
 UOp rangeify(const UOp& output, const std::vector<UOp>& materialized, std::vector<UOp>& params) {
-    const UOpMap<Shape> shapes = all_shapes(output);
-    Rangeifier r{shapes, {}, output, params, {}, 0, {}, {}};
+    Rangeifier r{{}, output, params, {}, 0, {}, {}};
     for (const UOp& m : materialized) r.materialized.insert(m.get());
-    const Shape& out = shapes.at(output);
+    const Shape& out = output.shape();
     params.clear();
     UOp p0 = r.param(output, output.dtype(), numel(out));
     std::vector<UOp> idx(out.size()), ranges;
@@ -291,9 +367,7 @@ UOp rangeify(const UOp& output, const std::vector<UOp>& materialized, std::vecto
     return UOp::sink({UOp::make(Op::End, DType::Void, std::move(end_srcs))});
 }
 
-std::vector<UOp> materialization_points(const UOp& root) {
-    return find_materialized(root, all_shapes(root));
-}
+std::vector<UOp> materialization_points(const UOp& root) { return find_materialized(root); }
 
 namespace {
 
@@ -302,10 +376,9 @@ namespace {
 // reduces the m (and the other reduced axes) into g partial results, a second reduces those.
 UOp split_reduces(const UOp& root) {
     constexpr int64_t kMinReduce = int64_t{1} << 16, kMaxOutputs = 16, kGroups = 256;
-    const UOpMap<Shape> shapes = all_shapes(root);
     return rebuild_graph(root, [&](const UOp& u, std::vector<UOp> srcs) {
         if (u.op() != Op::ReduceAxis) return with_srcs(u, std::move(srcs));
-        const Shape& in = shapes.at(u.src(0));
+        const Shape& in = u.src(0).shape();
         const auto& ra = u.arg_as<ReduceArg>();
         int64_t red = 1;
         for (int64_t a : ra.axes) red *= in[static_cast<size_t>(a)];
@@ -340,7 +413,7 @@ UOp split_reduces(const UOp& root) {
                                    {UOp::make(Op::ReduceAxis, dt, {x}, ReduceArg{ra.op, axes})});
         const UOp total =
             UOp::make(Op::ReduceAxis, dt, {part}, ReduceArg{ra.op, std::vector<int64_t>{d}});
-        return UOp::make(Op::Reshape, dt, {total}, shapes.at(u));
+        return UOp::make(Op::Reshape, dt, {total}, u.shape());
     });
 }
 
@@ -360,8 +433,7 @@ std::vector<ScheduledKernel> schedule_graph(const UOp& original_root) {
 }
 
 std::vector<ScheduledKernel> schedule_rewritten(const UOp& root) {
-    const UOpMap<Shape> shapes = all_shapes(root);
-    std::vector<UOp> mat = find_materialized(root, shapes);
+    std::vector<UOp> mat = find_materialized(root);
     std::unordered_set<const UOpNode*> is_mat;
     for (const UOp& m : mat) is_mat.insert(m.get());
     std::vector<ScheduledKernel> out;
@@ -370,14 +442,14 @@ std::vector<ScheduledKernel> schedule_rewritten(const UOp& root) {
         if (!is_mat.count(u.get()) || u.op() == Op::Buffer) continue;
         ScheduledKernel k;
         k.output = u;
-        if (numel(shapes.at(u)) == 0) {
+        if (numel(u.shape()) == 0) {
             k.params = {u};
             k.name = "empty";
             out.push_back(std::move(k)); // nothing to compute; the buffer is empty
             continue;
         }
         k.ast = rangeify(u, mat, k.params);
-        k.name = kernel_name(k.ast, shapes.at(u));
+        k.name = kernel_name(k.ast, u.shape());
         out.push_back(std::move(k));
     }
     return out;

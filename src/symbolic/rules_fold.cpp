@@ -1,6 +1,7 @@
 // Symbolic rule groups, part 1: constant folding, bounds, identities, where, max, booleans.
 // Each group reads as the algebra it states; escape-hatch code only where a rule needs a loop.
 #include "symbolic/linear.hpp"
+#include "tempura/ir/scalar.hpp"
 #include "tempura/pattern/table.hpp"
 #include "tempura/symbolic/eval.hpp"
 #include "tempura/symbolic/simplify.hpp"
@@ -29,9 +30,10 @@ std::optional<UOp> fold_constants(const UOp& u) {
             return UOp::constant_f(u.dtype(), v);
         }
         if (std::holds_alternative<double>(s.arg())) {
-            double v = std::get<double>(s.arg());
-            if (!(v > -9.2e18 && v < 9.2e18)) return std::nullopt; // undefined in C
-            return UOp::constant(u.dtype(), static_cast<int64_t>(v));
+            const double v = std::get<double>(s.arg());
+            if (u.dtype().is_bool()) return UOp::boolean(v != 0.0); // NaN is true, as in C
+            return UOp::constant(
+                u.dtype(), scalar::float_to_int_sat(v, u.dtype().bits(), u.dtype().is_unsigned()));
         }
         return UOp::constant(u.dtype(), s.const_value());
     }

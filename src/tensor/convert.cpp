@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "tempura/error.hpp"
+#include "tempura/ir/scalar.hpp"
 
 namespace tempura::detail {
 
@@ -85,18 +86,8 @@ double round_float(DType dt, double v) {
 }
 
 int64_t float_to_int(DType dt, double v) {
-    if (std::isnan(v)) return 0;
-    v = std::trunc(v);
-    if (dt.is_bool()) return v != 0.0;
-    if (dt.scalar == Scalar::UInt64) {
-        if (v <= 0) return 0;
-        if (v >= 18446744073709551615.0) return -1; // all ones
-        return static_cast<int64_t>(static_cast<uint64_t>(v));
-    }
-    const auto lo = static_cast<double>(dt.min()), hi = static_cast<double>(dt.max());
-    if (v <= lo) return dt.min();
-    if (v >= hi) return dt.max();
-    return static_cast<int64_t>(v);
+    if (dt.is_bool()) return v != 0.0; // as C: nonzero (NaN included) is true
+    return scalar::float_to_int_sat(v, dt.bits(), dt.is_unsigned());
 }
 
 namespace {

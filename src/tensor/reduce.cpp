@@ -38,6 +38,11 @@ Shape reduce_axes(const std::string& op, const Tensor& x, const Shape& axes) {
 Tensor reduce(const std::string& op, Op rop, const Tensor& x, const Shape& axes_in, bool keepdim) {
     const Shape axes = reduce_axes(op, x, axes_in);
     if (axes.empty()) return x; // a scalar: nothing to reduce
+    // max and min have no identity to give an empty reduction (NumPy and PyTorch raise too).
+    if (rop == Op::Max)
+        for (int64_t a : axes)
+            if (x.shape()[a] == 0)
+                fail(op, "cannot reduce an empty axis of " + shape_str(x.shape()));
     Shape kept = x.shape();
     for (int64_t a : axes) kept[a] = 1;
     Tensor r = TensorAccess::derive(
@@ -88,26 +93,37 @@ Tensor Tensor::mean(Shape axes, bool keepdim) const {
     return reduce("mean", Op::Add, x, axes, keepdim) * detail::scalar_like(x, inv);
 }
 
-Tensor Tensor::argmax(int64_t axis, bool keepdim) const {
-    const int64_t a = normalize_axis("argmax", axis, ndim());
-    const int64_t n = shape_[a];
-    if (n == 0) fail("argmax", "axis " + std::to_string(axis) + " has size 0");
-    const Tensor x = dtype().is_bool() ? cast(DType::Int32) : *this;
-    // The first index where x equals the max: where(x == max, index, n), then min over axis.
-    const Tensor m = reduce("argmax", Op::Max, x, Shape{a}, true);
-    const Tensor is_max = binary("argmax", Op::CmpEq, x, m);
-    Shape index_shape(static_cast<size_t>(ndim()), 1);
+namespace {
+
+// The first index along `axis` where x holds its max: where(x == max, index, n), then the min
+// over the axis. A NaN is the max (MAX propagates it) and equals nothing, so on floats
+// `x != x` marks it: the first NaN's index, as NumPy returns.
+Tensor first_max_index(const std::string& op, const Tensor& x_in, int64_t axis, bool keepdim) {
+    const int64_t a = normalize_axis(op, axis, x_in.ndim());
+    const int64_t n = x_in.shape()[a];
+    if (n == 0) fail(op, "cannot reduce an empty axis of " + shape_str(x_in.shape()));
+    const Tensor x = x_in.dtype().is_bool() ? x_in.cast(DType::Int32) : x_in;
+    const Tensor m = reduce(op, Op::Max, x, Shape{a}, true);
+    Tensor is_max = binary(op, Op::CmpEq, x, m);
+    if (x.dtype().is_float()) is_max = binary(op, Op::Or, is_max, binary(op, Op::CmpNe, x, x));
+    Shape index_shape(static_cast<size_t>(x.ndim()), 1);
     index_shape[a] = n;
     const Tensor index = reshape_node(Tensor::arange(n, DType::Int32), index_shape);
     const Tensor candidates = where(is_max, index, TensorAccess::scalar_int(DType::Int32, n));
-    return reduce_min("argmax", candidates, Shape{a}, keepdim);
+    return reduce_min(op, candidates, Shape{a}, keepdim);
+}
+
+} // namespace
+
+Tensor Tensor::argmax(int64_t axis, bool keepdim) const {
+    return first_max_index("argmax", *this, axis, keepdim);
 }
 
 Tensor Tensor::argmin(int64_t axis, bool keepdim) const {
     (void)normalize_axis("argmin", axis, ndim());
-    if (dtype().is_bool()) return logical_not().argmax(axis, keepdim);
-    if (dtype().is_float()) return (-*this).argmax(axis, keepdim);
-    return bit_not(*this).argmax(axis, keepdim);
+    if (dtype().is_bool()) return first_max_index("argmin", logical_not(), axis, keepdim);
+    if (dtype().is_float()) return first_max_index("argmin", -*this, axis, keepdim);
+    return first_max_index("argmin", bit_not(*this), axis, keepdim);
 }
 
 Tensor Tensor::dot(const Tensor& other) const {
@@ -154,6 +170,7 @@ Tensor Tensor::matmul(const Tensor& other) const { return dot(other); }
 Tensor Tensor::softmax(int64_t axis) const {
     detail::check_float("softmax", *this);
     const int64_t a = normalize_axis("softmax", axis, ndim());
+    if (shape_[a] == 0) return *this; // empty in, empty out: no max to take
     // e / sum(e), e = exp(x - max(x)): the max keeps exp from overflowing.
     const Tensor e = (*this - reduce("softmax", Op::Max, *this, Shape{a}, true)).exp();
     return e / reduce("softmax", Op::Add, e, Shape{a}, true);
@@ -162,6 +179,7 @@ Tensor Tensor::softmax(int64_t axis) const {
 Tensor Tensor::log_softmax(int64_t axis) const {
     detail::check_float("log_softmax", *this);
     const int64_t a = normalize_axis("log_softmax", axis, ndim());
+    if (shape_[a] == 0) return *this; // empty in, empty out: no max to take
     const Tensor s = *this - reduce("log_softmax", Op::Max, *this, Shape{a}, true);
     return s - reduce("log_softmax", Op::Add, s.exp(), Shape{a}, true).log();
 }

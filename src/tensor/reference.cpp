@@ -7,6 +7,7 @@
 
 #include "convert.hpp"
 #include "tempura/error.hpp"
+#include "tempura/ir/scalar.hpp"
 #include "tempura/runtime/buffer.hpp"
 #include "tempura/tensor/graph.hpp"
 
@@ -97,7 +98,7 @@ double float_binary(const UOp& u, Op op, double a, double b) {
     case Op::Fdiv: return a / b;
     case Op::Idiv: return std::trunc(a / b);
     case Op::Mod: return std::fmod(a, b);
-    case Op::Max: return std::isnan(a) || std::isnan(b) ? NAN : (a < b ? b : a);
+    case Op::Max: return scalar::float_maximum(a, b);
     case Op::Pow: return std::pow(a, b);
     case Op::CmpLt: return a < b;
     case Op::CmpNe: return a != b;
@@ -370,15 +371,12 @@ ReferenceArray reference_eval_array(const UOp& root) {
         for (const UOp& s : u.srcs()) ++users[s.get()];
     std::unordered_map<const UOpNode*, Arr> values;
     std::vector<const Arr*> srcs;
-    std::vector<const Shape*> shapes;
     for (const UOp& u : order) {
         srcs.clear();
-        shapes.clear();
         for (const UOp& s : u.srcs()) {
             srcs.push_back(&values.at(s.get()));
-            shapes.push_back(&srcs.back()->shape);
         }
-        const Shape shape = node_shape(u, shapes);
+        const Shape shape = tensor_shape(u);
         Arr v = eval_node(u, srcs, shape);
         for (const UOp& s : u.srcs())
             if (--users[s.get()] == 0) values.erase(s.get());

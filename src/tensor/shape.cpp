@@ -1,4 +1,4 @@
-// Shape helpers: printing, element counts, broadcasting, axis normalization.
+// Shape helpers of the tensor surface: broadcasting, axis normalization.
 #include "tempura/tensor/shape.hpp"
 
 #include <algorithm>
@@ -6,25 +6,6 @@
 #include "tempura/error.hpp"
 
 namespace tempura {
-
-std::string shape_str(const Shape& shape) {
-    std::string s = "[";
-    for (size_t i = 0; i < shape.size(); ++i) {
-        if (i) s += ", ";
-        s += std::to_string(shape[i]);
-    }
-    return s + "]";
-}
-
-int64_t numel(const Shape& shape) {
-    int64_t n = 1;
-    for (int64_t d : shape) {
-        if (d < 0) fail("shape", shape_str(shape) + " has a negative dimension");
-        if (__builtin_mul_overflow(n, d, &n))
-            fail("shape", shape_str(shape) + " has too many elements");
-    }
-    return n;
-}
 
 Shape broadcast_shapes(const Shape& a, const Shape& b) {
     const size_t n = std::max(a.size(), b.size());

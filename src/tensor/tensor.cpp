@@ -352,6 +352,9 @@ Tensor Tensor::tanh() const {
 Tensor Tensor::abs() const {
     check_arith("abs", *this);
     if (dtype().is_unsigned()) return *this;
+    // On floats max(x, -x): IEEE maximum gives +0.0 for -0.0 (a where on x < 0 keeps -0.0)
+    // and propagates NaN.
+    if (dtype().is_float()) return binary("abs", Op::Max, *this, -*this);
     return where(*this < scalar_like(*this, 0.0), -*this, *this);
 }
 

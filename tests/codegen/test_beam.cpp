@@ -6,6 +6,8 @@
 // cache) and prints the time of the search and of the chosen kernel beside the heuristics'.
 #include <doctest/doctest.h>
 
+#include <sys/stat.h>
+
 #include <stdlib.h>
 
 #include <algorithm>
@@ -261,6 +263,24 @@ TEST_CASE("beam: the disk cache answers a second search and ignores a broken fil
         const cg::BeamStats before = cg::beam_stats();
         cg::beam_search(k.name, k.ast, lim, 1);
         CHECK(cg::beam_stats().cache_hits == before.cache_hits + 1);
+    }
+    SUBCASE("a FIFO, a link to /dev/zero and an oversized file are not read") {
+        // A hostile cache folder: opening a FIFO used to hang, and reading /dev/zero to grow
+        // without limit. Each is skipped (searched again) and replaced by a regular file.
+        for (int kind = 0; kind < 3; ++kind) {
+            CAPTURE(kind);
+            fs::remove(path);
+            if (kind == 0) REQUIRE(mkfifo(path.c_str(), 0600) == 0);
+            if (kind == 1) fs::create_symlink("/dev/zero", path);
+            if (kind == 2)
+                write_file(path,
+                           "tempura-beam 1\n# " + std::string(100000, 'x') + "\nUPCAST 0 8\nend\n");
+            const cg::BeamStats before = cg::beam_stats();
+            const std::vector<Opt> opts = cg::beam_search(k.name, k.ast, lim, 1);
+            CHECK(cg::beam_stats().searches == before.searches + 1);
+            CHECK(applies(k, opts));
+            CHECK(fs::is_regular_file(fs::symlink_status(path)));
+        }
     }
     SUBCASE("a valid list written by hand is taken as it is") {
         write_file(path, "tempura-beam 1\n# by hand\nUPCAST 0 8\n\nend\n");

@@ -79,11 +79,6 @@ using tempura::codegen::OptKernel;
 using tempura::codegen::OptOp;
 using tempura::runtime::Buffer;
 
-int64_t env_int(const char* name, int64_t fallback) {
-    const char* e = std::getenv(name);
-    return e && *e ? std::strtoll(e, nullptr, 10) : fallback;
-}
-
 uint64_t splitmix(uint64_t x) {
     x += 0x9e3779b97f4a7c15ull;
     x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;

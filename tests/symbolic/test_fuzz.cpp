@@ -23,6 +23,8 @@
 
 #include <tempura/tempura.hpp>
 
+#include "../support.hpp"
+
 namespace {
 
 using tempura::UOp;
@@ -288,12 +290,6 @@ class Generator {
         return compare(depth - 1);
     }
 };
-
-int64_t env_int(const char* name, int64_t fallback) {
-    const char* v = std::getenv(name);
-    if (v == nullptr || *v == '\0') return fallback;
-    return std::strtoll(v, nullptr, 0);
-}
 
 std::string show(const std::map<std::string, int64_t>& a) {
     std::ostringstream os;

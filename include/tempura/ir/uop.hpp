@@ -18,6 +18,7 @@
 
 #include "tempura/ir/dtype.hpp"
 #include "tempura/ir/ops.hpp"
+#include "tempura/ir/shape.hpp"
 
 namespace tempura {
 
@@ -50,6 +51,20 @@ using Arg = std::variant<std::monostate, int64_t, double, bool, std::string, std
                          VarArg, RangeArg, Op, ReduceArg>;
 
 uint64_t hash_arg(const Arg& a);
+
+// The shape table of the tensor-level graph (docs/KERNEL_IR.md section 1): BUFFER [numel],
+// CONST [], movement ops from their args, ALU ops from their (equal) operands, REDUCE_AXIS keeps
+// reduced dims as 1. The shape a node of `op` with these sources and arg has, or nullopt when it
+// has none (a kernel-level op, a source without a shape, or an arg that breaks the table); then
+// `why`, when given, says what is wrong (e.g. "RESHAPE of [2, 3] into [4] changes the number of
+// elements"). Never throws: it runs for every node built.
+class UOp;
+std::optional<Shape> infer_shape(Op op, const std::vector<UOp>& srcs, const Arg& arg,
+                                 std::string* why = nullptr);
+// Why a node has no shape: what is wrong with the first node below it (sources first) that has
+// none although its sources do; "" when it has one.
+std::string why_no_shape(const UOp& u);
+[[noreturn]] void throw_no_shape(const UOp& u);
 std::string arg_to_string(const Arg& a);
 
 class UOpNode;
@@ -97,6 +112,12 @@ class UOp {
     int64_t vmin() const;
     int64_t vmax() const;
 
+    // The tensor shape of a tensor-level node (inferred when it is built, see infer_shape);
+    // kernel-level nodes and malformed tensor graphs have none. shape() throws tempura::Error
+    // ("[shape] ...", saying why) for a node without one.
+    bool has_shape() const;
+    const Shape& shape() const;
+
     bool same(const UOp& o) const { return p_ == o.p_; }
     bool is_null() const { return p_ == nullptr; }
     const UOpNode* get() const { return p_.get(); }
@@ -133,6 +154,7 @@ class UOpNode : public std::enable_shared_from_this<UOpNode> {
     int64_t vmin;
     int64_t vmax;
     std::source_location loc;
+    std::optional<Shape> shape;
     // The intern table's bucket chain; guarded by the table's shard lock.
     mutable const UOpNode* chain_next = nullptr;
 };
@@ -148,6 +170,12 @@ inline const std::source_location& UOp::location() const { return p_->loc; }
 inline int64_t UOp::vmin() const { return p_->vmin; }
 inline int64_t UOp::vmax() const { return p_->vmax; }
 inline bool UOp::is_const() const { return p_->op == Op::Const; }
+inline bool UOp::has_shape() const { return p_->shape.has_value(); }
+inline const Shape& UOp::shape() const {
+    if (!p_->shape) [[unlikely]]
+        throw_no_shape(*this);
+    return *p_->shape;
+}
 
 struct UOpHash {
     size_t operator()(const UOp& u) const { return static_cast<size_t>(u.hash()); }

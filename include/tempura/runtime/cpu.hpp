@@ -12,16 +12,19 @@
 
 namespace tempura::runtime {
 
-// A kernel compiled for the host CPU. Its machine code lives in the process-wide JIT for the rest
-// of the process, so the entry point stays valid as long as anyone holds this object (and longer).
+// A kernel compiled for the host CPU. Its machine code lives in the process-wide JIT while any
+// CompiledKernel sharing it is alive (a cached one, one a plan holds, a renamed copy); the last
+// one to go frees it.
 class CompiledKernel {
   public:
     // The signature of every CPU kernel: buffers[slot] is PARAM `slot`'s base address, vars[k]
     // the k-th DEFINE_VAR (in program order), as int64 whatever the variable's dtype.
     using EntryFn = void (*)(void* const* buffers, const int64_t* vars);
 
+    // `code` owns the machine code (its deleter frees it); copies under other names share it.
     CompiledKernel(std::string name, std::string symbol, std::string source, double compile_ms,
-                   EntryFn entry, size_t buffer_count, size_t var_count);
+                   EntryFn entry, size_t buffer_count, size_t var_count,
+                   std::shared_ptr<const void> code = {});
     virtual ~CompiledKernel();
     CompiledKernel(const CompiledKernel&) = delete;
     CompiledKernel& operator=(const CompiledKernel&) = delete;
@@ -36,12 +39,14 @@ class CompiledKernel {
     EntryFn entry() const { return entry_; }
     size_t buffer_count() const { return buffer_count_; } // 1 + the highest PARAM slot (0 if none)
     size_t var_count() const { return var_count_; }       // the number of DEFINE_VARs
+    const std::shared_ptr<const void>& code() const { return code_; }
 
   private:
     std::string name_, symbol_, source_;
     double compile_ms_;
     EntryFn entry_;
     size_t buffer_count_, var_count_;
+    std::shared_ptr<const void> code_;
 };
 
 // Compiles a linearized kernel for the host CPU, or returns the cached one. The cache key is the
@@ -56,8 +61,13 @@ std::shared_ptr<const CompiledKernel> compile_cpu_kernel(const std::string& name
 
 struct CpuCacheStats {
     size_t hits = 0, misses = 0;
+    size_t entries = 0, bytes = 0, evictions = 0; // bounded by TEMPURA_CACHE_MB, LRU
+    size_t live_modules = 0; // compiled modules whose machine code is still in the JIT
 };
 CpuCacheStats cpu_kernel_cache_stats();
+
+// Empties the kernel cache; machine code is freed once no plan holds it either.
+void clear_cpu_kernel_cache();
 
 // The host CPU as LLVM sees it (e.g. "znver5") and the feature string the JIT compiles for
 // (e.g. "+avx512f,+fma,...").

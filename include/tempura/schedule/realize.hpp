@@ -28,4 +28,14 @@ struct RealizeResult {
 
 RealizeResult realize_graph(const UOp& root);
 
+// Empties the plan and kernel caches (each bounded by TEMPURA_CACHE_MB and evicted least recently
+// used first); compiled code is freed once no tensor's realize still runs it.
+void clear_caches();
+
+// The plan cache's size, for tests and reports.
+struct PlanCacheStats {
+    size_t entries = 0, bytes = 0, evictions = 0;
+};
+PlanCacheStats plan_cache_stats();
+
 } // namespace tempura

@@ -1,18 +1,12 @@
 #pragma once
-// Shape: the dimensions of a tensor, outermost first. A scalar has the empty shape [].
+// The tensor surface's shape helpers (Shape itself is an IR fact: tempura/ir/shape.hpp).
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "tempura/ir/shape.hpp"
+
 namespace tempura {
-
-using Shape = std::vector<int64_t>;
-
-// "[2, 3]"; "[]" for a scalar.
-std::string shape_str(const Shape& shape);
-
-// The number of elements (1 for []). Throws tempura::Error if the product overflows int64.
-int64_t numel(const Shape& shape);
 
 // NumPy broadcasting: shapes aligned at the right, a dimension of 1 stretches to the other's.
 // Throws "[broadcast] shapes [2, 3] and [4] cannot be broadcast".

@@ -252,12 +252,18 @@ bool same_content(const UOpNode* n, uint64_t h, Op op, DType dtype, const std::v
     return args_identical(n->arg, arg);
 }
 
-// A live node equal to the given content, or null.
+// A live node equal to the given content, or null. Called under the shard lock, so it must
+// never release an owning pointer: if it dropped the last owner of a node, that node's deleter
+// (free_node) would take the lock this thread holds. That is why the weak pointer is taken from
+// the non-const node: `weak_from_this()` on a const node converts weak_ptr<UOpNode> to
+// weak_ptr<const UOpNode>, which libstdc++ does through a temporary shared_ptr, and that
+// temporary can be the last owner when another thread drops its reference meanwhile.
 std::shared_ptr<const UOpNode> find_live(Shard& s, uint64_t h, Op op, DType dtype,
                                          const std::vector<UOp>& srcs, const Arg& arg) {
     for (const UOpNode* n = s.bucket(h); n; n = n->chain_next) {
         if (same_content(n, h, op, dtype, srcs, arg)) {
-            if (auto sp = n->weak_from_this().lock()) return sp;
+            std::weak_ptr<UOpNode> w = const_cast<UOpNode*>(n)->weak_from_this();
+            if (std::shared_ptr<UOpNode> sp = w.lock()) return sp; // handed out, not released
             // else: dying; its deleter will unlink it. Keep looking, then build afresh.
         }
     }
@@ -283,6 +289,7 @@ struct UOpFactory {
         }
         // Build outside the lock: bounds and allocation need no table access.
         auto [lo, hi] = compute_bounds(op, dtype, srcs, arg);
+        std::optional<Shape> shape = infer_shape(op, srcs, arg);
         auto* n = new UOpNode;
         n->op = op;
         n->dtype = dtype;
@@ -292,6 +299,7 @@ struct UOpFactory {
         n->vmin = lo;
         n->vmax = hi;
         n->loc = loc;
+        n->shape = std::move(shape);
         std::shared_ptr<const UOpNode> sp(n, free_node);
         table().live.fetch_add(1, std::memory_order_relaxed); // balanced in free_node
         std::lock_guard<std::mutex> lock(s.mu);
@@ -681,8 +689,9 @@ std::string UOp::tree() const {
         UOp u;
         std::string prefix;
         std::string connector;
+        size_t depth;
     };
-    std::vector<Item> stack{{*this, "", ""}};
+    std::vector<Item> stack{{*this, "", "", 0}};
     while (!stack.empty()) {
         Item it = std::move(stack.back());
         stack.pop_back();
@@ -701,10 +710,17 @@ std::string UOp::tree() const {
         out += "  @" + short_file(it.u.location().file_name()) + ":" +
                std::to_string(it.u.location().line()) + "\n";
         const auto& srcs = it.u.srcs();
+        // Past kMaxIndent levels the indentation stops growing (a deep chain would otherwise
+        // print a quadratic amount of it); the [id] labels still tell the structure.
+        constexpr size_t kMaxIndent = 32;
+        const bool deep = it.depth >= kMaxIndent;
         for (size_t i = srcs.size(); i-- > 0;) {
             bool last = i + 1 == srcs.size();
-            stack.push_back(
-                {srcs[i], it.prefix + (last ? "   " : "│  "), it.prefix + (last ? "└─ " : "├─ ")});
+            stack.push_back({srcs[i], deep ? it.prefix : it.prefix + (last ? "   " : "│  "),
+                             it.prefix + (deep   ? "┊─ "
+                                          : last ? "└─ "
+                                                 : "├─ "),
+                             it.depth + 1});
         }
     }
     return out;

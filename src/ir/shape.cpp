@@ -1,0 +1,164 @@
+// Shapes as an IR fact: printing, element counts, and the shape table of the tensor-level graph
+// (docs/KERNEL_IR.md section 1), applied when a node is built.
+#include "tempura/ir/shape.hpp"
+
+#include "tempura/error.hpp"
+#include "tempura/ir/uop.hpp"
+
+namespace tempura {
+
+std::string shape_str(const Shape& shape) {
+    std::string s = "[";
+    for (size_t i = 0; i < shape.size(); ++i) {
+        if (i) s += ", ";
+        s += std::to_string(shape[i]);
+    }
+    return s + "]";
+}
+
+int64_t numel(const Shape& shape) {
+    int64_t n = 1;
+    for (int64_t d : shape) {
+        if (d < 0) fail("shape", shape_str(shape) + " has a negative dimension");
+        if (__builtin_mul_overflow(n, d, &n))
+            fail("shape", shape_str(shape) + " has too many elements");
+    }
+    return n;
+}
+
+namespace {
+
+int64_t checked_numel(const Shape& s, bool& ok) {
+    int64_t n = 1;
+    for (int64_t d : s)
+        if (d < 0 || __builtin_mul_overflow(n, d, &n)) ok = false;
+    return n;
+}
+
+} // namespace
+
+std::optional<Shape> infer_shape(Op op, const std::vector<UOp>& srcs, const Arg& arg,
+                                 std::string* why) {
+    const std::string name(op_name(op));
+    auto bad = [&](const std::string& what) -> std::optional<Shape> {
+        if (why) *why = name + " " + what;
+        return std::nullopt;
+    };
+    for (size_t i = 0; i < srcs.size(); ++i)
+        if (!srcs[i].has_shape())
+            return bad("has source " + std::to_string(i) + " without a shape");
+    const auto src = [&](size_t i) -> const Shape& { return srcs[i].shape(); };
+    const auto* ints = std::get_if<std::vector<int64_t>>(&arg);
+    const bool movement = op == Op::Reshape || op == Op::Expand || op == Op::Permute ||
+                          op == Op::Pad || op == Op::Shrink || op == Op::Flip || op == Op::Buffer;
+    if (movement && !ints) return bad("needs a list of integers as its arg");
+
+    switch (op) {
+    case Op::Buffer: {
+        const auto& a = *ints;
+        if (a.size() != 2 || a[1] < 0) return bad("needs the arg {buffer_id, numel}");
+        return Shape{a[1]};
+    }
+    case Op::Const: return Shape{};
+    case Op::Reshape: {
+        const auto& a = *ints;
+        bool ok = true;
+        const int64_t n_out = checked_numel(a, ok), n_in = checked_numel(src(0), ok);
+        if (!ok || n_out != n_in)
+            return bad("of " + shape_str(src(0)) + " into " + shape_str(a) +
+                       " changes the number of elements");
+        return a;
+    }
+    case Op::Expand: {
+        const auto& a = *ints;
+        const Shape& s = src(0);
+        bool ok = a.size() == s.size();
+        for (size_t i = 0; ok && i < a.size(); ++i) ok = a[i] == s[i] || (s[i] == 1 && a[i] >= 0);
+        if (!ok) return bad("cannot expand " + shape_str(s) + " to " + shape_str(a));
+        return a;
+    }
+    case Op::Permute: {
+        const auto& a = *ints;
+        const Shape& s = src(0);
+        std::vector<bool> seen(s.size(), false);
+        bool ok = a.size() == s.size();
+        for (size_t i = 0; ok && i < a.size(); ++i) {
+            ok = a[i] >= 0 && a[i] < static_cast<int64_t>(s.size()) && !seen[a[i]];
+            if (ok) seen[a[i]] = true;
+        }
+        if (!ok) return bad(shape_str(a) + " is not a permutation of " + std::to_string(s.size()));
+        Shape out(s.size());
+        for (size_t i = 0; i < s.size(); ++i) out[i] = s[a[i]];
+        return out;
+    }
+    case Op::Pad:
+    case Op::Shrink: {
+        const auto& a = *ints;
+        const Shape& s = src(0);
+        if (a.size() != 2 * s.size())
+            return bad(shape_str(a) + " does not give two values per dim of " + shape_str(s));
+        Shape out(s.size());
+        for (size_t i = 0; i < s.size(); ++i) {
+            const int64_t b = a[2 * i], e = a[2 * i + 1];
+            if (op == Op::Pad) {
+                if (b < 0 || e < 0) return bad(shape_str(a) + " has negative padding");
+                out[i] = s[i] + b + e;
+            } else {
+                if (b < 0 || b > e || e > s[i])
+                    return bad(shape_str(a) + " is out of range for " + shape_str(s));
+                out[i] = e - b;
+            }
+        }
+        return out;
+    }
+    case Op::Flip: {
+        const auto& a = *ints;
+        const Shape& s = src(0);
+        bool ok = a.size() == s.size();
+        for (size_t i = 0; ok && i < a.size(); ++i) ok = a[i] == 0 || a[i] == 1;
+        if (!ok) return bad(shape_str(a) + " is not one 0/1 flag per dim of " + shape_str(s));
+        return s;
+    }
+    case Op::ReduceAxis: {
+        const auto* r = std::get_if<ReduceArg>(&arg);
+        if (!r) return bad("needs a ReduceArg");
+        Shape out = src(0);
+        int64_t last = -1;
+        for (int64_t ax : r->axes) {
+            if (ax <= last || ax >= static_cast<int64_t>(out.size()))
+                return bad("axes " + shape_str(r->axes) + " are not sorted axes of " +
+                           shape_str(src(0)));
+            out[ax] = 1;
+            last = ax;
+        }
+        return out;
+    }
+    case Op::Contiguous:
+    case Op::ContiguousBackward:
+    case Op::Detach: return src(0);
+    default: break;
+    }
+    if (is_alu(op) && !srcs.empty()) {
+        for (size_t i = 1; i < srcs.size(); ++i)
+            if (src(i) != src(0))
+                return bad("operands have different shapes: " + shape_str(src(0)) + " and " +
+                           shape_str(src(i)));
+        return src(0);
+    }
+    return bad("is not a tensor-level op");
+}
+
+std::string why_no_shape(const UOp& u) {
+    // The first node (sources first) that has no shape although its sources do.
+    for (const UOp& n : u.toposort()) {
+        if (n.has_shape()) continue;
+        std::string why;
+        (void)infer_shape(n.op(), n.srcs(), n.arg(), &why);
+        if (why.find("without a shape") == std::string::npos) return why;
+    }
+    return u.has_shape() ? "" : std::string(op_name(u.op())) + " has no shape";
+}
+
+void throw_no_shape(const UOp& u) { fail("shape", why_no_shape(u)); }
+
+} // namespace tempura
