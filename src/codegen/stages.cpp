@@ -199,9 +199,26 @@ class Linearizer {
         return false;
     }
 
-    // Which ranges a node uses (a REDUCE hides its own).
-    uint64_t mask(const UOp& u) {
-        if (auto it = mask_cache_.find(u); it != mask_cache_.end()) return it->second;
+    // Which ranges a node uses (a REDUCE hides its own). Sources are computed first in an
+    // explicit post-order walk, so a deep chain does not recurse once per node.
+    uint64_t mask(const UOp& root) {
+        if (auto it = mask_cache_.find(root); it != mask_cache_.end()) return it->second;
+        std::vector<std::pair<const UOp*, size_t>> stack{{&root, 0}};
+        while (!stack.empty()) {
+            auto& [u, i] = stack.back();
+            if (i < u->srcs().size()) {
+                const UOp& s = u->src(i++);
+                if (!mask_cache_.count(s)) stack.emplace_back(&s, 0);
+                continue;
+            }
+            const UOp* done = u;
+            stack.pop_back();
+            if (!mask_cache_.count(*done)) mask_cache_.emplace(*done, mask_of_sources(*done));
+        }
+        return mask_cache_.at(root);
+    }
+    // A node's mask from its sources' (all computed).
+    uint64_t mask_of_sources(const UOp& u) {
         uint64_t m = 0;
         if (u.op() == Op::Range) {
             auto it = range_bit_.find(u);
@@ -210,14 +227,13 @@ class Linearizer {
                 it = range_bit_.emplace(u, static_cast<int>(range_bit_.size())).first;
             }
             m = uint64_t{1} << it->second;
-            m |= mask(u.src(0));
+            m |= mask_cache_.at(u.src(0));
         } else if (u.op() == Op::Reduce) {
-            m = mask(u.src(0));
+            m = mask_cache_.at(u.src(0));
             for (size_t i = 1; i < u.srcs().size(); ++i) m &= ~mask_of_range(u.src(i));
         } else {
-            for (const UOp& s : u.srcs()) m |= mask(s);
+            for (const UOp& s : u.srcs()) m |= mask_cache_.at(s);
         }
-        mask_cache_.emplace(u, m);
         return m;
     }
     uint64_t mask_of_range(const UOp& r) {
@@ -259,12 +275,41 @@ class Linearizer {
         return end;
     }
 
-    // The program value of a node, emitting it (and its sources) where it belongs.
+    bool is_placed(const UOp& u) const {
+        auto it = placed_.find(u);
+        return it != placed_.end() && scope_open(it->second.scope_id);
+    }
+
+    // The program value of a node, emitting it (and its sources) where it belongs. Sources are
+    // emitted first by an explicit post-order walk, in the order a recursive emission would
+    // take (a REDUCE is emitted when the walk reaches it; a RANGE must be open already), so a
+    // deep chain does not recurse once per node.
     UOp value(const UOp& u) {
-        if (auto it = placed_.find(u); it != placed_.end() && scope_open(it->second.scope_id))
-            return it->second.value;
+        if (is_placed(u)) return placed_.at(u).value;
         if (u.op() == Op::Reduce) return emit_reduce(u);
         if (u.op() == Op::Range) fail("linearize", "a RANGE used outside its loop");
+        std::vector<std::pair<const UOp*, size_t>> stack{{&u, 0}};
+        while (!stack.empty()) {
+            auto& [n, i] = stack.back();
+            if (i < n->srcs().size()) {
+                const UOp& s = n->src(i++);
+                if (is_placed(s) || s.op() == Op::Range) continue;
+                if (s.op() == Op::Reduce)
+                    emit_reduce(s);
+                else
+                    stack.emplace_back(&s, 0);
+                continue;
+            }
+            const UOp* done = n;
+            stack.pop_back();
+            if (done != &u && !is_placed(*done)) value_of_placed_sources(*done);
+        }
+        return value_of_placed_sources(u);
+    }
+
+    // Emits u, whose non-REDUCE sources are placed (or are REDUCEs and RANGEs, which value()
+    // emits or rejects).
+    UOp value_of_placed_sources(const UOp& u) {
         std::vector<UOp> srcs;
         srcs.reserve(u.srcs().size());
         bool same = true;

@@ -3,6 +3,8 @@
 // reproduces its defect as it was reported.
 #include <doctest/doctest.h>
 
+#include <pthread.h>
+
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -81,6 +83,35 @@ TEST_CASE("hostile: 20,000 chained adds realize, and 100,000 in linear time") {
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     MESSAGE("realize of 100,000 chained adds took " << s << " s");
     CHECK(y.to_vector<float>() == std::vector<float>(3, 100000.5f));
+}
+
+// A chain that does not fold to a constant reaches the linearizer, which also walked sources
+// recursively: 3,000 ops lowered on a thread with a 512 KiB stack.
+TEST_CASE("hostile: a deep chain over a buffer lowers without recursion") {
+    struct Job {
+        std::vector<float> got;
+        std::string error;
+    } job;
+    auto body = [](void* p) -> void* {
+        auto& j = *static_cast<Job*>(p);
+        try {
+            Tensor y = Tensor::from_vector(std::vector<float>{0.5f, 1.5f});
+            for (int i = 0; i < 3000; ++i) y = (i % 2) != 0 ? y - 0.5f : y + 1.5f;
+            j.got = y.to_vector<float>();
+        } catch (const std::exception& e) {
+            j.error = e.what();
+        }
+        return nullptr;
+    };
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 512 * 1024);
+    pthread_t t;
+    REQUIRE(pthread_create(&t, &attr, body, &job) == 0);
+    pthread_join(t, nullptr);
+    pthread_attr_destroy(&attr);
+    CHECK(job.error.empty());
+    CHECK(job.got == std::vector<float>{1500.5f, 1501.5f});
 }
 
 TEST_CASE("hostile: long movement chains (permute, flip, pad/shrink) realize") {
