@@ -1,8 +1,9 @@
-// The float32 EXP2/LOG2/SIN/COS decompositions (codegen stage "decompositions") against libm:
-// within 2 ulp (exp2, log2) and 1 ulp (sin, cos, over the whole float range) of it, and exact on
-// the special values.
+// The EXP2/LOG2 (float32) and SIN/COS (float32, float64) decompositions (codegen stage
+// "decompositions") against libm: within 2 ulp (exp2, log2) and 1 ulp (sin, cos, over the whole
+// range) of it, exact on the special values, and vector code with no libm call.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -196,21 +197,101 @@ TEST_CASE("sin and cos: large arguments, tiny ones, and the special values") {
     }
 }
 
-TEST_CASE("sin and cos kernels are vector code with no libm call") {
-    const std::vector<float> xs(4096, 1.5f);
-    for (const bool cos : {false, true}) {
-        CAPTURE(cos);
-        const Tensor x = Tensor::from_vector(xs);
-        Tensor t = cos ? x.cos() : x.sin();
-        t.realize();
-        REQUIRE(t.kernels().size() == 1);
-        const std::string& ir = t.kernels()[0].source;
-        for (const char* call : {"@sin", "@cos", "@llvm.sin", "@llvm.cos"}) {
-            CAPTURE(call);
-            CHECK(ir.find(call) == std::string::npos);
-        }
-        CHECK(ir.find(" x float>") != std::string::npos);
-        if (tempura::runtime::host_cpu_features().find("+avx512f") != std::string::npos)
-            CHECK(ir.find("<16 x float>") != std::string::npos);
+namespace {
+
+int64_t ordinal64(double a) {
+    int64_t i;
+    std::memcpy(&i, &a, 8);
+    return i < 0 ? -(i & std::numeric_limits<int64_t>::max()) : i;
+}
+
+int64_t ulps64(double a, double b) { return std::llabs(ordinal64(a) - ordinal64(b)); }
+
+double from_bits64(uint64_t b) {
+    double d;
+    std::memcpy(&d, &b, 8);
+    return d;
+}
+
+} // namespace
+
+TEST_CASE("float64 sin and cos decompositions: within 1 ulp over the whole double range") {
+    std::vector<double> xs;
+    // 2^20 bit patterns spread over all 2^64 (the odd factor varies the low bits too).
+    for (uint64_t i = 0; i < (uint64_t{1} << 20); ++i)
+        xs.push_back(from_bits64(i * 0xffffc0de0f1u));
+    for (double x = -0x1p20; x < 0x1p20; x += 7.77) xs.push_back(x); // Cody-Waite up to 2^19
+    for (double x = 1e-9; x < 1e6; x *= 1.0001) xs.push_back(x);
+    for (int k = 1; k < 6000; ++k) {
+        double x = std::numbers::pi / 2 * k;
+        for (int i = 0; i < 4; ++i) x = std::nextafter(x, 0.0);
+        for (int i = 0; i < 9; ++i, x = std::nextafter(x, 2 * x)) xs.push_back(x);
     }
+    const Tensor t = Tensor::from_vector(xs);
+    const std::vector<double> s = t.sin().to_vector<double>();
+    const std::vector<double> c = t.cos().to_vector<double>();
+    // The reference in long double (64-bit significand on x86), so that its own error does not
+    // count: glibc's double cos is 8 ulp off at the hard case below.
+    int64_t worst_s = 0, worst_c = 0;
+    size_t nan_mismatches = 0;
+    for (size_t i = 0; i < xs.size(); ++i) {
+        const long double x = xs[i];
+        const double ws = static_cast<double>(std::sin(x)), wc = static_cast<double>(std::cos(x));
+        if (std::isnan(ws)) {
+            nan_mismatches += !std::isnan(s[i]) + !std::isnan(c[i]);
+            continue;
+        }
+        worst_s = std::max(worst_s, ulps64(s[i], ws));
+        worst_c = std::max(worst_c, ulps64(c[i], wc));
+    }
+    MESSAGE("float64: " << xs.size() << " inputs, worst sin " << worst_s << " ulp, worst cos "
+                        << worst_c << " ulp");
+    CHECK(nan_mismatches == 0);
+    CHECK(worst_s <= 1);
+    CHECK(worst_c <= 1);
+
+    // The double closest to a multiple of pi/2 (|r| = 2^-60.9), 1e22, and the special values,
+    // against correctly rounded values.
+    const double inf = std::numeric_limits<double>::infinity();
+    const double dmin = std::numeric_limits<double>::denorm_min();
+    const std::vector<double> sp = {
+        std::ldexp(6381956970095103.0, 797), 1e22, -0.0, 0.0, -dmin, inf, -inf, NAN};
+    const Tensor ts = Tensor::from_vector(sp);
+    const std::vector<double> ss = ts.sin().to_vector<double>();
+    const std::vector<double> cs = ts.cos().to_vector<double>();
+    CHECK(ss[0] == 1.0);
+    CHECK(cs[0] == -0x1.14ae72e6ba22fp-61);
+    CHECK(ulps64(ss[1], -0.8522008497671888) <= 1);
+    CHECK(ulps64(cs[1], 0.523214785395139) <= 1);
+    CHECK(ss[2] == 0.0);
+    CHECK(std::signbit(ss[2])); // sin(-0) == -0
+    CHECK_FALSE(std::signbit(ss[3]));
+    CHECK(cs[2] == 1.0);
+    CHECK(ss[4] == -dmin);
+    CHECK(cs[4] == 1.0);
+    for (size_t i = 5; i < 8; ++i) {
+        CHECK(std::isnan(ss[i]));
+        CHECK(std::isnan(cs[i]));
+    }
+}
+
+TEST_CASE("sin and cos kernels are vector code with no libm call") {
+    const bool avx512 = tempura::runtime::host_cpu_features().find("+avx512f") != std::string::npos;
+    for (const bool f64 : {false, true})
+        for (const bool cos : {false, true}) {
+            CAPTURE(f64);
+            CAPTURE(cos);
+            const Tensor x = f64 ? Tensor::from_vector(std::vector<double>(4096, 1.5))
+                                 : Tensor::from_vector(std::vector<float>(4096, 1.5f));
+            Tensor t = cos ? x.cos() : x.sin();
+            t.realize();
+            REQUIRE(t.kernels().size() == 1);
+            const std::string& ir = t.kernels()[0].source;
+            for (const char* call : {"@sin", "@cos", "@llvm.sin", "@llvm.cos"}) {
+                CAPTURE(call);
+                CHECK(ir.find(call) == std::string::npos);
+            }
+            CHECK(ir.find(f64 ? " x double>" : " x float>") != std::string::npos);
+            if (avx512) CHECK(ir.find(f64 ? "<8 x double>" : "<16 x float>") != std::string::npos);
+        }
 }
