@@ -593,12 +593,14 @@ class Renderer {
         case Op::Exp2:
         case Op::Log2:
         case Op::Sin:
+        case Op::Cos:
         case Op::Sqrt: {
             same(0, dt);
             if (!f) return not_for("non-float dtypes");
             const llvm::Intrinsic::ID id = op == Op::Exp2   ? llvm::Intrinsic::exp2
                                            : op == Op::Log2 ? llvm::Intrinsic::log2
                                            : op == Op::Sin  ? llvm::Intrinsic::sin
+                                           : op == Op::Cos  ? llvm::Intrinsic::cos
                                                             : llvm::Intrinsic::sqrt;
             return intrinsic(id, {a[0]});
         }

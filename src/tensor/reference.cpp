@@ -147,6 +147,7 @@ double float_unary(const UOp& u, Op op, double x) {
     case Op::Exp2: return std::exp2(x);
     case Op::Log2: return std::log2(x);
     case Op::Sin: return std::sin(x);
+    case Op::Cos: return std::cos(x);
     case Op::Sqrt: return std::sqrt(x);
     case Op::Recip: return 1.0 / x;
     case Op::Trunc: return std::trunc(x);

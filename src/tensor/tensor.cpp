@@ -328,8 +328,9 @@ Tensor Tensor::sin() const {
 
 Tensor Tensor::cos() const {
     check_float("cos", *this);
-    // cos x = sin(pi/2 - x)
-    return unary(Op::Sin, scalar_like(*this, std::numbers::pi / 2) - *this);
+    // Its own op, not sin(pi/2 - x): rounding pi/2 - x to the dtype loses all of x's low bits for
+    // large |x| (cos(1e10f) came out 0.49 instead of 0.87).
+    return unary(Op::Cos, *this);
 }
 
 Tensor Tensor::relu() const {

@@ -1,24 +1,38 @@
-// The float32 EXP2/LOG2 decompositions (codegen stage "decompositions") against libm: within
-// 2 ulp over a dense sweep, and exact on the special values.
+// The EXP2/LOG2 (float32) and SIN/COS (float32, float64) decompositions (codegen stage
+// "decompositions") against libm: within 2 ulp (exp2, log2) and 1 ulp (sin, cos, over the whole
+// range) of it, exact on the special values, and vector code with no libm call.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
+#include <numbers>
+#include <string>
 #include <vector>
 
+#include "tempura/runtime/cpu.hpp"
 #include "tempura/tempura.hpp"
 
 using tempura::Tensor;
 
 namespace {
 
-// Distance in units in the last place between two finite floats of the same sign.
-int64_t ulps(float a, float b) {
-    int32_t ia, ib;
-    std::memcpy(&ia, &a, 4);
-    std::memcpy(&ib, &b, 4);
-    return std::llabs(static_cast<int64_t>(ia) - static_cast<int64_t>(ib));
+// A float's place on the line of all floats in order (-0 and +0 at the same place).
+int64_t ordinal(float a) {
+    int32_t i;
+    std::memcpy(&i, &a, 4);
+    return i < 0 ? -static_cast<int64_t>(i & 0x7fffffff) : i;
+}
+
+// Distance in units in the last place between two finite floats: how many floats lie between.
+int64_t ulps(float a, float b) { return std::llabs(ordinal(a) - ordinal(b)); }
+
+float from_bits(uint32_t b) {
+    float f;
+    std::memcpy(&f, &b, 4);
+    return f;
 }
 
 } // namespace
@@ -80,4 +94,204 @@ TEST_CASE("log2 decomposition: within 2 ulp of libm, denormals, exact specials")
     CHECK(sp[6] == inf);
     CHECK(std::isnan(sp[7]));
     CHECK(std::fabs(sp[8] - std::log2(1.0001f)) <= 1e-7f);
+}
+
+namespace {
+
+// Inputs for sin and cos over the whole float range: every 1021st bit pattern of the 2^32
+// (positive and negative, denormals, inf and NaN included), dense near 0 and near multiples of
+// pi/2, and the floats closest to a multiple of pi/2 (the hardest for argument reduction).
+std::vector<float> trig_inputs() {
+    std::vector<float> xs;
+    for (uint64_t b = 0; b < (uint64_t{1} << 32); b += 1021) xs.push_back(from_bits(b));
+    for (uint32_t b = 0; b < 0x00800000; b += 4099) { // denormals
+        xs.push_back(from_bits(b));
+        xs.push_back(-from_bits(b));
+    }
+    for (float x = -0.01f; x <= 0.01f; x += 1.3e-6f) xs.push_back(x);
+    for (int k = 1; k < 6000; ++k)
+        for (const double m : {std::numbers::pi / 2 * k, -std::numbers::pi / 2 * k}) {
+            float x = static_cast<float>(m);
+            for (int i = 0; i < 4; ++i) x = std::nextafter(x, 0.0f);
+            for (int i = 0; i < 9; ++i, x = std::nextafter(x, 2 * x)) xs.push_back(x);
+        }
+    // Per binade, the float with the smallest |x mod pi/2| (2^-25.9 .. 2^-29.2): found by an
+    // exhaustive search, on both sides of the switch from Cody-Waite to Payne-Hanek at 4096.
+    for (const float x :
+         {4.71238899f, 252.898209f, 505.796417f, 1011.59283f, 2238.38477f, 52516.4336f, 2709675.5f,
+          42781604.0f, 0x1.47d0fep+34f, 0x1.47d0fep+35f, 0x1.628d4cp+40f, 0x1.13093p+76f,
+          0x1.32ede2p+85f, 0x1.f37c8ap+95f, 0x1.f37c8ap+96f, 0x1.7b9b4p+127f}) {
+        xs.push_back(x);
+        xs.push_back(-x);
+    }
+    return xs;
+}
+
+void check_trig(const std::string& name, const std::vector<float>& xs,
+                const std::vector<float>& got, double (*ref)(double)) {
+    REQUIRE(got.size() == xs.size());
+    int64_t worst = 0;
+    float worst_x = 0;
+    size_t nan_mismatches = 0;
+    for (size_t i = 0; i < xs.size(); ++i) {
+        // The reference interpreter's semantics: the double function of the float, rounded.
+        const float want = static_cast<float>(ref(static_cast<double>(xs[i])));
+        if (std::isnan(want) || std::isnan(got[i])) {
+            nan_mismatches += std::isnan(want) != std::isnan(got[i]);
+            continue;
+        }
+        if (const int64_t d = ulps(got[i], want); d > worst) {
+            worst = d;
+            worst_x = xs[i];
+        }
+    }
+    CAPTURE(name);
+    CAPTURE(worst);
+    CAPTURE(worst_x);
+    MESSAGE(name << ": " << xs.size() << " inputs, worst " << worst << " ulp");
+    CHECK(nan_mismatches == 0);
+    CHECK(worst <= 1); // over all 2^32 floats: < 0.8 ulp from the exact value
+}
+
+} // namespace
+
+TEST_CASE("sin and cos decompositions: within 1 ulp of libm over the whole float range") {
+    const std::vector<float> xs = trig_inputs();
+    const Tensor t = Tensor::from_vector(xs);
+    check_trig("sin", xs, t.sin().to_vector<float>(), [](double x) { return std::sin(x); });
+    check_trig("cos", xs, t.cos().to_vector<float>(), [](double x) { return std::cos(x); });
+}
+
+TEST_CASE("sin and cos: large arguments, tiny ones, and the special values") {
+    const float inf = std::numeric_limits<float>::infinity();
+    const float fmin = std::numeric_limits<float>::min();
+    const float dmin = std::numeric_limits<float>::denorm_min();
+    const float fmax = std::numeric_limits<float>::max();
+    const std::vector<float> xs = {1e10f, 1e30f, 3.4e38f, fmax, -fmax, fmin,  -dmin,
+                                   0.0f,  -0.0f, inf,     -inf, NAN,   -1e10f};
+    const Tensor t = Tensor::from_vector(xs);
+    const std::vector<float> s = t.sin().to_vector<float>();
+    const std::vector<float> c = t.cos().to_vector<float>();
+    // cos(1e10) is 0.8731; rounding pi/2 - 1e10 to float first gave 0.4875.
+    CHECK(std::fabs(c[0] - 0.87311962f) < 1e-7f);
+    CHECK(c[12] == c[0]);
+    CHECK(s[12] == -s[0]);
+    for (size_t i = 0; i < 5; ++i) {
+        CAPTURE(xs[i]);
+        CHECK(ulps(s[i], static_cast<float>(std::sin(static_cast<double>(xs[i])))) <= 1);
+        CHECK(ulps(c[i], static_cast<float>(std::cos(static_cast<double>(xs[i])))) <= 1);
+    }
+    CHECK(s[5] == fmin); // sin x == x and cos x == 1 for tiny x
+    CHECK(c[5] == 1.0f);
+    CHECK(s[6] == -dmin);
+    CHECK(c[6] == 1.0f);
+    CHECK(s[7] == 0.0f);
+    CHECK_FALSE(std::signbit(s[7]));
+    CHECK(s[8] == 0.0f);
+    CHECK(std::signbit(s[8])); // sin(-0) == -0
+    CHECK(c[7] == 1.0f);
+    CHECK(c[8] == 1.0f);
+    for (size_t i = 9; i < 12; ++i) {
+        CHECK(std::isnan(s[i]));
+        CHECK(std::isnan(c[i]));
+    }
+}
+
+namespace {
+
+int64_t ordinal64(double a) {
+    int64_t i;
+    std::memcpy(&i, &a, 8);
+    return i < 0 ? -(i & std::numeric_limits<int64_t>::max()) : i;
+}
+
+int64_t ulps64(double a, double b) { return std::llabs(ordinal64(a) - ordinal64(b)); }
+
+double from_bits64(uint64_t b) {
+    double d;
+    std::memcpy(&d, &b, 8);
+    return d;
+}
+
+} // namespace
+
+TEST_CASE("float64 sin and cos decompositions: within 1 ulp over the whole double range") {
+    std::vector<double> xs;
+    // 2^20 bit patterns spread over all 2^64 (the odd factor varies the low bits too).
+    for (uint64_t i = 0; i < (uint64_t{1} << 20); ++i)
+        xs.push_back(from_bits64(i * 0xffffc0de0f1u));
+    for (double x = -0x1p20; x < 0x1p20; x += 7.77) xs.push_back(x); // Cody-Waite up to 2^19
+    for (double x = 1e-9; x < 1e6; x *= 1.0001) xs.push_back(x);
+    for (int k = 1; k < 6000; ++k) {
+        double x = std::numbers::pi / 2 * k;
+        for (int i = 0; i < 4; ++i) x = std::nextafter(x, 0.0);
+        for (int i = 0; i < 9; ++i, x = std::nextafter(x, 2 * x)) xs.push_back(x);
+    }
+    const Tensor t = Tensor::from_vector(xs);
+    const std::vector<double> s = t.sin().to_vector<double>();
+    const std::vector<double> c = t.cos().to_vector<double>();
+    // The reference in long double (64-bit significand on x86), so that its own error does not
+    // count: glibc's double cos is 8 ulp off at the hard case below.
+    int64_t worst_s = 0, worst_c = 0;
+    size_t nan_mismatches = 0;
+    for (size_t i = 0; i < xs.size(); ++i) {
+        const long double x = xs[i];
+        const double ws = static_cast<double>(std::sin(x)), wc = static_cast<double>(std::cos(x));
+        if (std::isnan(ws)) {
+            nan_mismatches += !std::isnan(s[i]) + !std::isnan(c[i]);
+            continue;
+        }
+        worst_s = std::max(worst_s, ulps64(s[i], ws));
+        worst_c = std::max(worst_c, ulps64(c[i], wc));
+    }
+    MESSAGE("float64: " << xs.size() << " inputs, worst sin " << worst_s << " ulp, worst cos "
+                        << worst_c << " ulp");
+    CHECK(nan_mismatches == 0);
+    CHECK(worst_s <= 1);
+    CHECK(worst_c <= 1);
+
+    // The double closest to a multiple of pi/2 (|r| = 2^-60.9), 1e22, and the special values,
+    // against correctly rounded values.
+    const double inf = std::numeric_limits<double>::infinity();
+    const double dmin = std::numeric_limits<double>::denorm_min();
+    const std::vector<double> sp = {
+        std::ldexp(6381956970095103.0, 797), 1e22, -0.0, 0.0, -dmin, inf, -inf, NAN};
+    const Tensor ts = Tensor::from_vector(sp);
+    const std::vector<double> ss = ts.sin().to_vector<double>();
+    const std::vector<double> cs = ts.cos().to_vector<double>();
+    CHECK(ss[0] == 1.0);
+    CHECK(cs[0] == -0x1.14ae72e6ba22fp-61);
+    CHECK(ulps64(ss[1], -0.8522008497671888) <= 1);
+    CHECK(ulps64(cs[1], 0.523214785395139) <= 1);
+    CHECK(ss[2] == 0.0);
+    CHECK(std::signbit(ss[2])); // sin(-0) == -0
+    CHECK_FALSE(std::signbit(ss[3]));
+    CHECK(cs[2] == 1.0);
+    CHECK(ss[4] == -dmin);
+    CHECK(cs[4] == 1.0);
+    for (size_t i = 5; i < 8; ++i) {
+        CHECK(std::isnan(ss[i]));
+        CHECK(std::isnan(cs[i]));
+    }
+}
+
+TEST_CASE("sin and cos kernels are vector code with no libm call") {
+    const bool avx512 = tempura::runtime::host_cpu_features().find("+avx512f") != std::string::npos;
+    for (const bool f64 : {false, true})
+        for (const bool cos : {false, true}) {
+            CAPTURE(f64);
+            CAPTURE(cos);
+            const Tensor x = f64 ? Tensor::from_vector(std::vector<double>(4096, 1.5))
+                                 : Tensor::from_vector(std::vector<float>(4096, 1.5f));
+            Tensor t = cos ? x.cos() : x.sin();
+            t.realize();
+            REQUIRE(t.kernels().size() == 1);
+            const std::string& ir = t.kernels()[0].source;
+            for (const char* call : {"@sin", "@cos", "@llvm.sin", "@llvm.cos"}) {
+                CAPTURE(call);
+                CHECK(ir.find(call) == std::string::npos);
+            }
+            CHECK(ir.find(f64 ? " x double>" : " x float>") != std::string::npos);
+            if (avx512) CHECK(ir.find(f64 ? "<8 x double>" : "<16 x float>") != std::string::npos);
+        }
 }

@@ -20,7 +20,8 @@ UOp symbolic(const UOp& ast);
 UOp lower_index_dtype(const UOp& ast);
 
 // Stage "decompositions": rewrites ops the backend lacks into ones it has (POW into EXP2 and
-// LOG2, integer MAX on bool into OR, ...).
+// LOG2, float32 EXP2 and LOG2 and float32/float64 SIN and COS into integer and float arithmetic
+// that vectorizes, ...).
 UOp decompose(const UOp& ast);
 
 // Stage "split ranges": RANGE(n) % c with c dividing n becomes two ranges (outer * c + inner),

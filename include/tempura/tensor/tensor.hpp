@@ -142,7 +142,7 @@ class Tensor {
     Tensor log2() const; // LOG2(x)
     Tensor sqrt() const;
     Tensor sin() const;
-    Tensor cos() const; // SIN(pi/2 - x)
+    Tensor cos() const; // COS(x)
     Tensor relu() const;
     Tensor sigmoid() const; // 1 / (1 + exp(-x))
     Tensor tanh() const;    // 2 * sigmoid(2x) - 1
