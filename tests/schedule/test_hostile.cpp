@@ -78,7 +78,7 @@ TEST_CASE("hostile: 8 threads x 1,000 realizes on independent and shared lazy gr
     const int iters = static_cast<int>(env_int("TEMPURA_HOSTILE_ITERS", 1000));
     const Tensor a = Tensor::arange(16);
     const Tensor shared = (a * 2 + 1).reshape({4, 4}); // lazy: realized by nobody up front
-    const Tensor shared_sum = shared.sum(1);             // lazy too, shared by every thread
+    const Tensor shared_sum = shared.sum(1);           // lazy too, shared by every thread
     std::atomic<int> wrong{0};
     std::vector<std::thread> threads;
     for (int t = 0; t < kThreads; ++t) {
