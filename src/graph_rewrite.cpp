@@ -21,8 +21,8 @@ struct Frame {
 
 } // namespace
 
-UOp graph_rewrite(const UOp& root, const pattern::RuleTable& table, void* ctx,
-                  RewriteOptions options) {
+UOp graph_rewrite(const UOp& root, const pattern::RuleTable& table,
+                  const pattern::RewriteContext& ctx, RewriteOptions options) {
     // The default limit depends on the graph's size, counted only if it could matter.
     size_t limit = options.max_steps;
     bool limit_known = limit != 0;

@@ -2,9 +2,16 @@
 #include <algorithm>
 #include <cctype>
 
+#include "tempura/error.hpp"
 #include "tempura/pattern/table.hpp"
 
 namespace tempura::pattern {
+
+void RewriteContext::throw_bad(const std::type_info& want, const std::type_info* have) {
+    fail("rewrite", std::string("a rule asked for a context of type ") + want.name() + " but " +
+                        (have ? std::string("graph_rewrite was given one of type ") + have->name()
+                              : std::string("graph_rewrite was given none")));
+}
 
 namespace {
 bool is_infix(const Term& t) {
@@ -46,10 +53,19 @@ std::string to_string(const Term& t) {
     case Term::Kind::Wildcard:
     case Term::Kind::ConstWildcard: return t.name;
     case Term::Kind::Literal: return std::to_string(t.value);
-    case Term::Kind::Code: return "<code>";
+    case Term::Kind::Code: return t.name.empty() || t.name == "code" ? "<code>" : t.name;
+    case Term::Kind::OpSet: {
+        if (t.children.empty()) return t.name; // alu_any
+        std::string s = t.name + "(";
+        for (size_t i = 0; i < t.children.size(); ++i)
+            s += (i ? ", " : "") + to_string(t.children[i]);
+        return s + ")";
+    }
     case Term::Kind::Fold: return "fold(" + to_string(t.children.at(0)) + ")";
     case Term::Kind::Predicate: {
         if (t.name == "and") return to_string(t.children[0]) + " && " + to_string(t.children[1]);
+        if (t.name == "<=" || t.name == ">" || t.name == ">=")
+            return to_string(t.children[0]) + " " + t.name + " " + to_string(t.children[1]);
         std::string s = t.name + "(";
         for (size_t i = 0; i < t.children.size(); ++i)
             s += (i ? ", " : "") + to_string(t.children[i]);
@@ -97,9 +113,18 @@ std::string CompiledRule::text() const {
     return s;
 }
 
-void RuleTable::add(const CompiledRule& r, int root_op, std::shared_ptr<const void> storage) {
+void RuleTable::add(const CompiledRule& r, int root_op, const OpSet& set,
+                    std::shared_ptr<const void> storage) {
     if (root_op >= 0) {
         by_op_[static_cast<size_t>(root_op)].push_back(r);
+    } else if (root_op == kRootOpSet) {
+        for (size_t i = 0; i < kNumOps; ++i) {
+            const Op op = static_cast<Op>(i);
+            if (!set.has(op)) continue;
+            CompiledRule ri = r; // a commutative op of the set may match its children swapped
+            ri.swap = is_commutative(op) && r.nchild == 2;
+            by_op_[i].push_back(ri);
+        }
     } else {
         for (auto& v : by_op_) v.push_back(r);
     }

@@ -13,39 +13,23 @@ namespace {
 using namespace tempura::pattern;
 using namespace tempura::symbolic;
 
+// clang-format off
 inline constexpr auto sums = rules(
     // x - y == x + y*-1, -x == x*-1; like terms combined; constants last; terms sorted.
-    rule(
-        x + y, [](Match& m) { return canonical_sum(*m.root); }, is_int(x))
-        .named("canonical sum"),
-    rule(
-        x - y, [](Match& m) { return canonical_sum(*m.root); }, is_int(x))
-        .named("canonical sum"),
-    rule(
-        -x, [](Match& m) { return canonical_sum(*m.root); }, is_int(x))
-        .named("canonical sum"),
-    rule(
-        x* y, [](Match& m) { return canonical_product(*m.root); }, is_int(x))
-        .named("canonical product"));
+    rule(x + y, canonical_sum, is_int(x)).named("canonical sum"),
+    rule(x - y, canonical_sum, is_int(x)).named("canonical sum"),
+    rule(-x, canonical_sum, is_int(x)).named("canonical sum"),
+    rule(x * y, canonical_product, is_int(x)).named("canonical product"));
 
-inline constexpr auto divmod =
-    rules(rule(
-              x / c0, [](Match& m) { return fold_divmod(*m.root); }, is_int(x))
-              .named("div folding"),
-          rule(
-              x % c0, [](Match& m) { return fold_divmod(*m.root); }, is_int(x))
-              .named("mod folding"));
+inline constexpr auto divmod = rules(
+    rule(x / c0, fold_divmod, is_int(x)).named("div folding"),   // (a*c + b) / c, nested, gcd...
+    rule(x % c0, fold_divmod, is_int(x)).named("mod folding"));  // (a*c + b) % c, ranges...
 
-inline constexpr auto comparisons =
-    rules(rule(
-              x < y, [](Match& m) { return fold_compare(*m.root); }, is_int(x))
-              .named("lt folding"),
-          rule(
-              x == y, [](Match& m) { return fold_compare(*m.root); }, is_int(x))
-              .named("eq folding"),
-          rule(
-              x != y, [](Match& m) { return fold_compare(*m.root); }, is_int(x))
-              .named("ne folding"));
+inline constexpr auto comparisons = rules(
+    rule(x < y, fold_compare, is_int(x)).named("lt folding"),    // constants moved, factors out
+    rule(x == y, fold_compare, is_int(x)).named("eq folding"),
+    rule(x != y, fold_compare, is_int(x)).named("ne folding"));
+// clang-format on
 
 inline constexpr auto algebra_group = rules(sums, divmod, comparisons);
 

@@ -70,82 +70,84 @@ std::optional<UOp> fold_by_bounds(const UOp& u) {
     return u.const_like(u.vmin());
 }
 
-inline constexpr auto folding =
-    rules(rule(x, [](Match& m) { return fold_constants(*m.root); }).named("fold constants"),
-          rule(x, [](Match& m) { return fold_by_bounds(*m.root); }).named("fold by bounds"));
-
-// ---- identities -------------------------------------------------------------------------------
-inline constexpr auto identities =
-    rules(rule(x + 0, x, is_int(x)),   // x + 0 == x (not for floats: -0.0 + 0 == +0.0)
-          rule(x - 0, x),              // x - 0 == x, floats included
-          rule(x * 1, x),              // x * 1 == x, floats included
-          rule(x * 0, 0, is_int(x)),   // x * 0 == 0 (floats: NaN * 0 is NaN)
-          rule(x / 1, x, is_int(x)),   // x / 1 == x
-          rule(op<Op::Fdiv>(x, 1), x), // x / 1.0 == x
-          rule(x % 1, 0, is_int(x)),   // x % 1 == 0
-          rule(x - x, 0, is_int(x)),   // x - x == 0
-          rule(x / x, 1, nonzero(x)),  // x / x == 1 when x cannot be 0
-          rule(x % x, 0, nonzero(x)),  // x % x == 0 when x cannot be 0
-          rule(-(-x), x),              // negation is an involution
-          rule(x / -1, -x, is_int(x)), // truncation toward zero: x / -1 == -x
-          rule(x % -1, 0, is_int(x)));
-
-// ---- where ------------------------------------------------------------------------------------
-bool always(const UOp& c) { return c.dtype().is_bool() && c.vmin() == 1; }
-bool never(const UOp& c) { return c.dtype().is_bool() && c.vmax() == 0; }
-inline constexpr auto where_folding =
-    rules(rule(where(x, y, y), y), // both branches equal
-          rule(where(x, y, z), y, [](const Match& m) { return always(m[x]); }), // decided condition
-          rule(where(x, y, z), z, [](const Match& m) { return never(m[x]); }),
-          rule(where(!x, y, z), where(x, z, y))); // no NOT in conditions
-
-// ---- max --------------------------------------------------------------------------------------
-inline constexpr auto max_folding = rules(
-    rule(maximum(x, x), x),
-    // max(x, y) == x when y can never exceed x (bounds), and symmetrically.
-    rule(maximum(x, y), x,
-         [](const Match& m) { return m[x].dtype().is_integral() && m[y].vmax() <= m[x].vmin(); }),
-    rule(maximum(x, y), y,
-         [](const Match& m) { return m[x].dtype().is_integral() && m[x].vmax() <= m[y].vmin(); }));
-
-// ---- booleans and bitwise ---------------------------------------------------------------------
-inline constexpr auto boolean_algebra =
-    rules(rule(x & x, x),                             // idempotence
-          rule(x | x, x), rule(x ^ x, 0, is_int(x)),  // x ^ x == 0 (false for bools)
-          rule(x ^ x, 0, is_bool(x)), rule(x & 0, 0), // x & false == false, x & 0 == 0
-          rule(x | 0, x),                             // x | false == x
-          rule(x ^ 0, x), rule(x & 1, x, is_bool(x)), // x & true == x
-          rule(x | 1, 1, is_bool(x)),                 // x | true == true
-          rule(x ^ 1, !x, is_bool(x)),                // x ^ true == !x
-          rule(x & -1, x, is_int(x)),                 // all ones
-          rule(x & !x, 0),                            // contradiction / excluded middle
-          rule(x | !x, 1), rule(!(!x), x), rule(x != x, 0, is_int(x)), // not for floats: NaN != NaN
-          rule(x != x, 0, is_bool(x)), rule(x == x, 1, is_int(x)), rule(x == x, 1, is_bool(x)),
-          rule(x < x, 0, is_int(x)),
-          // (x < a) & (x < b) == x < min(a, b);  (x < a) | (x < b) == x < max(a, b)
-          rule((x < c0) & (x < c1), x < c0,
-               [](const Match& m) { return m[c0].const_value() <= m[c1].const_value(); }),
-          rule((x < c0) | (x < c1), x < c1,
-               [](const Match& m) { return m[c0].const_value() <= m[c1].const_value(); }),
-          // !(x < y) for integers: y < x + 1 would need overflow checks; keep NOT on comparisons
-          // to the bool rules above, but a NOT of a constant folds.
-          rule(!c0, [](Match& m) -> std::optional<UOp> {
-              return UOp::boolean(m[c0].const_value() == 0);
-          }));
-
-// ---- canonical order --------------------------------------------------------------------------
 // Commutative ops other than ADD/MUL (whose chains the algebra group sorts): a constant goes to
 // the right, otherwise the structurally smaller operand goes first.
 std::optional<UOp> canonical_order(const UOp& u) {
-    if (!is_commutative(u.op()) || u.srcs().size() != 2 || u.op() == Op::Add || u.op() == Op::Mul)
-        return std::nullopt;
     const UOp& a = u.src(0);
     const UOp& b = u.src(1);
     bool swap = a.is_const() ? !b.is_const() : (!b.is_const() && compare_structural(b, a) < 0);
     if (!swap) return std::nullopt;
     return u.replace_srcs({b, a});
 }
-inline constexpr auto ordering = rules(rule(x, [](Match& m) { return canonical_order(*m.root); }));
+constexpr OpSet kReorderable = [] {
+    OpSet s;
+    for (size_t i = 0; i < kNumOps; ++i) {
+        const Op o = static_cast<Op>(i);
+        if (is_commutative(o) && op_info(o).arity == 2 && o != Op::Add && o != Op::Mul) s.add(o);
+    }
+    return s;
+}();
+
+// Rule tables: one rule per line with the algebra it states.
+// clang-format off
+inline constexpr auto folding = rules(
+    rule(alu_any, fold_constants).named("fold constants"),   // op(c, ...) -> its value
+    rule(alu_any, fold_by_bounds).named("fold by bounds"));  // vmin == vmax -> that value
+
+// ---- identities -------------------------------------------------------------------------------
+inline constexpr auto identities = rules(
+    rule(x + 0, x, is_int(x)),                // x + 0 == x (not for floats: -0.0 + 0 == +0.0)
+    rule(x - 0, x),                           // x - 0 == x, floats included
+    rule(x * 1, x),                           // x * 1 == x, floats included
+    rule(x * 0, 0, is_int(x)),                // x * 0 == 0 (floats: NaN * 0 is NaN)
+    rule(x / 1, x, is_int(x)),                // x / 1 == x
+    rule(op<Op::Fdiv>(x, 1), x),              // x / 1.0 == x
+    rule(x % 1, 0, is_int(x)),                // x % 1 == 0
+    rule(x - x, 0, is_int(x)),                // x - x == 0
+    rule(x / x, 1, nonzero(x)),               // x / x == 1 when x cannot be 0
+    rule(x % x, 0, nonzero(x)),               // x % x == 0 when x cannot be 0
+    rule(-(-x), x),                           // negation is an involution
+    rule(x / -1, -x, is_int(x)),              // truncation toward zero: x / -1 == -x
+    rule(x % -1, 0, is_int(x)));              // x % -1 == 0
+
+// ---- where ------------------------------------------------------------------------------------
+inline constexpr auto where_folding = rules(
+    rule(where(x, y, y), y),                  // both branches equal
+    rule(where(x, y, z), y, always(x)),       // a condition that is always true
+    rule(where(x, y, z), z, never(x)),        // a condition that is always false
+    rule(where(!x, y, z), where(x, z, y)));   // no NOT in conditions
+
+// ---- max --------------------------------------------------------------------------------------
+inline constexpr auto max_folding = rules(
+    rule(maximum(x, x), x),                   // max(x, x) == x
+    rule(maximum(x, y), x, never_above(y, x)),  // y can never exceed x (bounds)
+    rule(maximum(x, y), y, never_above(x, y))); // x can never exceed y
+
+// ---- booleans and bitwise (integers and bools alike unless said) ------------------------------
+inline constexpr auto boolean_algebra = rules(
+    rule(x & x, x),                           // idempotence
+    rule(x | x, x),
+    rule(x ^ x, 0, is_integral(x)),           // x ^ x == 0 (false for bools)
+    rule(x & 0, 0),                           // x & false == false, x & 0 == 0
+    rule(x | 0, x),                           // x | false == x
+    rule(x ^ 0, x),
+    rule(x & 1, x, is_bool(x)),               // x & true == x
+    rule(x | 1, 1, is_bool(x)),               // x | true == true
+    rule(x ^ 1, !x, is_bool(x)),              // x ^ true == !x
+    rule(x & -1, x, is_int(x)),               // all ones
+    rule(x & !x, 0),                          // contradiction
+    rule(x | !x, 1),                          // excluded middle
+    rule(!(!x), x),
+    rule(x != x, 0, is_integral(x)),          // not for floats: NaN != NaN
+    rule(x == x, 1, is_integral(x)),
+    rule(x < x, 0, is_int(x)),
+    rule((x < c0) & (x < c1), x < c0, c0 <= c1),   // (x < a) & (x < b) == x < min(a, b)
+    rule((x < c0) | (x < c1), x < c1, c0 <= c1));  // (x < a) | (x < b) == x < max(a, b)
+
+// ---- canonical order --------------------------------------------------------------------------
+inline constexpr auto ordering = rules(
+    rule(ops_in<kReorderable>(x, y), canonical_order));   // a op b -> b op a in canonical order
+// clang-format on
 
 inline constexpr auto fold_group =
     rules(folding, identities, where_folding, max_folding, boolean_algebra, ordering);

@@ -73,7 +73,7 @@ UOp typed_var(const char* name, DType dt) {
 }
 
 // Applies a table once at the root; the result or a null UOp.
-UOp once(const RuleTable& t, const UOp& n, void* ctx = nullptr) {
+UOp once(const RuleTable& t, const UOp& n, const tempura::pattern::RewriteContext& ctx = {}) {
     auto r = t.rewrite_once(n, ctx);
     return r ? *r : UOp();
 }

@@ -8,8 +8,10 @@
 //
 // Matching is continuation-passing so that commutative ops are tried in both orders with full
 // backtracking: a later failure undoes earlier bindings and tries the next alternative.
+#include <array>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -19,6 +21,9 @@
 #include "tempura/pattern/term.hpp"
 
 namespace tempura::pattern {
+
+// kRootOp of a pattern whose root is a set of ops (OpSetPat::kSet says which); -1 is any op.
+inline constexpr int kRootOpSet = -3;
 
 // ---- leaves -------------------------------------------------------------------------------------
 
@@ -203,6 +208,109 @@ struct OpPat {
 
 template <Op O, class... Cs>
 struct IsPatternT<OpPat<O, Cs...>> : std::true_type {};
+
+// ---- roots that match a set of ops ------------------------------------------------------------
+
+// A set of ops as a compile-time bitset over the op table.
+struct OpSet {
+    std::array<uint64_t, (kNumOps + 63) / 64> bits{};
+    constexpr bool has(Op o) const {
+        const auto i = static_cast<size_t>(o);
+        return ((bits[i / 64] >> (i % 64)) & 1u) != 0;
+    }
+    constexpr OpSet& add(Op o) {
+        const auto i = static_cast<size_t>(o);
+        bits[i / 64] |= uint64_t{1} << (i % 64);
+        return *this;
+    }
+    constexpr bool operator==(const OpSet&) const = default;
+};
+template <Op... Os>
+constexpr OpSet op_set() {
+    OpSet s;
+    (s.add(Os), ...);
+    return s;
+}
+// Every ALU op of the op table (unary, binary and ternary).
+constexpr OpSet alu_op_set() {
+    OpSet s;
+    for (size_t i = 0; i < kNumOps; ++i)
+        if (is_alu(static_cast<Op>(i))) s.add(static_cast<Op>(i));
+    return s;
+}
+
+// A root matching any op of S. With operand patterns, the node must have exactly that many
+// sources (a commutative binary op tries both orders); with none (kAnyArity), any sources.
+// Left-hand side only: which op to build would be unknown.
+template <OpSet S, bool kAnyArity, class... Cs>
+struct OpSetPat {
+    std::tuple<Cs...> cs;
+    const char* name; // how the rule text shows the set: "alu", "any_of<ADD, MUL>"
+    static constexpr OpSet kSet = S;
+    static constexpr size_t kN = sizeof...(Cs);
+    static constexpr uint32_t kUses = (0u | ... | Cs::kUses);
+    static constexpr int kRootOp = kRootOpSet;
+    static constexpr bool kConstOnly = false;
+
+    template <size_t I, bool Swapped, class K>
+    bool match_from(const UOp& n, Match& m, K& k) const {
+        if constexpr (I == kN) {
+            return k();
+        } else {
+            constexpr size_t src = Swapped ? kN - 1 - I : I;
+            return std::get<I>(cs).match(n.src(src), m,
+                                         [&] { return match_from<I + 1, Swapped>(n, m, k); });
+        }
+    }
+    template <class K>
+    bool match(const UOp& n, Match& m, K&& k) const {
+        if (!S.has(n.op())) return false;
+        if constexpr (kAnyArity) {
+            return k();
+        } else {
+            if (n.srcs().size() != kN) return false;
+            if (match_from<0, false>(n, m, k)) return true;
+            if constexpr (kN == 2)
+                if (is_commutative(n.op())) return match_from<0, true>(n, m, k);
+            return false;
+        }
+    }
+    Term term() const {
+        std::string shown = name;
+        if (shown == "any_of") {
+            shown += '<';
+            for (size_t i = 0, k = 0; i < kNumOps; ++i)
+                if (S.has(static_cast<Op>(i)))
+                    shown += (k++ ? ", " : "") + std::string(op_name(static_cast<Op>(i)));
+            shown += '>';
+        }
+        Term t{Term::Kind::OpSet, Op::Const, -1, 0, shown, {}};
+        std::apply([&](const auto&... c) { (t.children.push_back(c.term()), ...); }, cs);
+        return t;
+    }
+};
+template <OpSet S, bool A, class... Cs>
+struct IsPatternT<OpSetPat<S, A, Cs...>> : std::true_type {};
+
+// any_of<Op::Add, Op::Mul>(x, y): an ADD or a MUL of x and y.
+template <Op... Os, class... As>
+constexpr auto any_of(As... as) {
+    static_assert(sizeof...(Os) >= 1, "pattern any_of<>: name at least one op");
+    return OpSetPat<op_set<Os...>(), false, Lifted<As>...>{{lift(as)...}, "any_of"};
+}
+// ops_in<S>(x, y): any op of the set S (an OpSet built at compile time) with these operands.
+template <OpSet S, class... As>
+constexpr auto ops_in(As... as) {
+    return OpSetPat<S, false, Lifted<As>...>{{lift(as)...}, "ops_in"};
+}
+// alu(x, y): any ALU op with these operands; alu_any: any ALU node, whatever its sources.
+template <class... As>
+constexpr auto alu(As... as) {
+    static_assert(sizeof...(As) >= 1 && sizeof...(As) <= 3,
+                  "pattern alu(): ALU ops take one, two or three operands");
+    return OpSetPat<alu_op_set(), false, Lifted<As>...>{{lift(as)...}, "alu"};
+}
+inline constexpr OpSetPat<alu_op_set(), true> alu_any{{}, "alu_any"};
 
 // op<Op::X>(a, b, ...): any op of the op table, with its arity checked at compile time.
 template <Op O, class... As>

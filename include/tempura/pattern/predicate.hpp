@@ -3,6 +3,7 @@
 // with &&, or an escape-hatch callable bool(const Match&).
 #include <tuple>
 
+#include "tempura/pattern/fold.hpp"
 #include "tempura/pattern/pattern.hpp"
 
 namespace tempura::pattern {
@@ -52,8 +53,64 @@ struct CodePred {
     Term term() const { return Term{Term::Kind::Code, Op::Const, -1, 0, "code", {}}; }
 };
 
+// A test on the matched constants in the algebra's own spelling, evaluated as fold() evaluates
+// (so with the ops' exact semantics): rule((x < c0) & (x < c1), x < c0, c0 <= c1).
+template <class E>
+struct ConstPred {
+    E e;
+    static constexpr uint32_t kUses = E::kUses;
+    bool eval(const Match& m) const {
+        const auto v = fold_eval(e, m);
+        return v.has_value() && (v->dtype.is_float() ? v->f != 0.0 : v->i != 0);
+    }
+    Term term() const { return e.term(); }
+};
+
+// c0 <= c1, c0 > c1, c0 >= c1 on constant patterns: predicates (there is no <= op to match).
+template <class A, class B, int Rel> // Rel: 0 <=, 1 >, 2 >=
+struct ConstRel {
+    A a;
+    B b;
+    static constexpr uint32_t kUses = A::kUses | B::kUses;
+    bool eval(const Match& m) const {
+        const auto va = fold_eval(a, m), vb = fold_eval(b, m);
+        if (!va || !vb) return false;
+        const bool f =
+            (va->known_dtype && va->dtype.is_float()) || (vb->known_dtype && vb->dtype.is_float());
+        const double fa =
+            va->known_dtype && va->dtype.is_float() ? va->f : static_cast<double>(va->i);
+        const double fb =
+            vb->known_dtype && vb->dtype.is_float() ? vb->f : static_cast<double>(vb->i);
+        if (f) return Rel == 0 ? fa <= fb : Rel == 1 ? fa > fb : fa >= fb;
+        return Rel == 0 ? va->i <= vb->i : Rel == 1 ? va->i > vb->i : va->i >= vb->i;
+    }
+    Term term() const {
+        static constexpr const char* names[] = {"<=", ">", ">="};
+        return Term{Term::Kind::Predicate, Op::Const, -1, 0, names[Rel], {a.term(), b.term()}};
+    }
+};
+#define TEMPURA_CONST_REL(sym, REL)                                                                \
+    template <class A, class B>                                                                    \
+    requires(Pattern<A> || Pattern<B>) constexpr auto operator sym(A a, B b) {                     \
+        using LA = Lifted<A>;                                                                      \
+        using LB = Lifted<B>;                                                                      \
+        static_assert(                                                                             \
+            LA::kConstOnly && LB::kConstOnly,                                                      \
+            "pattern: <=, > and >= compare matched constants in a predicate (c0 <= c1); "          \
+            "they are not ops a pattern can match");                                               \
+        return ConstRel<LA, LB, REL>{lift(a), lift(b)};                                            \
+    }
+TEMPURA_CONST_REL(<=, 0)
+TEMPURA_CONST_REL(>, 1)
+TEMPURA_CONST_REL(>=, 2)
+#undef TEMPURA_CONST_REL
+
 template <class T>
 struct IsPredT : std::false_type {};
+template <class E>
+struct IsPredT<ConstPred<E>> : std::true_type {};
+template <class A, class B, int R>
+struct IsPredT<ConstRel<A, B, R>> : std::true_type {};
 template <>
 struct IsPredT<NoPred> : std::true_type {};
 template <class F, class... As>
@@ -103,6 +160,24 @@ struct IsBool {
     static constexpr const char* kName = "is_bool";
     static bool test(const UOp& a) { return a.dtype().is_bool(); }
 };
+struct IsIntegral { // an integer or a bool: the dtypes with exact bounds
+    static constexpr const char* kName = "is_integral";
+    static bool test(const UOp& a) { return a.dtype().is_integral() && a.dtype().count == 1; }
+};
+struct Always { // a bool that is true wherever it is evaluated (bounds)
+    static constexpr const char* kName = "always";
+    static bool test(const UOp& a) { return a.dtype().is_bool() && a.vmin() == 1; }
+};
+struct Never { // a bool that is false wherever it is evaluated
+    static constexpr const char* kName = "never";
+    static bool test(const UOp& a) { return a.dtype().is_bool() && a.vmax() == 0; }
+};
+struct NeverAbove { // a.vmax <= b.vmin: a never exceeds b
+    static constexpr const char* kName = "never_above";
+    static bool test(const UOp& a, const UOp& b) {
+        return a.dtype().is_integral() && a.vmax() <= b.vmin();
+    }
+};
 struct LessThan { // a.vmax < b.vmin: a < b everywhere
     static constexpr const char* kName = "always_less";
     static bool test(const UOp& a, const UOp& b) {
@@ -139,6 +214,22 @@ constexpr auto is_int(A a) {
 template <WildcardPattern A>
 constexpr auto is_bool(A a) {
     return Pred<preds::IsBool, A>{{a}};
+}
+template <WildcardPattern A>
+constexpr auto is_integral(A a) {
+    return Pred<preds::IsIntegral, A>{{a}};
+}
+template <WildcardPattern A>
+constexpr auto always(A a) {
+    return Pred<preds::Always, A>{{a}};
+}
+template <WildcardPattern A>
+constexpr auto never(A a) {
+    return Pred<preds::Never, A>{{a}};
+}
+template <WildcardPattern A, WildcardPattern B>
+constexpr auto never_above(A a, B b) {
+    return Pred<preds::NeverAbove, A, B>{{a, b}};
 }
 template <WildcardPattern A, WildcardPattern B>
 constexpr auto always_less(A a, B b) {

@@ -30,6 +30,23 @@ struct CodeRhs {
     Term term() const { return Term{Term::Kind::Code, Op::Const, -1, 0, "code", {}}; }
 };
 
+// A plain function of the matched root as the right-hand side: rule(x + y, canonical_sum, ...)
+// with std::optional<UOp> canonical_sum(const UOp&) (nullopt: the rule does not fire).
+template <class F>
+struct RootFnRhs {
+    F f;
+    const char* name;
+    static constexpr uint32_t kUses = 0;
+    std::optional<UOp> build(Match& m, DType) const {
+        if constexpr (std::is_same_v<std::invoke_result_t<const F&, const UOp&>,
+                                     std::optional<UOp>>)
+            return f(*m.root);
+        else
+            return std::optional<UOp>(f(*m.root));
+    }
+    Term term() const { return Term{Term::Kind::Code, Op::Const, -1, 0, name, {}}; }
+};
+
 template <class L, class R, class P>
 struct Rule {
     L lhs;
@@ -37,7 +54,7 @@ struct Rule {
     P pred;
     const char* label = nullptr; // optional name shown in errors and dumps
 
-    std::optional<UOp> apply(const UOp& n, void* ctx) const {
+    std::optional<UOp> apply(const UOp& n, const RewriteContext& ctx) const {
         Match m;
         m.root = &n;
         m.ctx = ctx;
@@ -52,16 +69,28 @@ struct Rule {
     constexpr Rule named(const char* name) const { return Rule{lhs, rhs, pred, name}; }
 };
 
+template <class T>
+struct IsOpSetPatT : std::false_type {};
+template <OpSet S, bool A, class... Cs>
+struct IsOpSetPatT<OpSetPat<S, A, Cs...>> : std::true_type {};
+
 template <class R>
 constexpr auto make_rhs(R r) {
     if constexpr (Pattern<R>) {
+        static_assert(!IsOpSetPatT<R>::value,
+                      "rule: an op set (alu, alu_any, any_of) can only be a left-hand side: the "
+                      "right-hand side would not know which op to build");
         return r;
     } else if constexpr (std::is_integral_v<R>) {
         return Lit{static_cast<int64_t>(r)};
+    } else if constexpr (std::is_invocable_v<const R&, const UOp&> &&
+                         !std::is_invocable_v<const R&, Match&>) {
+        return RootFnRhs<R>{r, "code"};
     } else {
         static_assert(std::is_invocable_v<const R&, Match&>,
-                      "rule: the right-hand side must be a pattern, an integer, fold(...) or a "
-                      "callable std::optional<UOp>(Match&)");
+                      "rule: the right-hand side must be a pattern, an integer, fold(...), a "
+                      "function std::optional<UOp>(const UOp& root) or a callable "
+                      "std::optional<UOp>(Match&)");
         return CodeRhs<R>{r};
     }
 }
@@ -70,6 +99,11 @@ template <class P>
 constexpr auto make_pred(P p) {
     if constexpr (Predicate<P>) {
         return p;
+    } else if constexpr (Pattern<P>) {
+        static_assert(P::kConstOnly,
+                      "rule: a pattern used as a predicate may use only constant wildcards "
+                      "(c0..c3) and integer literals, e.g. c0 < c1 or c0 % c1 == 0");
+        return ConstPred<P>{p};
     } else {
         static_assert(std::is_invocable_r_v<bool, const P&, const Match&>,
                       "rule: the predicate cannot be evaluated: it must be a predicate of the DSL "

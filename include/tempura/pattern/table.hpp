@@ -16,7 +16,7 @@ struct RuleTerms {
 };
 
 struct CompiledRule {
-    std::optional<UOp> (*apply)(const void* rule, const UOp& n, void* ctx);
+    std::optional<UOp> (*apply)(const void* rule, const UOp& n, const RewriteContext& ctx);
     RuleTerms (*terms)(const void* rule);
     const void* rule;
     const char* label;
@@ -44,7 +44,7 @@ class RuleTable {
     // The rules that can match a node of this op, in declaration order.
     const std::vector<CompiledRule>& for_op(Op op) const { return by_op_[static_cast<size_t>(op)]; }
     // Tries the rules for n's op in order; the first that fires gives the result.
-    std::optional<UOp> rewrite_once(const UOp& n, void* ctx,
+    std::optional<UOp> rewrite_once(const UOp& n, const RewriteContext& ctx,
                                     const CompiledRule** which = nullptr) const {
         for (const CompiledRule& r : by_op_[static_cast<size_t>(n.op())]) {
             if (!r.may_match(n)) continue;
@@ -63,7 +63,10 @@ class RuleTable {
     const std::vector<CompiledRule>& all() const { return all_; } // each rule once
     std::string dump() const;
 
-    void add(const CompiledRule& r, int root_op, std::shared_ptr<const void> storage);
+    // Files r under its root: one op (root_op >= 0), every op of `set` (root_op == kRootOpSet),
+    // or every op (root_op == -1, a bare wildcard root).
+    void add(const CompiledRule& r, int root_op, const OpSet& set,
+             std::shared_ptr<const void> storage);
 
   private:
     std::array<std::vector<CompiledRule>, kNumOps> by_op_;
@@ -75,7 +78,7 @@ namespace detail {
 template <class P>
 constexpr int16_t root_op_of() {
     if constexpr (requires { P::kRootOp; })
-        return static_cast<int16_t>(P::kRootOp < 0 ? -1 : P::kRootOp);
+        return static_cast<int16_t>(P::kRootOp < 0 ? -1 : P::kRootOp); // a set: no early reject
     else
         return -1;
 }
@@ -84,6 +87,23 @@ struct ChildOps {
     static constexpr uint8_t n = 0;
     static constexpr std::array<int16_t, 3> ops{-1, -1, -1};
 };
+template <OpSet S, class... Cs>
+struct ChildOps<OpSetPat<S, false, Cs...>> {
+    static constexpr uint8_t n = sizeof...(Cs) <= 3 ? sizeof...(Cs) : 0;
+    static constexpr std::array<int16_t, 3> ops = [] {
+        std::array<int16_t, 3> a{-1, -1, -1};
+        size_t i = 0;
+        ((i < 3 ? (a[i] = root_op_of<Cs>(), ++i) : ++i), ...);
+        return a;
+    }();
+};
+template <class L>
+constexpr OpSet root_set_of() {
+    if constexpr (requires { L::kSet; })
+        return L::kSet;
+    else
+        return OpSet{};
+}
 template <Op O, class... Cs>
 struct ChildOps<OpPat<O, Cs...>> {
     static constexpr uint8_t n = sizeof...(Cs) <= 3 ? sizeof...(Cs) : 0;
@@ -95,7 +115,7 @@ struct ChildOps<OpPat<O, Cs...>> {
     }();
 };
 template <class R>
-std::optional<UOp> apply_rule(const void* r, const UOp& n, void* ctx) {
+std::optional<UOp> apply_rule(const void* r, const UOp& n, const RewriteContext& ctx) {
     return static_cast<const R*>(r)->apply(n, ctx);
 }
 template <class R>
@@ -125,7 +145,7 @@ RuleTable compile(const RuleGroup<Rs...>& g) {
                                    detail::ChildOps<L>::n,
                                    L::kRootOp >= 0 && is_commutative(static_cast<Op>(L::kRootOp)) &&
                                        detail::ChildOps<L>::n == 2};
-                    t.add(c, L::kRootOp, storage);
+                    t.add(c, L::kRootOp, detail::root_set_of<L>(), storage);
                 }(),
                 ...);
         },

@@ -18,6 +18,7 @@ struct Term {
         Fold,          // fold(e): e evaluated on constants when the rule fires
         Predicate,     // a named predicate on sub-terms (is_multiple_of, nonneg, ...)
         Code,          // an escape-hatch callable: opaque
+        OpSet,         // alu(x, y), any_of<...>(...): a root matching a set of ops (name)
     };
     Kind kind = Kind::Code;
     Op op = Op::Const;          // for Node

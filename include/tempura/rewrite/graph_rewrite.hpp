@@ -18,7 +18,7 @@ struct RewriteOptions {
     size_t max_steps = 0;
 };
 
-UOp graph_rewrite(const UOp& root, const pattern::RuleTable& table, void* ctx = nullptr,
-                  RewriteOptions options = {});
+UOp graph_rewrite(const UOp& root, const pattern::RuleTable& table,
+                  const pattern::RewriteContext& ctx = {}, RewriteOptions options = {});
 
 } // namespace tempura
