@@ -61,7 +61,9 @@ std::string to_string(const Term& t) {
             s += (i ? ", " : "") + to_string(t.children[i]);
         return s + ")";
     }
-    case Term::Kind::Fold: return "fold(" + to_string(t.children.at(0)) + ")";
+    case Term::Kind::Fold:
+        return (t.name.empty() ? std::string("fold") : t.name) + "(" + to_string(t.children.at(0)) +
+               ")";
     case Term::Kind::Predicate: {
         if (t.name == "and") return to_string(t.children[0]) + " && " + to_string(t.children[1]);
         if (t.name == "<=" || t.name == ">" || t.name == ">=")

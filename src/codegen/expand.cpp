@@ -5,8 +5,10 @@
 #include <map>
 
 #include "codegen/ranges.hpp"
+#include "tempura/codegen/rules.hpp"
 #include "tempura/codegen/stages.hpp"
 #include "tempura/error.hpp"
+#include "tempura/rewrite/graph_rewrite.hpp"
 #include "tempura/symbolic/simplify.hpp"
 
 namespace tempura::codegen {
@@ -500,14 +502,9 @@ UOp lower_threads(const UOp& ast, int64_t& threads) {
 // ---- MULACC --------------------------------------------------------------------------------
 
 UOp fuse_mulacc(const UOp& ast) {
-    return rebuild_graph(ast, [](const UOp& u, std::vector<UOp> srcs) {
-        if (u.op() == Op::Add && u.dtype().is_float())
-            for (size_t k = 0; k < 2; ++k)
-                if (srcs[k].op() == Op::Mul)
-                    return UOp::make(Op::MulAcc, u.dtype(),
-                                     {srcs[k].src(0), srcs[k].src(1), srcs[1 - k]});
-        return with_srcs(u, std::move(srcs));
-    });
+    RewriteOptions o;
+    o.bottom_up = true;
+    return graph_rewrite(ast, mulacc_fusion(), {}, o);
 }
 
 } // namespace tempura::codegen

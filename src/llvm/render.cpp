@@ -646,7 +646,7 @@ class Renderer {
             if (i)
                 return b_.CreateBinaryIntrinsic(
                     dt.is_unsigned() ? llvm::Intrinsic::umax : llvm::Intrinsic::smax, a[0], a[1]);
-            return b_.CreateOr(a[0], a[1]);
+            return not_for("bool (the cpu_lowering rules make it an OR)");
         case Op::Pow:
             same(0, dt);
             if (!f) return not_for("non-float dtypes");

@@ -59,9 +59,6 @@ UOp fuse_mulacc(const UOp& ast);
 // INDEX become IF/STORE/ENDIF. Returns the program in execution order.
 std::vector<UOp> linearize(const UOp& ast);
 
-// All stages in order without opts; with TEMPURA_DEBUG >= 5 each stage's result is printed.
-std::vector<UOp> lower_kernel(const std::string& name, const UOp& ast);
-
 // A kernel lowered with opts.
 struct LoweredKernel {
     std::vector<UOp> program;
@@ -69,12 +66,34 @@ struct LoweredKernel {
     std::vector<Opt> opts; // the opts applied
 };
 
-// All stages with opts: `opts` when given, else the heuristics (none with TEMPURA_NOOPT=1).
+// What the stages of one kernel's lowering share.
+struct KernelState {
+    std::string name;
+    UOp ast;                      // the kernel as the stages leave it
+    DeviceLimits limits;          // of the device it is lowered for
+    const std::vector<Opt>* opts; // given opts; null: the heuristics choose
+    LoweredKernel out;            // opts applied, THREAD count, then the program
+};
+
+// A stage of the pipeline: a name (dumped at TEMPURA_DEBUG=5) and what it does to the kernel.
+// Most stages are one graph_rewrite of a rule group (rules.hpp, symbolic_rules()); the rest are
+// global by nature (docs/ARCHITECTURE.md says which and why).
+struct Stage {
+    const char* name;
+    UOp (*run)(const UOp& ast, KernelState& k);
+};
+
+// The pipeline, in order. The stages before "apply opts" are prepare_for_opts(); linearize
+// follows the last.
+const std::vector<Stage>& pipeline();
+
+// Every stage of pipeline() with opts: `opts` when given, else the heuristics (none with
+// TEMPURA_NOOPT=1), then linearize. With TEMPURA_DEBUG >= 5 each stage's result is printed.
 LoweredKernel lower_kernel_opt(const std::string& name, const UOp& ast, const DeviceLimits& limits,
                                const std::vector<Opt>* opts = nullptr);
 
-// The kernel AST just before apply-opts (symbolic, decompositions, simplify ranges): what opts
-// and BEAM work on.
+// The kernel AST just before apply-opts (symbolic, early decompositions, split ranges, simplify
+// ranges): what opts and BEAM work on.
 UOp prepare_for_opts(const UOp& ast);
 
 // The identity of a reduce op for a dtype (0 for Add, 1 for Mul, the lowest value for Max).

@@ -97,6 +97,36 @@ struct Fold {
 template <class E>
 struct IsPatternT<Fold<E>> : std::true_type {};
 
+// ilog2(c0): on the right side, the base-2 logarithm of a power-of-two constant, as a constant
+// of the same dtype (with is_pow2(c0) as the rule's predicate): rule(x * c0, x << ilog2(c0), ...).
+template <int I>
+struct ILog2 {
+    static constexpr uint32_t kUses = 1u << I;
+    static constexpr int kRootOp = -2; // never a left side
+    static constexpr bool kConstOnly = true;
+    template <class K>
+    bool match(const UOp&, Match&, K&&) const {
+        static_assert(sizeof(K) == 0, "ilog2() can only appear on the right-hand side of a rule");
+        return false;
+    }
+    std::optional<UOp> build(const Match& m, DType) const {
+        const UOp& c = m.at(I);
+        const int64_t v = c.const_value();
+        if (v <= 0 || (v & (v - 1)) != 0) return std::nullopt;
+        return UOp::constant(c.dtype(),
+                             static_cast<int64_t>(__builtin_ctzll(static_cast<uint64_t>(v))));
+    }
+    Term term() const {
+        return Term{Term::Kind::Fold, Op::Const, -1, 0, "ilog2", {ConstWild<I>{}.term()}};
+    }
+};
+template <int I>
+struct IsPatternT<ILog2<I>> : std::true_type {};
+template <int I>
+constexpr ILog2<I> ilog2(ConstWild<I>) {
+    return {};
+}
+
 template <Pattern E>
 constexpr auto fold(E e) {
     static_assert(E::kConstOnly,

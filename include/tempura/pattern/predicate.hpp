@@ -160,6 +160,26 @@ struct IsBool {
     static constexpr const char* kName = "is_bool";
     static bool test(const UOp& a) { return a.dtype().is_bool(); }
 };
+struct IsFloat { // a float, scalar or vector
+    static constexpr const char* kName = "is_float";
+    static bool test(const UOp& a) { return a.dtype().is_float(); }
+};
+struct IsF32 {
+    static constexpr const char* kName = "is_float32";
+    static bool test(const UOp& a) { return a.dtype() == DType::Float32; }
+};
+struct IsF64 {
+    static constexpr const char* kName = "is_float64";
+    static bool test(const UOp& a) { return a.dtype() == DType::Float64; }
+};
+struct IsPow2 { // a positive integer constant that is a power of two
+    static constexpr const char* kName = "is_pow2";
+    static bool test(const UOp& c) {
+        if (!c.is_const() || !c.dtype().is_int()) return false;
+        const int64_t v = c.const_value();
+        return v > 0 && (v & (v - 1)) == 0;
+    }
+};
 struct IsIntegral { // an integer or a bool: the dtypes with exact bounds
     static constexpr const char* kName = "is_integral";
     static bool test(const UOp& a) { return a.dtype().is_integral() && a.dtype().count == 1; }
@@ -214,6 +234,22 @@ constexpr auto is_int(A a) {
 template <WildcardPattern A>
 constexpr auto is_bool(A a) {
     return Pred<preds::IsBool, A>{{a}};
+}
+template <WildcardPattern A>
+constexpr auto is_float(A a) {
+    return Pred<preds::IsFloat, A>{{a}};
+}
+template <WildcardPattern A>
+constexpr auto is_float32(A a) {
+    return Pred<preds::IsF32, A>{{a}};
+}
+template <WildcardPattern A>
+constexpr auto is_float64(A a) {
+    return Pred<preds::IsF64, A>{{a}};
+}
+template <WildcardPattern A>
+constexpr auto is_pow2(A a) {
+    return Pred<preds::IsPow2, A>{{a}};
 }
 template <WildcardPattern A>
 constexpr auto is_integral(A a) {

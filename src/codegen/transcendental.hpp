@@ -1,0 +1,13 @@
+#pragma once
+// Transcendental functions built from plain ALU ops (private to src/codegen). Each takes the
+// operand node and returns the node computing the function of it.
+#include "tempura/ir/uop.hpp"
+
+namespace tempura::codegen {
+
+UOp exp2_f32(const UOp& x);              // within 2 ulp; NaN stays NaN
+UOp log2_f32(const UOp& x);              // within 2 ulp; log2(0) = -inf, log2(x < 0) = NaN
+UOp sin_cos_f32(const UOp& x, bool cos); // full range, within 0.8 ulp
+UOp sin_cos_f64(const UOp& x, bool cos); // full range, within 0.74 ulp
+
+} // namespace tempura::codegen
