@@ -11,8 +11,8 @@
 #include <cstdint>
 #include <vector>
 
+#include <tempura/backend/llvm_cpu.hpp>
 #include <tempura/ir/uop.hpp>
-#include <tempura/runtime/cpu.hpp>
 
 namespace {
 

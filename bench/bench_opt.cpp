@@ -77,8 +77,8 @@
 
 #include <unistd.h>
 
+#include <tempura/backend/llvm_cpu.hpp>
 #include <tempura/codegen/stages.hpp>
-#include <tempura/runtime/cpu.hpp>
 #include <tempura/runtime/thread_pool.hpp>
 #include <tempura/schedule/schedule.hpp>
 #include <tempura/tempura.hpp>
@@ -922,7 +922,7 @@ void BM_ColdCompile(benchmark::State& state) {
         for (const auto& sk : kernels)
             if (!sk.ast.is_null())
                 lowered.push_back(tempura::codegen::lower_kernel_opt(
-                                      sk.name, sk.ast, tempura::codegen::host_limits())
+                                      sk.name, sk.ast, tempura::runtime::host_limits())
                                       .program);
         const auto s1 = Clock::now();
         double llvm = 0;

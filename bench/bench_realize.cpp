@@ -31,8 +31,8 @@
 #include <string>
 #include <vector>
 
+#include <tempura/backend/llvm_cpu.hpp>
 #include <tempura/codegen/stages.hpp>
-#include <tempura/runtime/cpu.hpp>
 #include <tempura/schedule/schedule.hpp>
 #include <tempura/tempura.hpp>
 
@@ -390,7 +390,7 @@ void BM_CompileTimePerKernel(benchmark::State& state) {
             for (const auto& sk : kernels)
                 if (!sk.ast.is_null())
                     lowered.push_back(tempura::codegen::lower_kernel_opt(
-                                          sk.name, sk.ast, tempura::codegen::host_limits())
+                                          sk.name, sk.ast, tempura::runtime::host_limits())
                                           .program);
             const auto t2 = Clock::now();
             double llvm = 0;

@@ -19,7 +19,7 @@
 #include <utility>
 #include <vector>
 
-#include <tempura/runtime/cpu.hpp>
+#include <tempura/backend/llvm_cpu.hpp>
 #include <tempura/tempura.hpp>
 
 #include "mnist_synthetic.hpp"

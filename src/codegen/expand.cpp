@@ -253,9 +253,9 @@ class Expander {
     UOp contiguous_base(const UOp& idx) {
         const UOp s = simplify(idx);
         int found = 0;
-        for (const auto& [t, sign] : additive_terms(s)) {
-            if (!contains(t, vaxis_)) continue;
-            if (!t.same(vaxis_) || sign != 1) return UOp();
+        for (const auto& [mono, coef] : linear_terms(s)) {
+            if (!contains(mono, vaxis_)) continue;
+            if (!mono.same(vaxis_) || coef != 1) return UOp();
             ++found;
         }
         if (found != 1) return UOp();

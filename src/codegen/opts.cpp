@@ -6,10 +6,9 @@
 #include <cstring>
 
 #include "codegen/ranges.hpp"
+#include "symbolic/linear.hpp"
 #include "tempura/codegen/stages.hpp"
 #include "tempura/error.hpp"
-#include "tempura/runtime/cpu.hpp"
-#include "tempura/runtime/thread_pool.hpp"
 #include "tempura/support/env.hpp"
 #include "tempura/symbolic/simplify.hpp"
 
@@ -40,20 +39,6 @@ std::string to_string(const std::vector<Opt>& opts) {
     std::string s = "[";
     for (size_t i = 0; i < opts.size(); ++i) s += (i ? ", " : "") + to_string(opts[i]);
     return s + "]";
-}
-
-DeviceLimits host_limits() {
-    static const DeviceLimits lim = [] {
-        DeviceLimits l;
-        const std::string f = runtime::host_cpu_features();
-        l.vector_bytes = f.find("+avx512f") != std::string::npos ? 64
-                         : f.find("+avx2") != std::string::npos  ? 32
-                                                                 : 16;
-        l.threads = static_cast<int64_t>(runtime::thread_count());
-        l.name = "CPU:" + runtime::host_cpu_name();
-        return l;
-    }();
-    return lim;
 }
 
 bool noopt_requested() { return env::get_flag("TEMPURA_NOOPT"); }
@@ -342,37 +327,23 @@ UOp apply_opts(const UOp& ast, const std::vector<Opt>& opts, const DeviceLimits&
     return k.ast();
 }
 
-std::vector<std::pair<UOp, int>> additive_terms(const UOp& e) {
-    std::vector<std::pair<UOp, int>> terms, stack{{e, 1}};
-    while (!stack.empty()) {
-        auto [t, sign] = stack.back();
-        stack.pop_back();
-        if (t.op() == Op::Add) {
-            stack.emplace_back(t.src(0), sign);
-            stack.emplace_back(t.src(1), sign);
-        } else if (t.op() == Op::Sub) {
-            stack.emplace_back(t.src(0), sign);
-            stack.emplace_back(t.src(1), -sign);
-        } else {
-            terms.emplace_back(t, sign);
-        }
+std::vector<std::pair<UOp, int64_t>> linear_terms(const UOp& e) {
+    std::vector<std::pair<UOp, int64_t>> out;
+    if (!e.dtype().is_int() || e.dtype().count != 1) {
+        out.emplace_back(e, 1);
+        return out;
     }
-    return terms;
+    for (const symbolic::LinTerm& t : symbolic::decompose(e).terms)
+        out.emplace_back(t.mono, t.coef);
+    return out;
 }
 
 int64_t linear_coefficient(const UOp& idx, const UOp& r) {
     int64_t c = 0;
-    for (const auto& [t, sign] : additive_terms(simplify(idx))) {
-        if (!contains(t, r)) continue;
-        if (t.same(r)) {
-            c += sign;
-        } else if (t.op() == Op::Mul && t.src(0).same(r) && t.src(1).is_const()) {
-            c += sign * t.src(1).const_value();
-        } else if (t.op() == Op::Mul && t.src(1).same(r) && t.src(0).is_const()) {
-            c += sign * t.src(0).const_value();
-        } else {
-            return -1;
-        }
+    for (const auto& [mono, coef] : linear_terms(simplify(idx))) {
+        if (!contains(mono, r)) continue;
+        if (!mono.same(r)) return -1;
+        c += coef;
     }
     return c;
 }

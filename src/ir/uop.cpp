@@ -10,7 +10,8 @@
 #include <unordered_set>
 
 #include "tempura/error.hpp"
-#include "tempura/symbolic/bounds.hpp"
+#include "tempura/ir/bounds.hpp"
+#include "tempura/support/hash.hpp"
 
 namespace tempura {
 
@@ -49,17 +50,8 @@ std::string_view axis_type_name(AxisType t) {
 
 namespace {
 
-inline uint64_t mix(uint64_t h, uint64_t v) {
-    // boost::hash_combine's 64-bit variant, with a final avalanche in finish().
-    h ^= v + 0x9e3779b97f4a7c15ULL + (h << 12) + (h >> 4);
-    return h;
-}
-inline uint64_t finish(uint64_t h) {
-    h ^= h >> 33;
-    h *= 0xff51afd7ed558ccdULL;
-    h ^= h >> 33;
-    return h;
-}
+inline uint64_t mix(uint64_t h, uint64_t v) { return hash_combine(h, v); }
+inline uint64_t finish(uint64_t h) { return hash_finalize(h); }
 uint64_t hash_bytes(const void* p, size_t n) {
     return std::hash<std::string_view>{}(std::string_view(static_cast<const char*>(p), n));
 }

@@ -9,6 +9,7 @@
 
 #include "tempura/codegen/stages.hpp"
 #include "tempura/error.hpp"
+#include "tempura/support/hash.hpp"
 
 namespace tempura {
 
@@ -93,10 +94,9 @@ struct Rangeifier {
     int64_t next_axis = 0;
     struct KeyHash {
         size_t operator()(const std::vector<const UOpNode*>& k) const {
-            size_t h = k.size();
-            for (const UOpNode* p : k)
-                h = (h ^ reinterpret_cast<uintptr_t>(p)) * 0x9e3779b97f4a7c15ULL + (h >> 29);
-            return h;
+            uint64_t h = k.size();
+            for (const UOpNode* p : k) h = hash_combine(h, reinterpret_cast<uintptr_t>(p));
+            return static_cast<size_t>(hash_finalize(h));
         }
     };
     std::unordered_map<std::vector<const UOpNode*>, UOp, KeyHash> memo;

@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <numeric>
 
-#include "tempura/symbolic/bounds.hpp"
+#include "tempura/ir/bounds.hpp"
 
 namespace tempura::symbolic {
 

@@ -22,10 +22,10 @@
 #include <string>
 #include <vector>
 
-#include <tempura/codegen/beam.hpp>
+#include <tempura/backend/llvm_cpu.hpp>
 #include <tempura/codegen/stages.hpp>
+#include <tempura/realize/beam.hpp>
 #include <tempura/runtime/buffer.hpp>
-#include <tempura/runtime/cpu.hpp>
 #include <tempura/runtime/thread_pool.hpp>
 #include <tempura/schedule/schedule.hpp>
 #include <tempura/tempura.hpp>
@@ -83,7 +83,7 @@ Kernel elementwise_kernel(int64_t n) {
 // Lowers the kernel with `opts`, runs it on float buffers of dyadic values (one per PARAM) and
 // returns the output (PARAM 0).
 std::vector<float> run_with(const Kernel& k, const std::vector<Opt>& opts) {
-    const DeviceLimits lim = cg::host_limits();
+    const DeviceLimits lim = tempura::runtime::host_limits();
     const cg::LoweredKernel low = cg::lower_kernel_opt(k.name, k.ast, lim, &opts);
     const auto ck = tempura::runtime::compile_cpu_kernel(k.name, low.program);
     std::vector<std::vector<float>> bufs;
@@ -119,7 +119,7 @@ void check_same_result(const Kernel& k, const std::vector<Opt>& opts) {
 }
 
 bool applies(const Kernel& k, const std::vector<Opt>& opts) {
-    cg::OptKernel ok(cg::prepare_for_opts(k.ast), cg::host_limits());
+    cg::OptKernel ok(cg::prepare_for_opts(k.ast), tempura::runtime::host_limits());
     for (const Opt& o : opts)
         if (!ok.try_apply(o)) return false;
     return true;
@@ -191,17 +191,20 @@ void write_file(const std::string& path, const std::string& text) {
 TEST_CASE("beam: a 64x64x64 matmul gets a valid list that computes the same") {
     TempCache cache;
     const Kernel k = matmul_kernel(64);
-    const std::vector<Opt> opts = cg::beam_search(k.name, k.ast, cg::host_limits(), 2);
+    const std::vector<Opt> opts =
+        cg::beam_search(k.name, k.ast, tempura::runtime::host_limits(), 2);
     INFO("BEAM chose " << cg::to_string(opts));
     CHECK(applies(k, opts));
-    CHECK_NOTHROW(cg::apply_opts(cg::prepare_for_opts(k.ast), opts, cg::host_limits()));
+    CHECK_NOTHROW(
+        cg::apply_opts(cg::prepare_for_opts(k.ast), opts, tempura::runtime::host_limits()));
     check_same_result(k, opts);
 }
 
 TEST_CASE("beam: an elementwise kernel of 2^16 gets a valid list that computes the same") {
     TempCache cache;
     const Kernel k = elementwise_kernel(int64_t{1} << 16);
-    const std::vector<Opt> opts = cg::beam_search(k.name, k.ast, cg::host_limits(), 1);
+    const std::vector<Opt> opts =
+        cg::beam_search(k.name, k.ast, tempura::runtime::host_limits(), 1);
     INFO("BEAM chose " << cg::to_string(opts));
     CHECK(applies(k, opts));
     check_same_result(k, opts);
@@ -209,7 +212,7 @@ TEST_CASE("beam: an elementwise kernel of 2^16 gets a valid list that computes t
 
 TEST_CASE("beam: the disk cache answers a second search and ignores a broken file") {
     TempCache cache;
-    const DeviceLimits lim = cg::host_limits();
+    const DeviceLimits lim = tempura::runtime::host_limits();
     const Kernel k = elementwise_kernel(4096);
     const std::string path = cg::beam_cache_file(k.ast, lim, 1);
     REQUIRE(path.rfind(cache.dir() + "/", 0) == 0);
@@ -291,7 +294,7 @@ TEST_CASE("beam: the disk cache answers a second search and ignores a broken fil
 }
 
 TEST_CASE("beam: cache keys differ by kernel, width and device, not by UOp identity") {
-    const DeviceLimits lim = cg::host_limits();
+    const DeviceLimits lim = tempura::runtime::host_limits();
     const Kernel m64 = matmul_kernel(64), m64b = matmul_kernel(64), m32 = matmul_kernel(32);
     const Kernel e = elementwise_kernel(4096);
     const std::string key = cg::beam_cache_key(m64.ast, lim, 2);
@@ -347,7 +350,7 @@ TEST_CASE("beam: opt lists in the cache's text form") {
 
 TEST_CASE("beam: beam_or_heuristic follows TEMPURA_BEAM and TEMPURA_NOOPT") {
     TempCache cache;
-    const DeviceLimits lim = cg::host_limits();
+    const DeviceLimits lim = tempura::runtime::host_limits();
     const Kernel k = elementwise_kernel(4096);
     const std::vector<Opt> heur = cg::heuristic_opts(cg::prepare_for_opts(k.ast), lim);
     {
@@ -378,7 +381,7 @@ TEST_CASE("beam: the NxNxN matmul (TEMPURA_BEAM_MATMUL=N, a measurement)") {
     if (e == nullptr || std::atoi(e) < 1) return;
     const int64_t n = std::atoi(e);
     TempCache cache;
-    const DeviceLimits lim = cg::host_limits();
+    const DeviceLimits lim = tempura::runtime::host_limits();
     const Kernel k = matmul_kernel(n);
     const auto t0 = std::chrono::steady_clock::now();
     const cg::BeamStats s0 = cg::beam_stats();

@@ -47,10 +47,10 @@
 #include <utility>
 #include <vector>
 
+#include <tempura/backend/llvm_cpu.hpp>
 #include <tempura/codegen/opts.hpp>
 #include <tempura/codegen/stages.hpp>
 #include <tempura/runtime/buffer.hpp>
-#include <tempura/runtime/cpu.hpp>
 #include <tempura/runtime/thread_pool.hpp>
 #include <tempura/schedule/schedule.hpp>
 #include <tempura/tempura.hpp>
@@ -935,7 +935,7 @@ TEST_CASE("opts differential: realize() with the heuristics vs the reference int
                               ? env_int("TEMPURA_FUZZ_N", 2000) * default_n / 2000
                               : 1;
     const uint64_t seed = static_cast<uint64_t>(env_int("TEMPURA_FUZZ_SEED", 20250101)) ^ 0xabcdef;
-    const DeviceLimits host = tempura::codegen::host_limits();
+    const DeviceLimits host = tempura::runtime::host_limits();
     int64_t kernels = 0, with_opts = 0, with_thread = 0, mismatches = 0, exceptions = 0,
             printed = 0;
     const auto t0 = std::chrono::steady_clock::now();

@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "prog.hpp"
+#include "tempura/backend/llvm_cpu.hpp"
 #include "tempura/error.hpp"
 #include "tempura/ir/uop.hpp"
-#include "tempura/runtime/cpu.hpp"
 
 namespace {
 

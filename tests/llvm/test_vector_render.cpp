@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "prog.hpp"
+#include "tempura/backend/llvm_cpu.hpp"
 #include "tempura/error.hpp"
 #include "tempura/ir/uop.hpp"
-#include "tempura/runtime/cpu.hpp"
 
 namespace {
 

@@ -15,8 +15,8 @@
 #include <thread>
 #include <vector>
 
+#include <tempura/backend/llvm_cpu.hpp>
 #include <tempura/ir/scalar.hpp>
-#include <tempura/runtime/cpu.hpp>
 #include <tempura/runtime/thread_pool.hpp>
 #include <tempura/support/env.hpp>
 #include <tempura/tempura.hpp>

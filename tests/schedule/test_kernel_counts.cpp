@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include <tempura/runtime/cpu.hpp>
+#include <tempura/backend/llvm_cpu.hpp>
 #include <tempura/schedule/schedule.hpp>
 #include <tempura/tempura.hpp>
 #include <tempura/tensor/reference.hpp>

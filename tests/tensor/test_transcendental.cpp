@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "tempura/runtime/cpu.hpp"
+#include "tempura/backend/llvm_cpu.hpp"
 #include "tempura/tempura.hpp"
 
 using tempura::Tensor;

@@ -61,9 +61,6 @@ struct DeviceLimits {
     std::string name = "CPU";  // the device, for messages and the BEAM cache key
 };
 
-// The host CPU: vector width from its features, threads from TEMPURA_THREADS.
-DeviceLimits host_limits();
-
 // True when TEMPURA_NOOPT=1: kernels are lowered with no opts at all.
 bool noopt_requested();
 
@@ -117,7 +114,8 @@ UOp apply_opts(const UOp& ast, const std::vector<Opt>& opts, const DeviceLimits&
 // other way (under a division, a modulo, a product with another variable, ...).
 int64_t linear_coefficient(const UOp& idx, const UOp& r);
 
-// The terms of a sum (through ADD and SUB), each with its sign (+1 or -1).
-std::vector<std::pair<UOp, int>> additive_terms(const UOp& e);
+// An integer expression as a linear form: its monomials with their coefficients (the symbolic
+// simplifier's decomposition, symbolic::decompose; the constant term left out).
+std::vector<std::pair<UOp, int64_t>> linear_terms(const UOp& e);
 
 } // namespace tempura::codegen

@@ -5,8 +5,13 @@
 // - float -> integer conversion saturates, and NaN gives 0 (llvm.fptosi.sat / fptoui.sat, PTX
 //   cvt.rzi.sat): a value is truncated toward zero, then clamped to the target's range.
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <optional>
+
+#include "tempura/ir/dtype.hpp"
+#include "tempura/ir/ops.hpp"
 
 namespace tempura::scalar {
 
@@ -40,3 +45,15 @@ inline int64_t float_to_int_sat(double v, int bits, bool is_unsigned) {
 }
 
 } // namespace tempura::scalar
+
+namespace tempura {
+
+// Applies an integer/bool ALU op to constant operands with C semantics (Idiv truncates, Mod
+// takes the dividend's sign), the result wrapped to the dtype's width as LLVM does; nullopt when
+// the result is undefined (division by zero, shift out of range) or the op is not an integer op.
+std::optional<int64_t> exec_int_alu(Op op, DType dtype, const int64_t* operands, size_t n);
+
+// Floating-point folding: nullopt for ops that are not float ALU ops.
+std::optional<double> exec_float_alu(Op op, DType dtype, const double* operands, size_t n);
+
+} // namespace tempura

@@ -3,8 +3,8 @@
 // fires and builds the resulting CONST, e.g. rule(c0 + c1, fold(c0 + c1)).
 #include <optional>
 
+#include "tempura/ir/scalar.hpp"
 #include "tempura/pattern/pattern.hpp"
-#include "tempura/symbolic/eval.hpp"
 
 namespace tempura::pattern {
 

@@ -14,8 +14,8 @@
 
 #include "tempura/ir/dtype.hpp"
 #include "tempura/ir/uop.hpp"
+#include "tempura/realize/realize.hpp"
 #include "tempura/runtime/buffer.hpp"
-#include "tempura/schedule/realize.hpp"
 #include "tempura/tensor/shape.hpp"
 
 namespace tempura {

@@ -1,13 +1,15 @@
 #pragma once
 // The CPU backend: a linearized kernel (docs/KERNEL_IR.md section 2) rendered to LLVM IR,
-// optimized at O2 for the host CPU and JIT-compiled with ORC. LLVM stays behind src/llvm: this
-// header names no LLVM type, so users compile against Tempura without LLVM's headers.
+// optimized at O2 for the host CPU and JIT-compiled with ORC. LLVM stays behind
+// src/backend/llvm_cpu: this header names no LLVM type, so users compile against Tempura without
+// LLVM's headers.
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "tempura/codegen/opts.hpp"
 #include "tempura/ir/uop.hpp"
 
 namespace tempura::runtime {
@@ -73,5 +75,10 @@ void clear_cpu_kernel_cache();
 // (e.g. "+avx512f,+fma,...").
 std::string host_cpu_name();
 std::string host_cpu_features();
+
+// What the codegen may assume of this CPU: vector width (64 bytes with AVX-512, 32 with AVX2,
+// else 16), worker threads (thread_count()), no shared memory. The codegen is handed these; it
+// never asks the host itself.
+codegen::DeviceLimits host_limits();
 
 } // namespace tempura::runtime

@@ -5,7 +5,7 @@
 // Every function gets those as "target-cpu"/"target-features" attributes, so the optimizer's
 // TargetTransformInfo (and the loop vectorizer with it) sees AVX-512 where the host has it.
 // Compiled kernels are cached by the structure of the program, not by UOp identity.
-#include "tempura/runtime/cpu.hpp"
+#include "tempura/backend/llvm_cpu.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -29,9 +29,10 @@
 #include <llvm/Target/TargetMachine.h>
 #include <llvm/TargetParser/Host.h>
 
+#include "backend/llvm_cpu/render.hpp"
 #include "tempura/error.hpp"
+#include "tempura/runtime/thread_pool.hpp"
 #include "tempura/support/lru_cache.hpp"
-#include "llvm/render.hpp"
 
 namespace tempura::runtime {
 
@@ -243,6 +244,20 @@ CpuCacheStats cpu_kernel_cache_stats() {
 }
 
 void clear_cpu_kernel_cache() { cache().kernels.clear(); }
+
+codegen::DeviceLimits host_limits() {
+    static const codegen::DeviceLimits lim = [] {
+        codegen::DeviceLimits l;
+        const std::string f = host_cpu_features();
+        l.vector_bytes = f.find("+avx512f") != std::string::npos ? 64
+                         : f.find("+avx2") != std::string::npos  ? 32
+                                                                 : 16;
+        l.threads = static_cast<int64_t>(thread_count());
+        l.name = "CPU:" + host_cpu_name();
+        return l;
+    }();
+    return lim;
+}
 
 std::string host_cpu_name() { return jit().cpu; }
 std::string host_cpu_features() { return jit().features; }

@@ -5,7 +5,7 @@
 // induction phi and the `r < end` test, then the body), END closes it (increment, back edge, exit
 // block); IF/ENDIF open and close a conditional block. Blocks nest like the list, so a value
 // defined before a loop dominates everything after it, inside the loop and after its END.
-#include "llvm/render.hpp"
+#include "backend/llvm_cpu/render.hpp"
 
 #include <algorithm>
 #include <cstring>

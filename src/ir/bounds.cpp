@@ -1,5 +1,5 @@
 // vmin/vmax of every integer and bool op, computed from the sources' bounds.
-#include "tempura/symbolic/bounds.hpp"
+#include "tempura/ir/bounds.hpp"
 
 #include <algorithm>
 #include <initializer_list>

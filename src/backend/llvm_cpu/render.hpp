@@ -1,6 +1,6 @@
 #pragma once
-// Private to src/llvm: the linearized kernel (docs/KERNEL_IR.md section 2) -> an LLVM function,
-// built with llvm::IRBuilder (no textual IR round trip).
+// Private to src/backend/llvm_cpu: the linearized kernel (docs/KERNEL_IR.md section 2) -> an LLVM
+// function, built with llvm::IRBuilder (no textual IR round trip).
 #include <cstddef>
 #include <string>
 #include <vector>

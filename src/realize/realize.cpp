@@ -3,7 +3,7 @@
 // The plan cache is keyed by the graph's structure with its BUFFERs replaced by input
 // positions, so the same computation on other buffers (the usual case: a model's forward pass
 // on new inputs) skips scheduling and codegen entirely and only allocates and runs.
-#include "tempura/schedule/realize.hpp"
+#include "tempura/realize/realize.hpp"
 
 #include <chrono>
 #include <cstdio>
@@ -12,11 +12,11 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "tempura/codegen/beam.hpp"
+#include "tempura/backend/llvm_cpu.hpp"
 #include "tempura/codegen/stages.hpp"
 #include "tempura/error.hpp"
+#include "tempura/realize/beam.hpp"
 #include "tempura/runtime/buffer.hpp"
-#include "tempura/runtime/cpu.hpp"
 #include "tempura/runtime/thread_pool.hpp"
 #include "tempura/schedule/schedule.hpp"
 #include "tempura/support/env.hpp"
@@ -97,7 +97,7 @@ Plan build_plan(const UOp& root, const std::vector<UOp>& inputs) {
         slot_of.emplace(k.output, out);
         Step step{nullptr, {out}, 0, static_cast<size_t>(numel(shape))};
         if (!k.ast.is_null()) {
-            const codegen::DeviceLimits limits = codegen::host_limits();
+            const codegen::DeviceLimits limits = runtime::host_limits();
             const std::vector<codegen::Opt> opts =
                 codegen::beam_or_heuristic(k.name, k.ast, limits);
             const codegen::LoweredKernel low =

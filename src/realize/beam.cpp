@@ -1,5 +1,5 @@
 // BEAM search: opts chosen by compiling and timing candidates, cached on disk.
-#include "tempura/codegen/beam.hpp"
+#include "tempura/realize/beam.hpp"
 
 #include <fcntl.h>
 #include <setjmp.h>
@@ -25,12 +25,13 @@
 #include <sstream>
 #include <unordered_set>
 
+#include "tempura/backend/llvm_cpu.hpp"
 #include "tempura/codegen/stages.hpp"
 #include "tempura/error.hpp"
 #include "tempura/runtime/buffer.hpp"
-#include "tempura/runtime/cpu.hpp"
 #include "tempura/runtime/thread_pool.hpp"
 #include "tempura/support/env.hpp"
+#include "tempura/support/hash.hpp"
 
 namespace tempura::codegen {
 
@@ -73,13 +74,7 @@ uint64_t fnv1a(const std::string& s, uint64_t h) {
     return h;
 }
 
-uint64_t mix(uint64_t x) { // splitmix64's finalizer
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ull;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
+uint64_t mix(uint64_t x) { return hash_finalize(x); }
 
 std::string hex128(const std::string& s) {
     const uint64_t a = mix(fnv1a(s, 0xcbf29ce484222325ull));
