@@ -31,11 +31,14 @@ std::optional<int64_t> exec_int_alu(Op op, DType dt, const int64_t* v, size_t n)
     case Op::Max:
         if (uns) return u(v[0]) > u(v[1]) ? v[0] : v[1];
         return v[0] > v[1] ? v[0] : v[1];
+    // A shift by the bit width or more (a negative amount counts as a huge one) shifts every
+    // bit out: 0, or the sign for an arithmetic right shift, as x86's variable vector shifts
+    // and PTX's shl/shr do; the backends select that value.
     case Op::Shl:
-        if (v[1] < 0 || v[1] >= dt.bits()) return std::nullopt;
+        if (u(v[1]) >= static_cast<uint64_t>(dt.bits())) return 0;
         return w(u(v[0]) << v[1]);
     case Op::Shr:
-        if (v[1] < 0 || v[1] >= dt.bits()) return std::nullopt;
+        if (u(v[1]) >= static_cast<uint64_t>(dt.bits())) return uns || v[0] >= 0 ? 0 : -1;
         if (uns) return w(u(v[0]) >> v[1]);
         return w(u(v[0] >> v[1]));
     case Op::And: return w(u(v[0]) & u(v[1]));

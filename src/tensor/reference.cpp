@@ -110,7 +110,6 @@ double float_binary(const UOp& u, Op op, double a, double b) {
 int64_t int_binary(const UOp& u, Op op, DType dt, int64_t a, int64_t b) {
     const bool uns = dt.is_unsigned();
     const auto ua = static_cast<uint64_t>(a), ub = static_cast<uint64_t>(b);
-    const int bits = dt.is_bool() ? 1 : dt.bits();
     switch (op) {
     case Op::Add: return wrap_u(dt, ua + ub);
     case Op::Sub: return wrap_u(dt, ua - ub);
@@ -126,10 +125,11 @@ int64_t int_binary(const UOp& u, Op op, DType dt, int64_t a, int64_t b) {
         if (b == -1) return 0;
         return wrap(dt, a % b);
     case Op::Max: return uns ? (ua < ub ? b : a) : (a < b ? b : a);
-    case Op::Shl: return ub >= static_cast<uint64_t>(bits) ? 0 : wrap_u(dt, ua << ub);
-    case Op::Shr:
-        if (ub >= static_cast<uint64_t>(bits)) return uns || a >= 0 ? 0 : -1;
-        return uns ? wrap_u(dt, ua >> ub) : wrap(dt, a >> b);
+    case Op::Shl:
+    case Op::Shr: { // the one definition (tempura/ir/scalar.hpp)
+        const int64_t v[2] = {a, b};
+        return *exec_int_alu(op, dt, v, 2);
+    }
     case Op::And: return wrap(dt, a & b);
     case Op::Or: return wrap(dt, a | b);
     case Op::Xor: return wrap(dt, a ^ b);

@@ -16,6 +16,7 @@
 #include "prog.hpp"
 #include "tempura/backend/llvm_cpu.hpp"
 #include "tempura/error.hpp"
+#include "tempura/ir/scalar.hpp"
 #include "tempura/ir/uop.hpp"
 
 namespace {
@@ -698,3 +699,48 @@ TEST_CASE("compiling from several threads at once") {
     for (auto& th : threads) th.join();
     for (int t = 0; t < kThreads; ++t) CHECK(ok[t] == 2);
 }
+
+namespace {
+
+// Shifts by the width or more have one meaning everywhere (tempura/ir/scalar.hpp): 0, or the
+// sign for an arithmetic right shift; a negative amount counts as a huge one. The compiled
+// kernel, constant folding (exec_int_alu) and the reference interpreter agree.
+TEST_CASE("shifts by the bit width or more: one meaning in the kernel and in folding") {
+    std::vector<int32_t> a, s;
+    for (int32_t x : {1, -1, 12345, -12345, INT32_MIN, INT32_MAX})
+        for (int32_t k : {0, 1, 5, 31, 32, 33, 63, 64, 1000, -1, -32, INT32_MIN}) {
+            a.push_back(x);
+            s.push_back(k);
+        }
+    const auto n = static_cast<int64_t>(a.size());
+    for (Op op : {Op::Shl, Op::Shr}) {
+        for (DType dt : {DType::Int32, DType::UInt32}) {
+            CAPTURE(op_name(op));
+            CAPTURE(dt.name());
+            auto prog =
+                elementwise(dt, {dt, dt}, n, [&](Prog& p, const std::vector<UOp>& x, const UOp&) {
+                    return p.alu(op, {x[0], x[1]});
+                });
+            const std::vector<int32_t> got = run1<int32_t>(prog, a.size(), a, s);
+            for (size_t i = 0; i < a.size(); ++i) {
+                CAPTURE(a[i]);
+                CAPTURE(s[i]);
+                const int64_t v[2] = {
+                    dt == DType::UInt32 ? int64_t{static_cast<uint32_t>(a[i])} : int64_t{a[i]},
+                    dt == DType::UInt32 ? int64_t{static_cast<uint32_t>(s[i])} : int64_t{s[i]}};
+                const int64_t want = *tempura::exec_int_alu(op, dt, v, 2);
+                CHECK(static_cast<int64_t>(dt == DType::UInt32
+                                               ? int64_t{static_cast<uint32_t>(got[i])}
+                                               : int64_t{got[i]}) == want);
+                // The definition itself, spelled out.
+                const uint64_t amount = static_cast<uint64_t>(v[1]);
+                if (amount >= 32) {
+                    const int64_t fill = op == Op::Shr && dt == DType::Int32 && a[i] < 0 ? -1 : 0;
+                    CHECK(want == fill);
+                }
+            }
+        }
+    }
+}
+
+} // namespace

@@ -23,6 +23,10 @@
 
 #include "tempura/error.hpp"
 
+// A switch over Op that misses an op is an error here, whatever the build's warning flags: the
+// renderer must lower every ALU op of the table.
+#pragma GCC diagnostic error "-Wswitch"
+
 namespace tempura::llvm_backend {
 
 namespace {
@@ -655,8 +659,27 @@ class Renderer {
         case Op::Shr:
             same(0, dt);
             if (!i) return not_for("non-integer dtypes");
-            if (op == Op::Shl) return b_.CreateShl(a[0], a[1]);
-            return dt.is_unsigned() ? b_.CreateLShr(a[0], a[1]) : b_.CreateAShr(a[0], a[1]);
+            {
+                // A shift by the width or more gives 0 (or the sign, shifting right
+                // arithmetically), as tempura/ir/scalar.hpp defines; LLVM's own shifts would be
+                // poison there.
+                llvm::Type* ty = a[0]->getType();
+                const unsigned width = ty->getScalarSizeInBits();
+                llvm::Value* big =
+                    b_.CreateICmpUGE(a[1], llvm::ConstantInt::get(ty, width)); // negative: huge
+                llvm::Value* amount = b_.CreateSelect(big, llvm::ConstantInt::get(ty, 0), a[1]);
+                if (op == Op::Shl)
+                    return b_.CreateSelect(big, llvm::ConstantInt::get(ty, 0),
+                                           b_.CreateShl(a[0], amount));
+                if (dt.is_unsigned())
+                    return b_.CreateSelect(big, llvm::ConstantInt::get(ty, 0),
+                                           b_.CreateLShr(a[0], amount));
+                // Arithmetic: shifting by width - 1 fills with the sign, which is what a bigger
+                // shift means.
+                llvm::Value* clamped =
+                    b_.CreateSelect(big, llvm::ConstantInt::get(ty, width - 1), a[1]);
+                return b_.CreateAShr(a[0], clamped);
+            }
         case Op::And:
         case Op::Or:
         case Op::Xor:
@@ -696,7 +719,27 @@ class Renderer {
             if (f) return b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {ty}, {a[0], a[1], a[2]});
             if (i) return b_.CreateAdd(b_.CreateMul(a[0], a[1]), a[2]);
             return not_for("bool");
-        default: break;
+            // Every op of the table that is not an ALU op: none reaches here (emit() sends only ALU
+            // ops). There is no `default`: an ALU op added to the table without a lowering here is
+            // a compile error (-Wswitch, an error in this file).
+#define TEMPURA_NON_ALU_Unary(e)
+#define TEMPURA_NON_ALU_Binary(e)
+#define TEMPURA_NON_ALU_Ternary(e)
+#define TEMPURA_NON_ALU_Const(e) case Op::e:
+#define TEMPURA_NON_ALU_Define(e) case Op::e:
+#define TEMPURA_NON_ALU_Memory(e) case Op::e:
+#define TEMPURA_NON_ALU_Movement(e) case Op::e:
+#define TEMPURA_NON_ALU_Reduce(e) case Op::e:
+#define TEMPURA_NON_ALU_Control(e) case Op::e:
+#define TEMPURA_NON_ALU_Vector(e) case Op::e:
+#define TEMPURA_NON_ALU_Expansion(e) case Op::e:
+#define TEMPURA_NON_ALU_Structure(e) case Op::e:
+#define TEMPURA_NON_ALU_Hardware(e) case Op::e:
+#define TEMPURA_NON_ALU_Tensor(e) case Op::e:
+#define TEMPURA_X(e, n, a, m, c, f, r, k) TEMPURA_NON_ALU_##c(e)
+            TEMPURA_OPS(TEMPURA_X)
+#undef TEMPURA_X
+            break;
         }
         unsupported(u, "not an ALU op the CPU backend knows");
     }
