@@ -262,6 +262,48 @@ std::shared_ptr<const UOpNode> find_live(Shard& s, uint64_t h, Op op, DType dtyp
     return nullptr;
 }
 
+// Whether an arg is of the kind the op table names for the op (the Arg alternatives by index:
+// monostate, int64, double, bool, string, ints, VarArg, RangeArg, Op, ReduceArg).
+bool arg_fits(ArgKind kind, const Arg& a) {
+    switch (kind) {
+    case ArgKind::None: return std::holds_alternative<std::monostate>(a);
+    case ArgKind::Value:
+        return std::holds_alternative<int64_t>(a) || std::holds_alternative<double>(a) ||
+               std::holds_alternative<bool>(a);
+    case ArgKind::Values:
+    case ArgKind::Ints: return std::holds_alternative<std::vector<int64_t>>(a);
+    case ArgKind::Var: return std::holds_alternative<VarArg>(a);
+    case ArgKind::Range: return std::holds_alternative<RangeArg>(a);
+    case ArgKind::Int: return std::holds_alternative<int64_t>(a);
+    case ArgKind::String: return std::holds_alternative<std::string>(a);
+    case ArgKind::ReduceOp:
+        return std::holds_alternative<Op>(a) || std::holds_alternative<ReduceArg>(a);
+    case ArgKind::Any: return true;
+    }
+    return false;
+}
+const char* arg_kind_name(ArgKind kind) {
+    switch (kind) {
+    case ArgKind::None: return "no value";
+    case ArgKind::Value: return "a number";
+    case ArgKind::Values: return "a list of numbers";
+    case ArgKind::Ints: return "a list of integers";
+    case ArgKind::Var: return "a variable (name, min, max)";
+    case ArgKind::Range: return "a range (axis, type)";
+    case ArgKind::Int: return "an integer";
+    case ArgKind::String: return "a string";
+    case ArgKind::ReduceOp: return "a reduce op";
+    case ArgKind::Any: return "anything";
+    }
+    return "?";
+}
+const char* arg_alternative_name(const Arg& a) {
+    static constexpr const char* names[] = {"no value", "an integer",       "a float",    "a bool",
+                                            "a string", "a list",           "a variable", "a range",
+                                            "an op",    "a reduce argument"};
+    return names[a.index()];
+}
+
 } // namespace
 
 struct UOpFactory {
@@ -317,6 +359,9 @@ UOp UOp::make(Op op, DType dtype, std::vector<UOp> srcs, Arg arg, std::source_lo
     }
     for (const UOp& s : srcs)
         if (s.is_null()) fail("uop", std::string(op_name(op)) + " given a null source");
+    if (!arg_fits(op_info(op).arg, arg))
+        fail("uop", std::string(op_name(op)) + " takes " + arg_kind_name(op_info(op).arg) +
+                        " as its arg, got " + arg_alternative_name(arg));
     return UOpFactory::intern(op, dtype, std::move(srcs), std::move(arg), loc);
 }
 

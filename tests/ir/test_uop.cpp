@@ -115,6 +115,19 @@ TEST_CASE("a node records where user code created it") {
 
 // ---- construction errors ----------------------------------------------------------------------
 
+TEST_CASE("UOp::make checks the arg's kind against the op table") {
+    const UOp four = UOp::index(4);
+    CHECK(error_of([&] { UOp::make(Op::Range, DType::Index, {four}, int64_t{3}); }) ==
+          "[uop] RANGE takes a range (axis, type) as its arg, got an integer");
+    CHECK(error_of([&] { UOp::make(Op::Add, DType::Index, {four, four}, 1.5); }) ==
+          "[uop] ADD takes no value as its arg, got a float");
+    CHECK(error_of([&] { UOp::make(Op::DefineVar, DType::Index, {}, std::string("n")); }) ==
+          "[uop] DEFINE_VAR takes a variable (name, min, max) as its arg, got a string");
+    CHECK(error_of([&] { UOp::make(Op::Const, DType::Index, {}, std::vector<int64_t>{1}); }) ==
+          "[uop] CONST takes a number as its arg, got a list");
+    CHECK_NOTHROW(UOp::make(Op::Range, DType::Index, {four}, tempura::RangeArg{0, {}}));
+}
+
 TEST_CASE("UOp::make checks arity against the op table") {
     UOp a = UOp::variable("ar_a", 0, 10);
     CHECK(error_of([&] { UOp::make(Op::Add, DType::Index, {a}); }) ==

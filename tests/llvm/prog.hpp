@@ -30,9 +30,11 @@ struct Prog {
     UOp var(const std::string& name, int64_t lo, int64_t hi, DType t = DType::Index) {
         return add(UOp::make(Op::DefineVar, t, {}, VarArg{name, lo, hi}));
     }
-    UOp reg(DType t, int64_t count) {
-        return add(UOp::make(Op::DefineReg, t.ptr(AddrSpace::Reg), {}, count));
+    UOp reg(DType t, int64_t count) { // arg {count, id}: distinct registers stay distinct
+        return add(UOp::make(Op::DefineReg, t.ptr(AddrSpace::Reg), {},
+                             std::vector<int64_t>{count, next_reg++}));
     }
+    int64_t next_reg = 0;
     UOp c(DType t, double v) { return add(UOp::constant_f(t, v)); }
     UOp ci(DType t, int64_t v) { return add(UOp::constant(t, v)); }
     UOp idx(int64_t v) { return add(UOp::index(v)); }

@@ -98,7 +98,7 @@ struct OpInfo {
     X(Bind, "BIND", 2, 2, Define, 0, -1, None)                                                     \
     X(Special, "SPECIAL", 1, 1, Hardware, 0, -1, String)                                           \
     X(DefineLocal, "DEFINE_LOCAL", 0, 0, Define, 0, -1, Int)                                       \
-    X(DefineReg, "DEFINE_REG", 0, 0, Define, 0, -1, Int)                                           \
+    X(DefineReg, "DEFINE_REG", 0, 0, Define, 0, -1, Ints)                                          \
     X(Param, "PARAM", kVariadic, 0, Define, 0, -1, Ints)                                           \
     X(Unique, "UNIQUE", 0, 0, Define, 0, -1, Int)                                                  \
     X(LUnique, "LUNIQUE", 0, 0, Define, 0, -1, Int)                                                \
@@ -120,7 +120,7 @@ struct OpInfo {
     X(CustomI, "CUSTOMI", kVariadic, 0, Structure, 0, -1, String)                                  \
     X(CustomFunction, "CUSTOM_FUNCTION", kVariadic, 0, Structure, 0, -1, Any)                      \
     /* memory */                                                                                   \
-    X(Buffer, "BUFFER", kVariadic, 0, Memory, 0, -1, Int)                                          \
+    X(Buffer, "BUFFER", kVariadic, 0, Memory, 0, -1, Ints)                                         \
     X(BufferView, "BUFFER_VIEW", 1, 1, Memory, 0, -1, Ints)                                        \
     X(Bufferize, "BUFFERIZE", kVariadic, 1, Memory, kExpandable, 1, Any)                           \
     X(Index, "INDEX", kVariadic, 2, Memory, kExpandable, -1, None)                                 \

@@ -465,10 +465,10 @@ class Renderer {
 
     llvm::Value* define_reg(const UOp& u) {
         if (!u.dtype().is_ptr) unsupported(u, "a DEFINE_REG must have a pointer dtype");
-        // arg: the element count, or {count, id} (the id keeps distinct registers distinct
-        // under hash-consing). The elements may be vectors: T.vec(n).ptr(Reg) is an array of
-        // `count` <n x T>, promoted to registers by SROA as the scalar case is.
-        const int64_t* n = std::get_if<int64_t>(&u.arg());
+        // arg: {count, id} (the id keeps distinct registers distinct under hash-consing). The
+        // elements may be vectors: T.vec(n).ptr(Reg) is an array of `count` <n x T>, promoted
+        // to registers by SROA as the scalar case is.
+        const int64_t* n = nullptr;
         if (const auto* v = std::get_if<std::vector<int64_t>>(&u.arg()); v && !v->empty())
             n = &v->front();
         if (n == nullptr || *n <= 0 || *n > (int64_t{1} << 20))
