@@ -1,6 +1,7 @@
-// The stages between apply-opts and linearize: simplify ranges, the expander (UPCAST/UNROLL
-// ranges -> vector lanes and unrolled copies, folded to the host's vector width, with load
-// collapse, split stores and horizontal reduction), THREAD lowering and MULACC fusion.
+// The range stages before apply-opts (split ranges, simplify ranges), then the ones after it:
+// the expander (UPCAST/UNROLL ranges -> vector lanes and unrolled copies, folded to the host's
+// vector width, with load collapse, split stores and horizontal reduction), THREAD lowering and
+// MULACC fusion (a rule group, rules.hpp). The order is pipeline() in stages.cpp.
 #include <algorithm>
 #include <map>
 

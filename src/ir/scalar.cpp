@@ -73,6 +73,11 @@ std::optional<double> exec_float_alu(Op op, DType dt, const double* v, size_t) {
         r = scalar::float_maximum(v[0], v[1]);
         break;
     case Op::Pow: r = std::pow(v[0], v[1]); break;
+    case Op::Mod: r = std::fmod(v[0], v[1]); break;    // the sign of the dividend, as C
+    case Op::Idiv: r = std::trunc(v[0] / v[1]); break; // truncated, as for integers
+    case Op::CmpLt: return v[0] < v[1] ? 1.0 : 0.0;    // comparisons: 1 or 0, never rounded
+    case Op::CmpNe: return v[0] != v[1] ? 1.0 : 0.0;   // (NaN != NaN)
+    case Op::CmpEq: return v[0] == v[1] ? 1.0 : 0.0;
     case Op::MulAcc: r = v[0] * v[1] + v[2]; break;
     default: return std::nullopt;
     }

@@ -45,14 +45,9 @@ std::optional<UOp> fold_constants(const UOp& u) {
             v[i] = std::holds_alternative<double>(s.arg()) ? std::get<double>(s.arg())
                                                            : static_cast<double>(s.const_value());
         }
-        if (is_comparison(u.op())) {
-            bool r = u.op() == Op::CmpLt   ? v[0] < v[1]
-                     : u.op() == Op::CmpNe ? v[0] != v[1]
-                                           : v[0] == v[1];
-            return UOp::boolean(r);
-        }
         if (u.op() == Op::Where) return v[0] != 0 ? u.src(1) : u.src(2);
-        auto r = exec_float_alu(u.op(), u.dtype(), v, n);
+        auto r = exec_float_alu(u.op(), operand_dt, v, n);
+        if (r && is_comparison(u.op())) return UOp::boolean(*r != 0.0);
         if (!r) return std::nullopt;
         return UOp::constant_f(u.dtype(), *r);
     }

@@ -90,21 +90,12 @@ int64_t int_pow(DType dt, int64_t base, int64_t exp) {
     return wrap_u(dt, r);
 }
 
+// Float ops compute in double with the one definition of their scalar semantics
+// (exec_float_alu, tempura/ir/scalar.hpp); the caller rounds to the node's dtype.
 double float_binary(const UOp& u, Op op, double a, double b) {
-    switch (op) {
-    case Op::Add: return a + b;
-    case Op::Sub: return a - b;
-    case Op::Mul: return a * b;
-    case Op::Fdiv: return a / b;
-    case Op::Idiv: return std::trunc(a / b);
-    case Op::Mod: return std::fmod(a, b);
-    case Op::Max: return scalar::float_maximum(a, b);
-    case Op::Pow: return std::pow(a, b);
-    case Op::CmpLt: return a < b;
-    case Op::CmpNe: return a != b;
-    case Op::CmpEq: return a == b;
-    default: bad(u, "is not defined on floats");
-    }
+    const double v[2] = {a, b};
+    if (auto r = exec_float_alu(op, DType::Float64, v, 2)) return *r;
+    bad(u, "is not defined on floats");
 }
 
 int64_t int_binary(const UOp& u, Op op, DType dt, int64_t a, int64_t b) {
@@ -142,17 +133,8 @@ int64_t int_binary(const UOp& u, Op op, DType dt, int64_t a, int64_t b) {
 }
 
 double float_unary(const UOp& u, Op op, double x) {
-    switch (op) {
-    case Op::Neg: return -x;
-    case Op::Exp2: return std::exp2(x);
-    case Op::Log2: return std::log2(x);
-    case Op::Sin: return std::sin(x);
-    case Op::Cos: return std::cos(x);
-    case Op::Sqrt: return std::sqrt(x);
-    case Op::Recip: return 1.0 / x;
-    case Op::Trunc: return std::trunc(x);
-    default: bad(u, "is not defined on floats");
-    }
+    if (auto r = exec_float_alu(op, DType::Float64, &x, 1)) return *r;
+    bad(u, "is not defined on floats");
 }
 
 int64_t int_unary(const UOp& u, Op op, DType dt, int64_t x) {

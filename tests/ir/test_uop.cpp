@@ -119,8 +119,9 @@ TEST_CASE("UOp::make checks the arg's kind against the op table") {
     const UOp four = UOp::index(4);
     CHECK(error_of([&] { UOp::make(Op::Range, DType::Index, {four}, int64_t{3}); }) ==
           "[uop] RANGE takes a range (axis, type) as its arg, got an integer");
-    CHECK(error_of([&] { UOp::make(Op::Add, DType::Index, {four, four}, 1.5); }) ==
-          "[uop] ADD takes no value as its arg, got a float");
+    CHECK(error_of([&] {
+              UOp::make(Op::Add, DType::Index, {four, four}, 1.5);
+          }) == "[uop] ADD takes no value as its arg, got a float");
     CHECK(error_of([&] { UOp::make(Op::DefineVar, DType::Index, {}, std::string("n")); }) ==
           "[uop] DEFINE_VAR takes a variable (name, min, max) as its arg, got a string");
     CHECK(error_of([&] { UOp::make(Op::Const, DType::Index, {}, std::vector<int64_t>{1}); }) ==

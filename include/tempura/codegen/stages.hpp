@@ -1,8 +1,7 @@
 #pragma once
-// The codegen stages of ../shared/seeds/004_… that correct scalar code needs, each a named
-// function from kernel AST to kernel AST (or, last, to the linear program of
-// docs/KERNEL_IR.md §2), runnable and dumpable on its own. The optimization stages (UPCAST,
-// UNROLL, expander, devectorizer, THREAD) slot in between symbolic and linearize.
+// The codegen stages (docs/ARCHITECTURE.md lists them in order): each a named function from
+// kernel AST to kernel AST (or, last, to the linear program of docs/KERNEL_IR.md §2),
+// runnable and dumpable on its own; pipeline() is the list lower_kernel_opt runs.
 #include <string>
 #include <vector>
 

@@ -54,14 +54,12 @@ std::optional<Num> fold_eval(const OpPat<O, Cs...>& p, const Match& m) {
             ops[i] = vals[i]->known_dtype && vals[i]->dtype.is_float()
                          ? vals[i]->f
                          : static_cast<double>(vals[i]->i);
+        auto r = exec_float_alu(O, dt, ops, sizeof...(Cs));
+        if (!r) return std::nullopt;
         if constexpr (is_comparison(O)) {
-            const bool r = O == Op::CmpLt   ? ops[0] < ops[1]
-                           : O == Op::CmpNe ? ops[0] != ops[1]
-                                            : ops[0] == ops[1];
-            return Num{DType::Bool, true, r ? 1 : 0, r ? 1.0 : 0.0};
+            const bool b = *r != 0.0;
+            return Num{DType::Bool, true, b ? 1 : 0, b ? 1.0 : 0.0};
         } else {
-            auto r = exec_float_alu(O, dt, ops, sizeof...(Cs));
-            if (!r) return std::nullopt;
             return Num{dt, true, 0, *r};
         }
     }
