@@ -122,6 +122,20 @@ using Lifted = decltype(lift(std::declval<T>()));
 
 // ---- op nodes ---------------------------------------------------------------------------------
 
+// Matches the operand patterns `cs` against n's sources from the I-th on (in reverse order when
+// Swapped), then runs the continuation: a later failure backtracks into earlier operands.
+template <size_t I, bool Swapped, class Tuple, class K>
+bool match_children(const Tuple& cs, const UOp& n, Match& m, K& k) {
+    constexpr size_t kN = std::tuple_size_v<Tuple>;
+    if constexpr (I == kN) {
+        return k();
+    } else {
+        constexpr size_t src = Swapped ? kN - 1 - I : I;
+        return std::get<I>(cs).match(n.src(src), m,
+                                     [&] { return match_children<I + 1, Swapped>(cs, n, m, k); });
+    }
+}
+
 // Literal operands of a built node take the dtype of the first operand that is not a literal.
 template <Op O, class... Cs>
 struct OpPat {
@@ -132,21 +146,11 @@ struct OpPat {
     static constexpr bool kConstOnly = (true && ... && Cs::kConstOnly);
     static constexpr bool kSwap = is_commutative(O) && kN == 2;
 
-    template <size_t I, bool Swapped, class K>
-    bool match_from(const UOp& n, Match& m, K& k) const {
-        if constexpr (I == kN) {
-            return k();
-        } else {
-            constexpr size_t src = Swapped ? kN - 1 - I : I;
-            return std::get<I>(cs).match(n.src(src), m,
-                                         [&] { return match_from<I + 1, Swapped>(n, m, k); });
-        }
-    }
     template <class K>
     bool match(const UOp& n, Match& m, K&& k) const {
         if (n.op() != O || n.srcs().size() != kN) return false;
-        if (match_from<0, false>(n, m, k)) return true;
-        if constexpr (kSwap) return match_from<0, true>(n, m, k);
+        if (match_children<0, false>(cs, n, m, k)) return true;
+        if constexpr (kSwap) return match_children<0, true>(cs, n, m, k);
         return false;
     }
     std::optional<UOp> build(const Match& m, DType hint) const {
@@ -252,16 +256,6 @@ struct OpSetPat {
     static constexpr int kRootOp = kRootOpSet;
     static constexpr bool kConstOnly = false;
 
-    template <size_t I, bool Swapped, class K>
-    bool match_from(const UOp& n, Match& m, K& k) const {
-        if constexpr (I == kN) {
-            return k();
-        } else {
-            constexpr size_t src = Swapped ? kN - 1 - I : I;
-            return std::get<I>(cs).match(n.src(src), m,
-                                         [&] { return match_from<I + 1, Swapped>(n, m, k); });
-        }
-    }
     template <class K>
     bool match(const UOp& n, Match& m, K&& k) const {
         if (!S.has(n.op())) return false;
@@ -269,9 +263,9 @@ struct OpSetPat {
             return k();
         } else {
             if (n.srcs().size() != kN) return false;
-            if (match_from<0, false>(n, m, k)) return true;
+            if (match_children<0, false>(cs, n, m, k)) return true;
             if constexpr (kN == 2)
-                if (is_commutative(n.op())) return match_from<0, true>(n, m, k);
+                if (is_commutative(n.op())) return match_children<0, true>(cs, n, m, k);
             return false;
         }
     }

@@ -82,6 +82,14 @@ constexpr int16_t root_op_of() {
     else
         return -1;
 }
+// The root op each of the first three operand patterns needs (-1: any).
+template <class... Cs>
+constexpr std::array<int16_t, 3> child_root_ops() {
+    std::array<int16_t, 3> a{-1, -1, -1};
+    size_t i = 0;
+    ((i < 3 ? (a[i] = root_op_of<Cs>(), ++i) : ++i), ...);
+    return a;
+}
 template <class L>
 struct ChildOps {
     static constexpr uint8_t n = 0;
@@ -90,12 +98,7 @@ struct ChildOps {
 template <OpSet S, class... Cs>
 struct ChildOps<OpSetPat<S, false, Cs...>> {
     static constexpr uint8_t n = sizeof...(Cs) <= 3 ? sizeof...(Cs) : 0;
-    static constexpr std::array<int16_t, 3> ops = [] {
-        std::array<int16_t, 3> a{-1, -1, -1};
-        size_t i = 0;
-        ((i < 3 ? (a[i] = root_op_of<Cs>(), ++i) : ++i), ...);
-        return a;
-    }();
+    static constexpr std::array<int16_t, 3> ops = child_root_ops<Cs...>();
 };
 template <class L>
 constexpr OpSet root_set_of() {
@@ -107,12 +110,7 @@ constexpr OpSet root_set_of() {
 template <Op O, class... Cs>
 struct ChildOps<OpPat<O, Cs...>> {
     static constexpr uint8_t n = sizeof...(Cs) <= 3 ? sizeof...(Cs) : 0;
-    static constexpr std::array<int16_t, 3> ops = [] {
-        std::array<int16_t, 3> a{-1, -1, -1};
-        size_t i = 0;
-        ((i < 3 ? (a[i] = root_op_of<Cs>(), ++i) : ++i), ...);
-        return a;
-    }();
+    static constexpr std::array<int16_t, 3> ops = child_root_ops<Cs...>();
 };
 template <class R>
 std::optional<UOp> apply_rule(const void* r, const UOp& n, const RewriteContext& ctx) {
