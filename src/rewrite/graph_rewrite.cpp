@@ -4,6 +4,7 @@
 #include <unordered_map>
 
 #include "tempura/error.hpp"
+#include "tempura/pattern/table.hpp"
 
 namespace tempura {
 

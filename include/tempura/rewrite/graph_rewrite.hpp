@@ -8,7 +8,11 @@
 #include <cstddef>
 
 #include "tempura/ir/uop.hpp"
-#include "tempura/pattern/table.hpp"
+#include "tempura/pattern/match.hpp" // RewriteContext; the rule DSL itself is not needed here
+
+namespace tempura::pattern {
+class RuleTable; // tempura/pattern/table.hpp
+} // namespace tempura::pattern
 
 namespace tempura {
 

@@ -3,7 +3,10 @@
 // bottom-up to fixpoint. Integer semantics are C's (Idiv truncates, Mod takes the dividend's
 // sign); rules that are only true without overflow check the bounds first.
 #include "tempura/ir/uop.hpp"
-#include "tempura/pattern/table.hpp"
+
+namespace tempura::pattern {
+class RuleTable; // tempura/pattern/table.hpp: include it to apply or inspect the rules
+} // namespace tempura::pattern
 
 namespace tempura {
 
