@@ -18,6 +18,7 @@ UOp sin32_of(const UOp& u) { return sin_cos_f32(u.src(0), false); }
 UOp cos32_of(const UOp& u) { return sin_cos_f32(u.src(0), true); }
 UOp sin64_of(const UOp& u) { return sin_cos_f64(u.src(0), false); }
 UOp cos64_of(const UOp& u) { return sin_cos_f64(u.src(0), true); }
+UOp erf_of(const UOp& u) { return erf_f32(u.src(0)); }
 std::optional<UOp> pow_unsupported(const UOp& u) {
     fail("decompose", "POW of dtype " + u.dtype().name() + " is not supported");
 }
@@ -40,7 +41,8 @@ inline constexpr auto early = rules(
     rule(op<Op::Sin>(x), sin32_of, is_float32(x)),                            // full-range sin
     rule(op<Op::Cos>(x), cos32_of, is_float32(x)),                            // full-range cos
     rule(op<Op::Sin>(x), sin64_of, is_float64(x)),
-    rule(op<Op::Cos>(x), cos64_of, is_float64(x)));
+    rule(op<Op::Cos>(x), cos64_of, is_float64(x)),
+    rule(op<Op::Erf>(x), erf_of, is_float32(x)));                             // series + erfc
 
 inline constexpr auto mulacc = rules(
     rule(x * y + z, op<Op::MulAcc>(x, y, z), is_float(x)));                   // a * b + c: one FMA

@@ -62,6 +62,7 @@ std::optional<double> exec_float_alu(Op op, DType dt, const double* v, size_t) {
     case Op::Log2: r = std::log2(v[0]); break;
     case Op::Sin: r = std::sin(v[0]); break;
     case Op::Cos: r = std::cos(v[0]); break;
+    case Op::Erf: r = std::erf(v[0]); break;
     case Op::Sqrt: r = std::sqrt(v[0]); break;
     case Op::Recip: r = 1.0 / v[0]; break;
     case Op::Trunc: r = std::trunc(v[0]); break;

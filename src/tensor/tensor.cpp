@@ -326,6 +326,11 @@ Tensor Tensor::sin() const {
     return unary(Op::Sin, *this);
 }
 
+Tensor Tensor::erf() const {
+    check_float("erf", *this);
+    return unary(Op::Erf, *this);
+}
+
 Tensor Tensor::cos() const {
     check_float("cos", *this);
     // Its own op, not sin(pi/2 - x): rounding pi/2 - x to the dtype loses all of x's low bits for

@@ -387,7 +387,7 @@ TEST_CASE("op table: categories and is_alu") {
         default: FAIL("is_alu for a non-ALU category");
         }
     }
-    CHECK(unary == 11); // NEG NOT EXP2 LOG2 SIN COS SQRT RECIPROCAL TRUNC CAST BITCAST
+    CHECK(unary == 12); // NEG NOT EXP2 LOG2 SIN COS ERF SQRT RECIPROCAL TRUNC CAST BITCAST
     CHECK(binary == 16);
     CHECK(ternary == 2);
 

@@ -65,6 +65,7 @@ struct OpInfo {
     X(Log2, "LOG2", 1, 1, Unary, kExpandable, -1, None)                                            \
     X(Sin, "SIN", 1, 1, Unary, kExpandable, -1, None)                                              \
     X(Cos, "COS", 1, 1, Unary, kExpandable, -1, None)                                              \
+    X(Erf, "ERF", 1, 1, Unary, kExpandable, -1, None)                                              \
     X(Sqrt, "SQRT", 1, 1, Unary, kExpandable, -1, None)                                            \
     X(Recip, "RECIPROCAL", 1, 1, Unary, kExpandable, -1, None)                                     \
     X(Trunc, "TRUNC", 1, 1, Unary, kExpandable, -1, None)                                          \

@@ -788,6 +788,7 @@ class InvalidFixedTensor {
     InvalidFixedTensor sqrt() const { return *this; }
     InvalidFixedTensor sin() const { return *this; }
     InvalidFixedTensor cos() const { return *this; }
+    InvalidFixedTensor erf() const { return *this; }
     InvalidFixedTensor relu() const { return *this; }
     InvalidFixedTensor sigmoid() const { return *this; }
     InvalidFixedTensor tanh() const { return *this; }
@@ -1023,6 +1024,10 @@ class FixedTensor {
     FixedTensor cos() const {
         if constexpr (constexpr auto r = floating("cos"); !r.ok) fixed_detail::report<r.message>();
         return same(tensor_.cos());
+    }
+    FixedTensor erf() const {
+        if constexpr (constexpr auto r = floating("erf"); !r.ok) fixed_detail::report<r.message>();
+        return same(tensor_.erf());
     }
     FixedTensor relu() const {
         if constexpr (constexpr auto r = arith("relu"); !r.ok) fixed_detail::report<r.message>();

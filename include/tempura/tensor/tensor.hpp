@@ -143,6 +143,7 @@ class Tensor {
     Tensor sqrt() const;
     Tensor sin() const;
     Tensor cos() const; // COS(x)
+    Tensor erf() const; // ERF(x): the error function
     Tensor relu() const;
     Tensor sigmoid() const; // 1 / (1 + exp(-x))
     Tensor tanh() const;    // 2 * sigmoid(2x) - 1

@@ -479,6 +479,27 @@ class Renderer {
     }
 
     // ---- ALU ----------------------------------------------------------------------------------
+    // double f(double) or float f(float) from the C library, applied to each lane; 16-bit floats
+    // go through float.
+    llvm::Value* libm_per_lane(const char* name, llvm::Value* x) {
+        llvm::Type* ty = x->getType();
+        llvm::Type* elem = ty->getScalarType();
+        llvm::Type* ct = elem->isDoubleTy() ? b_.getDoubleTy() : b_.getFloatTy();
+        llvm::FunctionCallee fn =
+            mod_.getOrInsertFunction(name, llvm::FunctionType::get(ct, {ct}, false));
+        auto one = [&](llvm::Value* v) {
+            llvm::Value* in = v->getType() == ct ? v : b_.CreateFPExt(v, ct);
+            llvm::Value* r = b_.CreateCall(fn, {in});
+            return v->getType() == ct ? r : b_.CreateFPTrunc(r, v->getType());
+        };
+        auto* vt = llvm::dyn_cast<llvm::FixedVectorType>(ty);
+        if (vt == nullptr) return one(x);
+        llvm::Value* out = llvm::PoisonValue::get(ty);
+        for (unsigned i = 0; i < vt->getNumElements(); ++i)
+            out = b_.CreateInsertElement(out, one(b_.CreateExtractElement(x, i)), i);
+        return out;
+    }
+
     llvm::Value* intrinsic(llvm::Intrinsic::ID id, llvm::ArrayRef<llvm::Value*> args) {
         return b_.CreateIntrinsic(id, {args[0]->getType()}, args);
     }
@@ -608,6 +629,12 @@ class Renderer {
                                                             : llvm::Intrinsic::sqrt;
             return intrinsic(id, {a[0]});
         }
+        case Op::Erf:
+            // float32 ERF is decomposed (early_decompositions); float64 and 16-bit floats call
+            // libm's erf/erff once per lane.
+            same(0, dt);
+            if (!f) return not_for("non-float dtypes");
+            return libm_per_lane(dt.bits() == 64 ? "erf" : "erff", a[0]);
         case Op::Recip:
             same(0, dt);
             if (!f) return not_for("non-float dtypes");
