@@ -62,25 +62,21 @@ inline constexpr auto cpu = rules(
 
 } // namespace
 
-const pattern::RuleTable& early_decompositions() {
-    static const pattern::RuleTable t = compile(early);
+namespace {
+
+// Each group compiled once, on first use.
+template <const auto& Group>
+const pattern::RuleTable& compiled() {
+    static const pattern::RuleTable t = compile(Group);
     return t;
 }
-const pattern::RuleTable& mulacc_fusion() {
-    static const pattern::RuleTable t = compile(mulacc);
-    return t;
-}
-const pattern::RuleTable& index_dtype_lowering() {
-    static const pattern::RuleTable t = compile(index_dtype);
-    return t;
-}
-const pattern::RuleTable& late_decompositions() {
-    static const pattern::RuleTable t = compile(late);
-    return t;
-}
-const pattern::RuleTable& cpu_lowering() {
-    static const pattern::RuleTable t = compile(cpu);
-    return t;
-}
+
+} // namespace
+
+const pattern::RuleTable& early_decompositions() { return compiled<early>(); }
+const pattern::RuleTable& mulacc_fusion() { return compiled<mulacc>(); }
+const pattern::RuleTable& index_dtype_lowering() { return compiled<index_dtype>(); }
+const pattern::RuleTable& late_decompositions() { return compiled<late>(); }
+const pattern::RuleTable& cpu_lowering() { return compiled<cpu>(); }
 
 } // namespace tempura::codegen
