@@ -62,21 +62,10 @@ inline constexpr auto cpu = rules(
 
 } // namespace
 
-namespace {
-
-// Each group compiled once, on first use.
-template <const auto& Group>
-const pattern::RuleTable& compiled() {
-    static const pattern::RuleTable t = compile(Group);
-    return t;
-}
-
-} // namespace
-
-const pattern::RuleTable& early_decompositions() { return compiled<early>(); }
-const pattern::RuleTable& mulacc_fusion() { return compiled<mulacc>(); }
-const pattern::RuleTable& index_dtype_lowering() { return compiled<index_dtype>(); }
-const pattern::RuleTable& late_decompositions() { return compiled<late>(); }
-const pattern::RuleTable& cpu_lowering() { return compiled<cpu>(); }
+const pattern::RuleTable& early_decompositions() { return pattern::frozen<early>(); }
+const pattern::RuleTable& mulacc_fusion() { return pattern::frozen<mulacc>(); }
+const pattern::RuleTable& index_dtype_lowering() { return pattern::frozen<index_dtype>(); }
+const pattern::RuleTable& late_decompositions() { return pattern::frozen<late>(); }
+const pattern::RuleTable& cpu_lowering() { return pattern::frozen<cpu>(); }
 
 } // namespace tempura::codegen

@@ -115,37 +115,10 @@ std::string CompiledRule::text() const {
     return s;
 }
 
-void RuleTable::add(const CompiledRule& r, int root_op, const OpSet& set,
-                    std::shared_ptr<const void> storage) {
-    if (root_op >= 0) {
-        by_op_[static_cast<size_t>(root_op)].push_back(r);
-    } else if (root_op == kRootOpSet) {
-        for (size_t i = 0; i < kNumOps; ++i) {
-            const Op op = static_cast<Op>(i);
-            if (!set.has(op)) continue;
-            CompiledRule ri = r; // a commutative op of the set may match its children swapped
-            ri.swap = is_commutative(op) && r.nchild == 2;
-            by_op_[i].push_back(ri);
-        }
-    } else {
-        for (auto& v : by_op_) v.push_back(r);
-    }
-    all_.push_back(r);
-    if (storage && (storage_.empty() || storage_.back() != storage))
-        storage_.push_back(std::move(storage));
-}
-
-RuleTable& RuleTable::operator+=(const RuleTable& o) {
-    for (size_t i = 0; i < kNumOps; ++i)
-        by_op_[i].insert(by_op_[i].end(), o.by_op_[i].begin(), o.by_op_[i].end());
-    all_.insert(all_.end(), o.all_.begin(), o.all_.end());
-    storage_.insert(storage_.end(), o.storage_.begin(), o.storage_.end());
-    return *this;
-}
-
 std::string RuleTable::dump() const {
     std::string s;
-    for (const auto& r : all_) s += r.text() + "\n";
+    for (const RuleTable* t = this; t != nullptr; t = t->next_)
+        for (const auto& r : t->all()) s += r.text() + "\n";
     return s;
 }
 

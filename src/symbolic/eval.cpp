@@ -25,8 +25,6 @@ int64_t evaluate(const UOp& root, const std::map<std::string, int64_t>& vars) {
                                      va.name + "' is outside its bounds [" +
                                      std::to_string(va.min) + ", " + std::to_string(va.max) + "]");
             r = it->second;
-        } else if (u.op() == Op::Bind) {
-            r = val.at(u.src(1).get());
         } else if (is_alu(u.op()) && u.dtype().is_integral()) {
             int64_t ops[3] = {0, 0, 0};
             for (size_t i = 0; i < u.srcs().size(); ++i) ops[i] = val.at(u.src(i).get());

@@ -2,6 +2,7 @@
 // order of sums and products, div/mod folding, comparisons). The work is in linear.cpp; the
 // rules say where it applies.
 #include "symbolic/linear.hpp"
+#include "symbolic/tables.hpp"
 #include "tempura/pattern/table.hpp"
 #include "tempura/rewrite/graph_rewrite.hpp"
 #include "tempura/symbolic/simplify.hpp"
@@ -35,15 +36,11 @@ inline constexpr auto algebra_group = rules(sums, divmod, comparisons);
 
 } // namespace
 
-const pattern::RuleTable& symbolic_algebra_rules() {
-    static const pattern::RuleTable t = pattern::compile(algebra_group);
-    return t;
-}
+namespace symbolic_detail {
+constexpr pattern::RuleTable algebra_table = pattern::frozen<algebra_group>().alias();
+} // namespace symbolic_detail
 
-const pattern::RuleTable& symbolic_rules() {
-    static const pattern::RuleTable t = symbolic_fold_rules() + symbolic_algebra_rules();
-    return t;
-}
+const pattern::RuleTable& symbolic_algebra_rules() { return symbolic_detail::algebra_table; }
 
 UOp simplify(const UOp& u) {
     RewriteOptions o;

@@ -1,6 +1,7 @@
 // Symbolic rule groups, part 1: constant folding, bounds, identities, where, max, booleans.
 // Each group reads as the algebra it states; escape-hatch code only where a rule needs a loop.
 #include "symbolic/linear.hpp"
+#include "symbolic/tables.hpp"
 #include "tempura/ir/scalar.hpp"
 #include "tempura/pattern/table.hpp"
 #include "tempura/symbolic/eval.hpp"
@@ -149,9 +150,17 @@ inline constexpr auto fold_group =
 
 } // namespace
 
-const pattern::RuleTable& symbolic_fold_rules() {
-    static const pattern::RuleTable t = pattern::compile(fold_group);
-    return t;
-}
+const pattern::RuleTable& symbolic_fold_rules() { return pattern::frozen<fold_group>(); }
+
+// Both groups, the algebra's after the folding's for every op: a constexpr chain of the two
+// constexpr tables (the algebra's is defined in rules_algebra.cpp; only its address is used here).
+namespace {
+static_assert(pattern::frozen<fold_group>().for_op(Op::Add).size() > 0,
+              "the folding table is built at compile time");
+constexpr pattern::RuleTable kSymbolicRules =
+    pattern::frozen<fold_group>().then(symbolic_detail::algebra_table);
+} // namespace
+
+const pattern::RuleTable& symbolic_rules() { return kSymbolicRules; }
 
 } // namespace tempura

@@ -62,8 +62,24 @@ static_assert(named_add_zero.label[0] == 'a' && named_add_zero.label[7] == 'o');
 static_assert(decltype(zero_folding)::size == 2);
 static_assert(decltype(simple)::size == 3);
 static_assert(decltype(nested)::size == 6);
-static_assert(std::is_same_v<std::remove_cv_t<decltype(std::get<5>(nested.rules))>,
-                             std::remove_cv_t<decltype(std::get<1>(zero_folding.rules))>>);
+static_assert(
+    std::is_same_v<std::remove_cvref_t<decltype(boost::hana::at_c<5>(nested.rules))>,
+                   std::remove_cvref_t<decltype(boost::hana::at_c<1>(zero_folding.rules))>>);
+
+// frozen<>(): the table is built by the compiler, bucketed by root op in declaration order.
+inline constexpr auto wild_decline =
+    rule(x, [](Match&) -> std::optional<UOp> { return std::nullopt; }).named("wild");
+inline constexpr auto indexed = rules(add_zero, mul_one, fold_add, wild_decline, rule(x - x, 0),
+                                      rule(c0, [](Match&) { return UOp::index(0); }));
+constexpr const RuleTable& kIndexed = frozen<indexed>();
+static_assert(kIndexed.size() == 6);
+static_assert(kIndexed.for_op(Op::Add).size() == 3);
+static_assert(kIndexed.for_op(Op::Mul).size() == 2);
+static_assert(kIndexed.for_op(Op::Sub).size() == 2);
+static_assert(kIndexed.for_op(Op::Const).size() == 2); // the wildcard rule and c0
+static_assert(kIndexed.for_op(Op::Where).size() == 1);
+static_assert(kIndexed.for_op(Op::Add)[0].rule == &boost::hana::at_c<0>(indexed.rules));
+static_assert(kIndexed.for_op(Op::Add)[2].nchild == 0 && kIndexed.for_op(Op::Add)[1].swap);
 
 UOp var(const char* name, int64_t lo, int64_t hi) { return UOp::variable(name, lo, hi); }
 
@@ -73,6 +89,12 @@ UOp typed_var(const char* name, DType dt) {
 }
 
 // Applies a table once at the root; the result or a null UOp.
+// The first entry of a bucket (which must not be empty).
+const CompiledRule& first(std::span<const CompiledRule> s) {
+    REQUIRE_FALSE(s.empty());
+    return s[0];
+}
+
 UOp once(const RuleTable& t, const UOp& n, const tempura::pattern::RewriteContext& ctx = {}) {
     auto r = t.rewrite_once(n, ctx);
     return r ? *r : UOp();
@@ -85,7 +107,7 @@ bool same(const UOp& a, const UOp& b) { return !a.is_null() && !b.is_null() && a
 using namespace dsl_test;
 
 TEST_CASE("x + 0 -> x matches both operand orders of a commutative op") {
-    const RuleTable t = compile(rules(add_zero));
+    const auto t = compile(rules(add_zero));
     UOp a = var("a", 0, 10);
     CHECK(same(once(t, a + 0), a));
     CHECK(same(once(t, 0 + a), a));
@@ -108,7 +130,7 @@ TEST_CASE("x + 0 -> x matches both operand orders of a commutative op") {
 }
 
 TEST_CASE("a repeated wildcard means the same node") {
-    const RuleTable t = compile(rules(div_self));
+    const auto t = compile(rules(div_self));
     UOp a = var("a", 0, 10), b = var("b", 0, 10);
     CHECK(same(once(t, a / a), UOp::index(1)));
     CHECK(once(t, a / b).is_null());
@@ -120,7 +142,7 @@ TEST_CASE("a repeated wildcard means the same node") {
 }
 
 TEST_CASE("constant wildcards and fold()") {
-    const RuleTable t =
+    const auto t =
         compile(rules(fold_add, rule(c0 / c1, fold(c0 / c1)), rule(c0 % c1, fold(c0 % c1)),
                       rule(c0 < c1, fold(c0 < c1)), rule(c0 * 2, fold(c0 * 2))));
     UOp a = var("a", 0, 10);
@@ -154,7 +176,7 @@ TEST_CASE("constant wildcards and fold()") {
 }
 
 TEST_CASE("(x + c0) + c1 -> x + fold(c0 + c1), in every operand order") {
-    const RuleTable t = compile(rules(reassoc));
+    const auto t = compile(rules(reassoc));
     UOp a = var("a", 0, 10), b = var("b", 0, 10);
     const UOp want = a + 7;
     CHECK(same(once(t, (a + 3) + 4), want));
@@ -175,7 +197,7 @@ TEST_CASE("commutative matching backtracks: a later failure undoes earlier bindi
     // (x + y) + x: on (a + b) + b the inner sum first binds x = a, then the outer operand b
     // fails to be x; the inner sum must be retried swapped (x = b, y = a).
     static constexpr auto r = rule((x + y) + x, x * y);
-    const RuleTable t = compile(rules(r));
+    const auto t = compile(rules(r));
     UOp a = var("a", 0, 10), b = var("b", 0, 10), c = var("c", 0, 10);
     CHECK(same(once(t, (a + b) + b), b * a));
     CHECK(same(once(t, (a + b) + a), a * b));
@@ -184,7 +206,7 @@ TEST_CASE("commutative matching backtracks: a later failure undoes earlier bindi
     CHECK(once(t, (a + b) + c).is_null());
     // With a constant wildcard inside: (x + c0) + x.
     static constexpr auto r2 = rule((x + c0) + x, x * 2 + c0);
-    const RuleTable t2 = compile(rules(r2));
+    const auto t2 = compile(rules(r2));
     CHECK(same(once(t2, a + (3 + a)), a * 2 + 3));
     CHECK(same(once(t2, (3 + a) + a), a * 2 + 3));
     CHECK(once(t2, (3 + a) + b).is_null());
@@ -196,7 +218,7 @@ TEST_CASE("predicates") {
     UOp big = var("big", 11, 20); // always above a
 
     SUBCASE("x % c0 -> 0 if x_is_multiple_of(c0)") {
-        const RuleTable t = compile(rules(mod_multiple));
+        const auto t = compile(rules(mod_multiple));
         CHECK(same(once(t, UOp::index(12) % UOp::index(4)), UOp::index(0)));
         CHECK(same(once(t, UOp::index(-12) % UOp::index(4)), UOp::index(0)));
         CHECK(once(t, UOp::index(12) % UOp::index(5)).is_null());
@@ -210,56 +232,56 @@ TEST_CASE("predicates") {
                    UOp::index(0)));
     }
     SUBCASE("bounds predicates") {
-        const RuleTable t = compile(rules(max_nonneg));
+        const auto t = compile(rules(max_nonneg));
         CHECK(same(once(t, tempura::maximum(a, 0)), a));
         CHECK(same(once(t, tempura::maximum(0, a)), a));
         CHECK(once(t, tempura::maximum(n, 0)).is_null());
         CHECK(once(t, tempura::maximum(a, 1)).is_null());
 
         static constexpr auto lt = rule(x < y, 1, always_less(x, y));
-        const RuleTable tl = compile(rules(lt));
+        const auto tl = compile(rules(lt));
         CHECK(same(once(tl, a < big), UOp::boolean(true))); // a literal of the root's dtype
         CHECK(once(tl, big < a).is_null());
 
         static constexpr auto both = rule(x / y, 0, nonneg(x) && always_less(x, y));
-        const RuleTable tb = compile(rules(both));
+        const auto tb = compile(rules(both));
         CHECK(same(once(tb, a / big), UOp::index(0)));
         CHECK(once(tb, n / big).is_null());
         CHECK(once(tb, big / a).is_null());
 
         static constexpr auto pos = rule(x / x, 1, positive(x));
-        const RuleTable tp = compile(rules(pos));
+        const auto tp = compile(rules(pos));
         CHECK(same(once(tp, big / big), UOp::index(1)));
         CHECK(once(tp, a / a).is_null()); // a may be 0
 
         static constexpr auto nz = rule(x / x, 1, nonzero(x));
-        const RuleTable tn = compile(rules(nz));
+        const auto tn = compile(rules(nz));
         UOp neg = var("neg", -9, -1);
         CHECK(same(once(tn, neg / neg), UOp::index(1)));
         CHECK(once(tn, n / n).is_null());
     }
     SUBCASE("dtype predicates") {
         static constexpr auto r = rule(x * 0, 0, is_int(x));
-        const RuleTable t = compile(rules(r));
+        const auto t = compile(rules(r));
         CHECK(same(once(t, a * 0), UOp::index(0)));
         UOp f = typed_var("f", DType::Float32);
         CHECK(once(t, f * UOp::constant_f(DType::Float32, 0.0)).is_null());
 
         static constexpr auto rb = rule(x & x, x, is_bool(x));
-        const RuleTable tb = compile(rules(rb));
+        const auto tb = compile(rules(rb));
         UOp cmp = a < 3;
         CHECK(same(once(tb, cmp & cmp), cmp));
         CHECK(once(tb, a & a).is_null());
     }
     SUBCASE("a callable predicate, tried in both operand orders") {
-        const RuleTable t = compile(rules(const_left));
+        const auto t = compile(rules(const_left));
         CHECK(same(once(t, a + 5), a)); // x = a fails the predicate; swapped x = 5 passes
         CHECK(same(once(t, 5 + a), a));
         CHECK(once(t, a + n).is_null());
         // A predicate reads the rewrite context.
         static constexpr auto gated =
             rule(x + 0, x, [](const Match& m) { return m.context<int>() > 0; });
-        const RuleTable tg = compile(rules(gated));
+        const auto tg = compile(rules(gated));
         int on = 1, off = 0;
         CHECK(same(once(tg, a + 0, &on), a));
         CHECK(once(tg, a + 0, &off).is_null());
@@ -269,7 +291,7 @@ TEST_CASE("predicates") {
 TEST_CASE("the escape hatch: code computes the replacement or declines") {
     UOp a = var("a", 0, 10);
     // A declining rule does not fire; the next rule gets its turn.
-    const RuleTable t = compile(rules(decline, add_zero));
+    const auto t = compile(rules(decline, add_zero));
     const CompiledRule* which = nullptr;
     auto r = t.rewrite_once(a + 0, nullptr, &which);
     REQUIRE(r);
@@ -282,7 +304,7 @@ TEST_CASE("the escape hatch: code computes the replacement or declines") {
     CHECK(tempura::graph_rewrite(e, compile(rules(decline))).same(e));
 
     // Code may return a UOp rather than an optional.
-    const RuleTable t2 = compile(rules(double_to_add));
+    const auto t2 = compile(rules(double_to_add));
     CHECK(same(once(t2, a * 2), a + a));
     CHECK(same(once(t2, 2 * a), a + a));
     CHECK(once(t2, a * 3).is_null());
@@ -293,7 +315,7 @@ TEST_CASE("the escape hatch: code computes the replacement or declines") {
         if (m.root->op() != Op::Add) return std::nullopt;
         return UOp::index(m[c0].const_value() * 10 + m[c1].const_value());
     });
-    const RuleTable t3 = compile(rules(count_and_fold));
+    const auto t3 = compile(rules(count_and_fold));
     int calls = 0;
     CHECK(same(once(t3, UOp::index(1) + UOp::index(2), &calls), UOp::index(12)));
     CHECK(calls == 1);
@@ -302,7 +324,7 @@ TEST_CASE("the escape hatch: code computes the replacement or declines") {
         if (!m[x].is_const()) return std::nullopt;
         return m[y] - m[x];
     });
-    const RuleTable t4 = compile(rules(only_swapped));
+    const auto t4 = compile(rules(only_swapped));
     CHECK(same(once(t4, a + 5), a - 5));
 }
 
@@ -310,8 +332,8 @@ TEST_CASE("groups compose and keep declaration order: the first matching rule wi
     UOp a = var("a", 0, 10);
     static constexpr auto any_add = rule(x + y, 42).named("any-add");
     static constexpr auto group_a = rules(named_add_zero);
-    const RuleTable first = compile(rules(group_a, any_add));
-    const RuleTable last = compile(rules(any_add, group_a));
+    const auto first = compile(rules(group_a, any_add));
+    const auto last = compile(rules(any_add, group_a));
     const CompiledRule* which = nullptr;
     CHECK(same(first.rewrite_once(a + 0, nullptr, &which).value(), a));
     CHECK(std::string(which->label) == "add-zero");
@@ -321,7 +343,7 @@ TEST_CASE("groups compose and keep declaration order: the first matching rule wi
     CHECK(std::string(which->label) == "any-add");
 
     // A flattened composition lists its rules in order.
-    const RuleTable t = compile(nested);
+    const auto t = compile(nested);
     REQUIRE(t.size() == 6);
     CHECK(t.dump() == "x + 0 -> x\n"
                       "x * 0 -> 0 if is_int(x)\n"
@@ -329,42 +351,45 @@ TEST_CASE("groups compose and keep declaration order: the first matching rule wi
                       "x / x -> 1\n"
                       "x + 0 -> x\n"
                       "x * 0 -> 0 if is_int(x)\n");
-    // Tables concatenate: the left one's rules come first.
-    const RuleTable sum = compile(rules(any_add)) + compile(group_a);
+    // Tables chain: the first one's rules come first.
+    const auto t_any = compile(rules(any_add));
+    const auto t_a = compile(group_a);
+    const RuleTable sum = t_any.then(t_a);
     CHECK(same(once(sum, a + 0), UOp::index(42)));
-    const RuleTable sum2 = compile(group_a) + compile(rules(any_add));
+    const RuleTable sum2 = t_a.then(t_any);
     CHECK(same(once(sum2, a + 0), a));
     CHECK(sum2.size() == 2);
-    CHECK(sum2.for_op(Op::Add).size() == 2);
+    CHECK(sum2.dump() == "add-zero: x + 0 -> x\nany-add: x + y -> 42\n");
 }
 
 TEST_CASE("the table is indexed by root op") {
-    static constexpr auto wild = rule(x, [](Match&) -> std::optional<UOp> { return std::nullopt; });
-    const RuleTable t =
-        compile(rules(add_zero, mul_one, fold_add, wild.named("wild"), rule(x - x, 0),
-                      rule(c0, [](Match&) { return UOp::index(0); })));
-    CHECK(t.size() == 6);
-    REQUIRE(t.for_op(Op::Add).size() == 3);
-    CHECK(t.for_op(Op::Add)[0].text() == "x + 0 -> x");
-    CHECK(t.for_op(Op::Add)[1].text() == "c0 + c1 -> fold(c0 + c1)");
-    CHECK(t.for_op(Op::Add)[2].text() == "wild: x -> <code>");
-    REQUIRE(t.for_op(Op::Mul).size() == 2);
-    CHECK(t.for_op(Op::Mul)[0].text() == "x * 1 -> x");
-    CHECK(t.for_op(Op::Sub).size() == 2);
-    CHECK(t.for_op(Op::Const).size() == 2); // the wildcard rule and c0
-    CHECK(t.for_op(Op::Const)[1].text() == "c0 -> <code>");
-    CHECK(t.for_op(Op::Where).size() == 1);
-    CHECK(t.for_op(Op::Sink).size() == 1);
-    CHECK(t.for_op(Op::Idiv).size() == 1);
-    // all(): each rule once, in declaration order.
-    REQUIRE(t.all().size() == 6);
-    CHECK(t.all()[3].text() == "wild: x -> <code>");
-    CHECK(t.all()[4].text() == "x - x -> 0");
+    // The same group compiled at run time and frozen at compile time gives the same table.
+    const auto dyn = compile(indexed);
+    for (const RuleTable* t : {static_cast<const RuleTable*>(&dyn), &kIndexed}) {
+        CHECK(t->size() == 6);
+        REQUIRE(t->for_op(Op::Add).size() == 3);
+        CHECK(t->for_op(Op::Add)[0].text() == "x + 0 -> x");
+        CHECK(t->for_op(Op::Add)[1].text() == "c0 + c1 -> fold(c0 + c1)");
+        CHECK(t->for_op(Op::Add)[2].text() == "wild: x -> <code>");
+        REQUIRE(t->for_op(Op::Mul).size() == 2);
+        CHECK(t->for_op(Op::Mul)[0].text() == "x * 1 -> x");
+        CHECK(t->for_op(Op::Sub).size() == 2);
+        CHECK(t->for_op(Op::Const).size() == 2); // the wildcard rule and c0
+        CHECK(t->for_op(Op::Const)[1].text() == "c0 -> <code>");
+        CHECK(t->for_op(Op::Where).size() == 1);
+        CHECK(t->for_op(Op::Sink).size() == 1);
+        CHECK(t->for_op(Op::Idiv).size() == 1);
+        // all(): each rule once, in declaration order.
+        REQUIRE(t->all().size() == 6);
+        CHECK(t->all()[3].text() == "wild: x -> <code>");
+        CHECK(t->all()[4].text() == "x - x -> 0");
+        CHECK(same(t->rewrite_once(UOp::index(3) + UOp::index(4), nullptr).value(), UOp::index(7)));
+    }
 }
 
 TEST_CASE("early reject on the children's ops") {
     UOp a = var("a", 0, 10), b = var("b", 0, 10);
-    const RuleTable t = compile(rules(reassoc));
+    const auto t = compile(rules(reassoc));
     REQUIRE(t.for_op(Op::Add).size() == 1);
     const CompiledRule& r = t.for_op(Op::Add)[0];
     CHECK(r.nchild == 2);
@@ -380,13 +405,13 @@ TEST_CASE("early reject on the children's ops") {
     CHECK_FALSE(r.may_match((a + 3) + b));
 
     static constexpr auto sub = rule((x + c0) - c1, x + fold(c0 - c1));
-    const RuleTable ts = compile(rules(sub));
-    const CompiledRule& s = ts.for_op(Op::Sub).at(0);
+    const auto ts = compile(rules(sub));
+    const CompiledRule& s = first(ts.for_op(Op::Sub));
     CHECK_FALSE(s.swap);
     CHECK(s.may_match((a + 3) - 4));
     CHECK_FALSE(s.may_match(4 - (a + 3)));
 
-    const RuleTable tz = compile(rules(add_zero));
+    const auto tz = compile(rules(add_zero));
     const CompiledRule& z = tz.for_op(Op::Add)[0];
     CHECK(z.nchild == 2);
     CHECK(z.child_op[0] == -1);
@@ -396,7 +421,7 @@ TEST_CASE("early reject on the children's ops") {
     CHECK(z.may_match(a + 5));
     CHECK_FALSE(z.may_match(a + b));
 
-    const RuleTable tw = compile(rules(where_same, decline));
+    const auto tw = compile(rules(where_same, decline));
     const CompiledRule& wr = tw.for_op(Op::Where)[0];
     CHECK(wr.nchild == 3);
     CHECK(wr.child_op[0] == -1);
@@ -407,15 +432,15 @@ TEST_CASE("early reject on the children's ops") {
     CHECK(once(tw, tempura::where(cmp, a, b)).is_null());
 
     static constexpr auto wild = rule(x, x + 0);
-    const RuleTable tany = compile(rules(wild));
-    const CompiledRule& any = tany.for_op(Op::Mul).at(0);
+    const auto tany = compile(rules(wild));
+    const CompiledRule& any = first(tany.for_op(Op::Mul));
     CHECK(any.nchild == 0);
     CHECK(any.may_match(a * b));
     CHECK(any.may_match(a));
 }
 
 TEST_CASE("CompiledRule::text prints the rule as written") {
-    auto text_of = [](const auto& r) { return compile(rules(r)).all().at(0).text(); };
+    auto text_of = [](const auto& r) { return first(compile(rules(r)).all()).text(); };
     CHECK(text_of(add_zero) == "x + 0 -> x");
     CHECK(text_of(reassoc) == "(x + c0) + c1 -> x + fold(c0 + c1)");
     CHECK(text_of(fold_add) == "c0 + c1 -> fold(c0 + c1)");
@@ -444,8 +469,9 @@ TEST_CASE("CompiledRule::text prints the rule as written") {
 }
 
 TEST_CASE("rule terms are walkable") {
-    const RuleTable t = compile(rules(reassoc, mod_multiple, add_zero, double_to_add));
-    const CompiledRule& r = t.all().at(0);
+    const auto t = compile(rules(reassoc, mod_multiple, add_zero, double_to_add));
+    REQUIRE(t.all().size() == 4);
+    const CompiledRule& r = t.all()[0];
     const RuleTerms terms = r.terms(r.rule);
     using K = Term::Kind;
 
@@ -494,7 +520,7 @@ TEST_CASE("rule terms are walkable") {
     walk(walk, lhs);
     CHECK(slots == std::set<int>{0, 4, 5});
 
-    const RuleTerms mod = t.all().at(1).terms(t.all().at(1).rule);
+    const RuleTerms mod = t.all()[1].terms(t.all()[1].rule);
     CHECK(mod.lhs.op == Op::Mod);
     CHECK(mod.rhs.kind == K::Literal);
     CHECK(mod.rhs.value == 0);
@@ -504,11 +530,11 @@ TEST_CASE("rule terms are walkable") {
     CHECK(mod.pred.children[0].slot == 0);
     CHECK(mod.pred.children[1].slot == 4);
 
-    const RuleTerms az = t.all().at(2).terms(t.all().at(2).rule);
+    const RuleTerms az = t.all()[2].terms(t.all()[2].rule);
     CHECK(az.lhs.children.at(1).kind == K::Literal);
     CHECK(az.lhs.children.at(1).value == 0);
 
-    const RuleTerms code = t.all().at(3).terms(t.all().at(3).rule);
+    const RuleTerms code = t.all()[3].terms(t.all()[3].rule);
     CHECK(code.rhs.kind == K::Code);
     CHECK(code.rhs.name == "code");
 }

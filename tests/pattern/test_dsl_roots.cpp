@@ -41,7 +41,7 @@ static_assert(decltype(any_alu.lhs)::kSet.has(Op::Where));
 static_assert(!decltype(any_alu.lhs)::kSet.has(Op::Load));
 
 TEST_CASE("any_of<ADD, MUL>(x, 0): filed under both ops, commutative orders tried") {
-    const RuleTable t = compile(rules(add_or_mul_zero));
+    const auto t = compile(rules(add_or_mul_zero));
     CHECK(t.for_op(Op::Add).size() == 1);
     CHECK(t.for_op(Op::Mul).size() == 1);
     CHECK(t.for_op(Op::Sub).empty());
@@ -55,14 +55,14 @@ TEST_CASE("any_of<ADD, MUL>(x, 0): filed under both ops, commutative orders trie
 }
 
 TEST_CASE("alu(x, x) and alu_any: every ALU op of the op table, nothing else") {
-    const RuleTable t = compile(rules(any_binary_same));
+    const auto t = compile(rules(any_binary_same));
     const UOp a = UOp::variable("a", 0, 9);
     CHECK(t.rewrite_once(a * a, {}).value().same((a * a) + (a * a)));
     CHECK(t.rewrite_once(maximum(a, a), {}).value().same(maximum(a, a) + maximum(a, a)));
     CHECK_FALSE(t.rewrite_once(a * 2, {}).has_value());
     CHECK(t.all()[0].text() == "alu(x, x) -> <code>");
 
-    const RuleTable all = compile(rules(any_alu));
+    const auto all = compile(rules(any_alu));
     size_t buckets = 0;
     for (size_t i = 0; i < tempura::kNumOps; ++i)
         buckets += !all.for_op(static_cast<Op>(i)).empty();
@@ -77,20 +77,20 @@ TEST_CASE("alu(x, x) and alu_any: every ALU op of the op table, nothing else") {
 
 TEST_CASE("predicates over constants in the algebra's spelling") {
     const UOp a = UOp::variable("a", -50, 50);
-    const RuleTable t = compile(rules(min_bound));
+    const auto t = compile(rules(min_bound));
     CHECK(t.rewrite_once((a < 3) & (a < 8), {}).value().same(a < 3));
     CHECK(t.rewrite_once((a < 8) & (a < 3), {}).value().same(a < 3)); // & commutes
     CHECK(t.rewrite_once((a < 4) & (a < 4), {}).has_value());
     CHECK(t.all()[0].text() == "(x < c0) & (x < c1) -> x < c0 if c0 <= c1");
 
-    const RuleTable d = compile(rules(divides_ok));
+    const auto d = compile(rules(divides_ok));
     CHECK(d.rewrite_once(a * 4 + 12, {}).value().same(a));
     CHECK_FALSE(d.rewrite_once(a * 4 + 10, {}).has_value());
     CHECK(d.all()[0].text() == "(x * c0) + c1 -> x if (c1 % c0) == 0");
     // A fold that is undefined (division by zero) makes the predicate false, not a crash.
     CHECK_FALSE(d.rewrite_once(a * 0 + 10, {}).has_value());
 
-    const RuleTable g = compile(rules(gt)), ge5 = compile(rules(ge));
+    const auto g = compile(rules(gt)), ge5 = compile(rules(ge));
     CHECK(g.rewrite_once(a + 6, {}).has_value());
     CHECK_FALSE(g.rewrite_once(a + 5, {}).has_value());
     CHECK(ge5.rewrite_once(a + 5, {}).has_value());
@@ -108,7 +108,7 @@ inline constexpr auto count_subs = rule(x - y, [](Match& m) -> std::optional<UOp
 });
 
 TEST_CASE("the rewrite context is typed: the wrong type is an error naming both") {
-    const RuleTable t = compile(rules(count_subs));
+    const auto t = compile(rules(count_subs));
     const UOp a = UOp::variable("a", 0, 9);
     Counter c;
     tempura::graph_rewrite((a - 1) * (a - 2), t, c);

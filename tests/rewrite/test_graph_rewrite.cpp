@@ -54,7 +54,7 @@ using namespace rewrite_test;
 TEST_CASE("top-down tries a node before its sources; bottom-up after") {
     UOp a = UOp::variable("a", 0, 10), b = UOp::variable("b", 0, 10);
     const UOp e = (a + 1) * b;
-    const RuleTable t = compile(rules(log_visits));
+    const auto t = compile(rules(log_visits));
     std::vector<std::string> seen;
     CHECK(graph_rewrite(e, t, &seen).same(e));
     CHECK(seen == std::vector<std::string>{"(a + 1) * b", "a + 1", "a", "1", "b"});
@@ -66,7 +66,7 @@ TEST_CASE("top-down tries a node before its sources; bottom-up after") {
 TEST_CASE("top-down and bottom-up can reach different fixpoints") {
     // (x + 0) + y -> 111 only sees its pattern if the inner x + 0 has not been rewritten yet.
     static constexpr auto outer = rule((x + 0) + y, 111);
-    const RuleTable t = compile(rules(outer, add_zero));
+    const auto t = compile(rules(outer, add_zero));
     UOp a = UOp::variable("a", 0, 10), b = UOp::variable("b", 0, 10);
     const UOp e = (a + 0) + b;
     CHECK(graph_rewrite(e, t).same(UOp::index(111)));
@@ -79,23 +79,23 @@ TEST_CASE("fixpoint: results and rebuilt parents are rewritten again") {
         CAPTURE(bottom_up);
         const RewriteOptions o{.bottom_up = bottom_up};
         // a * 0 -> 0 makes the parent b + 0, which x + 0 -> x then rewrites.
-        const RuleTable t = compile(rules(add_zero, mul_zero));
+        const auto t = compile(rules(add_zero, mul_zero));
         CHECK(graph_rewrite(b + a * 0, t, nullptr, o).same(b));
         CHECK(graph_rewrite((a * 0 + b) * (b + a * 0), t, nullptr, o).same(b * b));
         // A rule's result is itself rewritten: a * 2 -> a + a -> 77.
         static constexpr auto dbl = rule(x * 2, x + x);
         static constexpr auto twice = rule(x + x, 77);
-        const RuleTable t2 = compile(rules(dbl, twice));
+        const auto t2 = compile(rules(dbl, twice));
         CHECK(graph_rewrite(a * 2, t2, nullptr, o).same(UOp::index(77)));
         CHECK(graph_rewrite(UOp::sink({a * 2, a, b * 2}), t2, nullptr, o)
                   .same(UOp::sink({UOp::index(77), a, UOp::index(77)})));
         // Cascades through several levels: ((a * 1) * 1 + 0) * 1 -> a.
-        const RuleTable t3 = compile(rules(add_zero, mul_one));
+        const auto t3 = compile(rules(add_zero, mul_one));
         CHECK(graph_rewrite(((a * 1) * 1 + 0) * 1, t3, nullptr, o).same(a));
         // Constants folded up a tree.
         static constexpr auto fold_add = rule(c0 + c1, fold(c0 + c1));
         static constexpr auto fold_mul = rule(c0 * c1, fold(c0 * c1));
-        const RuleTable t4 = compile(rules(fold_add, fold_mul));
+        const auto t4 = compile(rules(fold_add, fold_mul));
         UOp i = UOp::index(2);
         CHECK(graph_rewrite((i + 3) * (i * 4) + (i + 3), t4, nullptr, o).same(UOp::index(45)));
     }
@@ -103,7 +103,7 @@ TEST_CASE("fixpoint: results and rebuilt parents are rewritten again") {
 
 TEST_CASE("parents whose sources changed are rebuilt; untouched graphs come back as they are") {
     UOp a = UOp::variable("a", 0, 10), b = UOp::variable("b", 0, 10);
-    const RuleTable t = compile(rules(add_zero));
+    const auto t = compile(rules(add_zero));
     for (bool bottom_up : {false, true}) {
         CAPTURE(bottom_up);
         const RewriteOptions o{.bottom_up = bottom_up};
@@ -123,7 +123,7 @@ TEST_CASE("parents whose sources changed are rebuilt; untouched graphs come back
 
 TEST_CASE("shared subgraphs are rewritten once") {
     UOp a = UOp::variable("a", 0, 10), b = UOp::variable("b", 0, 10);
-    const RuleTable t = compile(rules(counted_add_zero));
+    const auto t = compile(rules(counted_add_zero));
     for (bool bottom_up : {false, true}) {
         CAPTURE(bottom_up);
         const RewriteOptions o{.bottom_up = bottom_up};
@@ -142,7 +142,7 @@ TEST_CASE("shared subgraphs are rewritten once") {
         CHECK(fired == 1);
     }
     // Each distinct node is tried once when nothing fires.
-    const RuleTable tl = compile(rules(log_visits));
+    const auto tl = compile(rules(log_visits));
     const UOp s = a + b;
     const UOp root = s * s + s;
     std::vector<std::string> seen;
@@ -160,7 +160,7 @@ TEST_CASE("the step limit turns a looping rule set into an error naming the rule
     const size_t live_before = tempura::live_uop_count();
 
     SUBCASE("a + b -> b + a -> a + b ..., top-down") {
-        const RuleTable t = compile(rules(swap_add));
+        const auto t = compile(rules(swap_add));
         const std::string msg = error_of(ab, t, RewriteOptions{.max_steps = 1000});
         CHECK(msg.starts_with("[graph_rewrite] exceeded the limit of 1000 rewrite steps"));
         CHECK(msg == "[graph_rewrite] exceeded the limit of 1000 rewrite steps; the rule "
@@ -170,7 +170,7 @@ TEST_CASE("the step limit turns a looping rule set into an error naming the rule
                         tempura::Error);
     }
     SUBCASE("the same, bottom-up, with a named rule") {
-        const RuleTable t = compile(rules(swap_add.named("swap")));
+        const auto t = compile(rules(swap_add.named("swap")));
         const std::string msg = error_of(ab, t, RewriteOptions{.bottom_up = true, .max_steps = 50});
         CHECK(msg == "[graph_rewrite] exceeded the limit of 50 rewrite steps; the rule "
                      "`swap: x + y -> y + x` was firing on ADD node `la + lb`" +
@@ -178,7 +178,7 @@ TEST_CASE("the step limit turns a looping rule set into an error naming the rule
     }
     SUBCASE("x -> x + 0 and x + 0 -> x undo each other") {
         static constexpr auto grow = rule(x, x + 0);
-        const RuleTable t = compile(rules(add_zero, grow));
+        const auto t = compile(rules(add_zero, grow));
         const int line_c = __LINE__ + 1;
         const UOp c = UOp::variable("lc", 0, 3);
         const std::string msg = error_of(c, t, RewriteOptions{.max_steps = 1000});
@@ -187,7 +187,7 @@ TEST_CASE("the step limit turns a looping rule set into an error naming the rule
                          std::string(__FILE__) + ":" + std::to_string(line_c) + ")");
     }
     SUBCASE("the default limit is 100,000 steps plus 100 per node of the input") {
-        const RuleTable t = compile(rules(swap_add));
+        const auto t = compile(rules(swap_add));
         const std::string msg = error_of(ab, t, RewriteOptions{});
         CHECK(msg == "[graph_rewrite] exceeded the limit of 100300 rewrite steps; the rule "
                      "`x + y -> y + x` was firing on ADD node `la + lb`" +
@@ -195,14 +195,14 @@ TEST_CASE("the step limit turns a looping rule set into an error naming the rule
     }
     SUBCASE("a rule set that keeps growing the graph") {
         static constexpr auto grow = rule(x, x * 1);
-        const RuleTable t = compile(rules(grow));
+        const auto t = compile(rules(grow));
         const std::string msg = error_of(a, t, RewriteOptions{.max_steps = 10});
         CHECK(msg.starts_with("[graph_rewrite] exceeded the limit of 10 rewrite steps; the rule "
                               "`x -> x * 1` was firing on "));
     }
     SUBCASE("exactly at the limit is fine") {
         // (((a * 1) * 1) * 1): three firings.
-        const RuleTable t = compile(rules(mul_one));
+        const auto t = compile(rules(mul_one));
         CHECK(graph_rewrite(a * 1 * 1 * 1, t, nullptr, RewriteOptions{.max_steps = 3}).same(a));
         CHECK(error_of(a * 1 * 1 * 1, t, RewriteOptions{.max_steps = 2})
                   .starts_with("[graph_rewrite] exceeded the limit of 2 rewrite steps; the rule "
@@ -224,7 +224,7 @@ TEST_CASE("deep graphs (100,000 chained nodes) are rewritten without recursion")
             want = want + w;
         }
         REQUIRE(e.node_count() == kDepth + 4); // v, 0, w, v + 0 and the chain
-        const RuleTable t = compile(rules(counted_add_zero));
+        const auto t = compile(rules(counted_add_zero));
         for (bool bottom_up : {false, true}) {
             CAPTURE(bottom_up);
             int fired = 0;
@@ -237,7 +237,7 @@ TEST_CASE("deep graphs (100,000 chained nodes) are rewritten without recursion")
         // Every node fires: ((v * 1) * 1) ... * 1 -> v, 100,000 steps.
         UOp e = v;
         for (int i = 0; i < kDepth; ++i) e = e * 1;
-        const RuleTable t = compile(rules(mul_one));
+        const auto t = compile(rules(mul_one));
         CHECK(graph_rewrite(e, t).same(v));
         CHECK(graph_rewrite(e, t, nullptr, RewriteOptions{.bottom_up = true}).same(v));
         CHECK(error_of(e, t, RewriteOptions{.max_steps = kDepth - 1})

@@ -7,8 +7,11 @@
 // Mistakes are compile errors with a sentence (see the static_asserts below).
 #include <functional>
 #include <optional>
-#include <tuple>
 #include <type_traits>
+
+#include <boost/hana/flatten.hpp>
+#include <boost/hana/tuple.hpp>
+#include <boost/hana/unpack.hpp>
 
 #include "tempura/pattern/fold.hpp"
 #include "tempura/pattern/pattern.hpp"
@@ -130,9 +133,11 @@ constexpr auto rule(L lhs, R rhs, P pred = {}) {
 
 // ---- groups -----------------------------------------------------------------------------------
 
+// A group is a hana::tuple of rules: heterogeneous, flattened when groups nest, and bucketed by
+// root op at compile time by frozen<>() (table.hpp).
 template <class... Rs>
 struct RuleGroup {
-    std::tuple<Rs...> rules;
+    boost::hana::tuple<Rs...> rules;
     static constexpr size_t size = sizeof...(Rs);
 };
 
@@ -140,23 +145,27 @@ template <class T>
 struct IsRuleT : std::false_type {};
 template <class L, class R, class P>
 struct IsRuleT<Rule<L, R, P>> : std::true_type {};
+template <class T>
+struct IsRuleGroupT : std::false_type {};
+template <class... Rs>
+struct IsRuleGroupT<RuleGroup<Rs...>> : std::true_type {};
 
 template <class T>
 constexpr auto as_tuple(const T& t) {
+    static_assert(IsRuleT<T>::value || IsRuleGroupT<T>::value,
+                  "rules: every argument must be a rule(...) or a group made by rules(...)");
     if constexpr (IsRuleT<T>::value)
-        return std::tuple<T>{t};
+        return boost::hana::make_tuple(t);
     else
         return t.rules;
-}
-template <class... Rs>
-constexpr RuleGroup<Rs...> group_from(std::tuple<Rs...> t) {
-    return RuleGroup<Rs...>{t};
 }
 
 // rules(a, b, ...): a group of rules and groups, flattened, in declaration order.
 template <class... As>
 constexpr auto rules(As... as) {
-    return group_from(std::tuple_cat(as_tuple(as)...));
+    return boost::hana::unpack(
+        boost::hana::flatten(boost::hana::make_tuple(as_tuple(as)...)),
+        [](auto... r) { return RuleGroup<decltype(r)...>{boost::hana::make_tuple(r...)}; });
 }
 
 } // namespace tempura::pattern

@@ -1,11 +1,20 @@
 #pragma once
-// RuleTable: a rule group compiled once into an op-indexed table (MLIR's
-// FrozenRewritePatternSet): for each root op, the rules that can match it, in declaration
-// order, each with a cheap early reject on its children's ops.
+// RuleTable: a rule group compiled into an op-indexed table (MLIR's FrozenRewritePatternSet):
+// for each root op, the rules that can match it, in declaration order, each with a cheap early
+// reject on its children's ops.
+//
+//   inline constexpr auto my_group = rules(...);
+//   const RuleTable& t = frozen<my_group>();     // built by the compiler: a constexpr table,
+//                                                // nothing assembled at run time
+//   const auto t2 = compile(rules(...));          // a group made at run time (tests, tools)
 #include <array>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
+
+#include <boost/hana/for_each.hpp>
+#include <boost/hana/unpack.hpp>
 
 #include "tempura/pattern/rule.hpp"
 
@@ -39,39 +48,82 @@ struct CompiledRule {
     std::string text() const; // "x + 0 -> x" (and " if ..." when there is a predicate)
 };
 
+// Where a rule is filed: under one op (op >= 0), every op of a set (op == kRootOpSet), or every
+// op (op == -1, a bare wildcard root).
+struct RuleRoot {
+    int op;
+    OpSet set;
+    constexpr bool files_under(size_t o) const {
+        return op >= 0            ? static_cast<size_t>(op) == o
+               : op == kRootOpSet ? set.has(static_cast<Op>(o))
+                                  : true;
+    }
+};
+
+// A view of a compiled table: rules bucketed by root op, in declaration order. A literal type,
+// so a table can be a constexpr object; `then` chains a second table whose rules come after this
+// one's for every op (the symbolic simplifier is two groups in two translation units).
 class RuleTable {
   public:
-    // The rules that can match a node of this op, in declaration order.
-    const std::vector<CompiledRule>& for_op(Op op) const { return by_op_[static_cast<size_t>(op)]; }
+    constexpr RuleTable(const CompiledRule* entries, const uint16_t* offset,
+                        const CompiledRule* all, size_t n_all, const RuleTable* next = nullptr)
+        : entries_(entries), offset_(offset), all_(all), n_all_(n_all), next_(next) {}
+
+    // This table's rules that can match a node of this op, in declaration order (not the
+    // chained table's).
+    constexpr std::span<const CompiledRule> for_op(Op op) const {
+        const auto i = static_cast<size_t>(op);
+        return {entries_ + offset_[i], entries_ + offset_[i + 1]};
+    }
     // Tries the rules for n's op in order; the first that fires gives the result.
     std::optional<UOp> rewrite_once(const UOp& n, const RewriteContext& ctx,
                                     const CompiledRule** which = nullptr) const {
-        for (const CompiledRule& r : by_op_[static_cast<size_t>(n.op())]) {
-            if (!r.may_match(n)) continue;
-            if (auto out = r.apply(r.rule, n, ctx)) {
-                if (which) *which = &r;
-                return out;
+        const auto i = static_cast<size_t>(n.op());
+        for (const RuleTable* t = this; t != nullptr; t = t->next_) {
+            for (const CompiledRule *r = t->entries_ + t->offset_[i],
+                                    *e = t->entries_ + t->offset_[i + 1];
+                 r != e; ++r) {
+                if (!r->may_match(n)) continue;
+                if (auto out = r->apply(r->rule, n, ctx)) {
+                    if (which) *which = r;
+                    return out;
+                }
             }
         }
         return std::nullopt;
     }
-    // Appends another table's rules after this one's (per op), sharing their storage.
-    RuleTable& operator+=(const RuleTable& o);
-    friend RuleTable operator+(RuleTable a, const RuleTable& b) { return a += b; }
+    // This table with `next`'s rules after its own (next must outlive it; no chain yet).
+    constexpr RuleTable then(const RuleTable& next) const {
+        if (next_ != nullptr) throw "RuleTable::then: this table is already chained";
+        return RuleTable(entries_, offset_, all_, n_all_, &next);
+    }
 
-    size_t size() const { return all_.size(); }
-    const std::vector<CompiledRule>& all() const { return all_; } // each rule once
-    std::string dump() const;
+    // Another view of the same rules, e.g. to give a constexpr table external linkage (the rules
+    // must outlive it: frozen<>() tables live for the whole program).
+    constexpr RuleTable alias() const { return RuleTable(entries_, offset_, all_, n_all_, next_); }
 
-    // Files r under its root: one op (root_op >= 0), every op of `set` (root_op == kRootOpSet),
-    // or every op (root_op == -1, a bare wildcard root).
-    void add(const CompiledRule& r, int root_op, const OpSet& set,
-             std::shared_ptr<const void> storage);
+    constexpr size_t size() const { return n_all_ + (next_ ? next_->size() : 0); }
+    constexpr std::span<const CompiledRule> all() const { return {all_, n_all_}; } // each rule once
+    std::string dump() const; // every rule, chained ones included, one per line
+
+    // A copy sliced from a table that owns its rules (compile()'s) would outlive them.
+    template <class T>
+    requires(std::is_base_of_v<RuleTable, T> && !std::is_same_v<T, RuleTable>) RuleTable(const T&) {
+        static_assert(!std::is_base_of_v<RuleTable, T>,
+                      "RuleTable: a table made by compile() owns its rules and cannot be copied "
+                      "into a RuleTable view; keep it as `const auto t = compile(...)`");
+    }
+
+  protected:
+    constexpr RuleTable(const RuleTable&) = default;
+    RuleTable& operator=(const RuleTable&) = default;
 
   private:
-    std::array<std::vector<CompiledRule>, kNumOps> by_op_;
-    std::vector<CompiledRule> all_;
-    std::vector<std::shared_ptr<const void>> storage_;
+    const CompiledRule* entries_;
+    const uint16_t* offset_; // kNumOps + 1 entries: op i's rules are [offset_[i], offset_[i+1])
+    const CompiledRule* all_;
+    size_t n_all_;
+    const RuleTable* next_;
 };
 
 namespace detail {
@@ -100,13 +152,6 @@ struct ChildOps<OpSetPat<S, false, Cs...>> {
     static constexpr uint8_t n = sizeof...(Cs) <= 3 ? sizeof...(Cs) : 0;
     static constexpr std::array<int16_t, 3> ops = child_root_ops<Cs...>();
 };
-template <class L>
-constexpr OpSet root_set_of() {
-    if constexpr (requires { L::kSet; })
-        return L::kSet;
-    else
-        return OpSet{};
-}
 template <Op O, class... Cs>
 struct ChildOps<OpPat<O, Cs...>> {
     static constexpr uint8_t n = sizeof...(Cs) <= 3 ? sizeof...(Cs) : 0;
@@ -121,34 +166,129 @@ RuleTerms terms_of(const void* r) {
     const R& rr = *static_cast<const R*>(r);
     return RuleTerms{rr.lhs.term(), rr.rhs.term(), rr.pred.term()};
 }
+
+template <class R>
+constexpr RuleRoot root_of() {
+    using L = decltype(R::lhs);
+    if constexpr (requires { L::kSet; })
+        return RuleRoot{L::kRootOp, L::kSet};
+    else
+        return RuleRoot{L::kRootOp, OpSet{}};
+}
+// A rule's entry, pointing at the rule object (which must outlive the table).
+template <class R>
+constexpr CompiledRule compiled_rule(const R& r) {
+    using L = decltype(r.lhs);
+    using C = ChildOps<L>;
+    return CompiledRule{&apply_rule<R>,
+                        &terms_of<R>,
+                        static_cast<const void*>(&r),
+                        r.label,
+                        {C::ops[0], C::ops[1], C::ops[2]},
+                        C::n,
+                        L::kRootOp >= 0 && is_commutative(static_cast<Op>(L::kRootOp)) &&
+                            C::n == 2};
+}
+
+// How many entries the rules need, once per op each is filed under.
+constexpr size_t count_entries(std::span<const RuleRoot> roots) {
+    size_t n = 0;
+    for (const RuleRoot& r : roots)
+        for (size_t o = 0; o < kNumOps; ++o) n += r.files_under(o) ? 1 : 0;
+    return n;
+}
+// The bucketing, shared by frozen<>() (at compile time) and compile() (at run time): entries
+// grouped by op, rules in declaration order within an op; offset[o]..offset[o+1] is op o's.
+constexpr void bucket(std::span<const CompiledRule> rules, std::span<const RuleRoot> roots,
+                      CompiledRule* entries, uint16_t* offset) {
+    size_t n = 0;
+    for (size_t o = 0; o < kNumOps; ++o) {
+        offset[o] = static_cast<uint16_t>(n);
+        for (size_t i = 0; i < rules.size(); ++i) {
+            if (!roots[i].files_under(o)) continue;
+            CompiledRule c = rules[i];
+            if (roots[i].op == kRootOpSet) // a commutative op of a set may match children swapped
+                c.swap = is_commutative(static_cast<Op>(o)) && c.nchild == 2;
+            entries[n++] = c;
+        }
+    }
+    offset[kNumOps] = static_cast<uint16_t>(n);
+}
+
+template <size_t NRules, size_t NEntries>
+struct Buckets {
+    std::array<CompiledRule, NEntries> entries;
+    std::array<uint16_t, kNumOps + 1> offset;
+};
+
+// The constexpr table of the group G (an object with static storage: a namespace-scope
+// `inline constexpr auto g = rules(...)`).
+template <const auto& G>
+struct Frozen {
+    static constexpr size_t kRules = std::remove_cvref_t<decltype(G)>::size;
+    static constexpr std::array<CompiledRule, kRules> rules =
+        boost::hana::unpack(G.rules, [](const auto&... r) {
+            return std::array<CompiledRule, kRules>{compiled_rule(r)...};
+        });
+    static constexpr std::array<RuleRoot, kRules> roots =
+        boost::hana::unpack(G.rules, [](const auto&... r) {
+            return std::array<RuleRoot, kRules>{root_of<std::remove_cvref_t<decltype(r)>>()...};
+        });
+    static constexpr size_t kEntries = count_entries(roots);
+    static_assert(kEntries < 65536, "frozen: a rule group with more than 65535 table entries");
+    static constexpr Buckets<kRules, kEntries> buckets = [] {
+        Buckets<kRules, kEntries> b{};
+        bucket(rules, roots, b.entries.data(), b.offset.data());
+        return b;
+    }();
+    static constexpr RuleTable table{buckets.entries.data(), buckets.offset.data(), rules.data(),
+                                     kRules};
+};
 } // namespace detail
 
-// Compiles a group into a table. The table keeps its own copy of the rules.
+// The table of a rule group, built entirely at compile time.
+template <const auto& G>
+constexpr const RuleTable& frozen() {
+    return detail::Frozen<G>::table;
+}
+
+// A table compiled at run time from a group value; it keeps its own copy of the rules. It is a
+// RuleTable (pass it to graph_rewrite), but cannot be sliced into a copy that outlives it.
+class OwnedRuleTable : public RuleTable {
+  public:
+    template <class... Rs>
+    explicit OwnedRuleTable(const RuleGroup<Rs...>& g) : OwnedRuleTable(make(g)) {}
+
+  private:
+    struct Storage {
+        std::shared_ptr<const void> group;
+        std::vector<CompiledRule> rules, entries;
+        std::array<uint16_t, kNumOps + 1> offset{};
+    };
+    explicit OwnedRuleTable(std::shared_ptr<Storage> s)
+        : RuleTable(s->entries.data(), s->offset.data(), s->rules.data(), s->rules.size()),
+          s_(std::move(s)) {}
+    template <class... Rs>
+    static std::shared_ptr<Storage> make(const RuleGroup<Rs...>& g) {
+        auto group = std::make_shared<const RuleGroup<Rs...>>(g);
+        auto s = std::make_shared<Storage>();
+        std::vector<RuleRoot> roots;
+        boost::hana::for_each(group->rules, [&](const auto& r) {
+            s->rules.push_back(detail::compiled_rule(r));
+            roots.push_back(detail::root_of<std::remove_cvref_t<decltype(r)>>());
+        });
+        s->entries.resize(detail::count_entries(roots));
+        detail::bucket(s->rules, roots, s->entries.data(), s->offset.data());
+        s->group = std::move(group);
+        return s;
+    }
+    std::shared_ptr<Storage> s_;
+};
+
+// Compiles a group value at run time (for groups that are not constexpr objects).
 template <class... Rs>
-RuleTable compile(const RuleGroup<Rs...>& g) {
-    auto storage = std::make_shared<RuleGroup<Rs...>>(g);
-    RuleTable t;
-    std::apply(
-        [&](const auto&... r) {
-            (
-                [&] {
-                    using R = std::remove_cvref_t<decltype(r)>;
-                    using L = decltype(r.lhs);
-                    CompiledRule c{&detail::apply_rule<R>,
-                                   &detail::terms_of<R>,
-                                   &r,
-                                   r.label,
-                                   {detail::ChildOps<L>::ops[0], detail::ChildOps<L>::ops[1],
-                                    detail::ChildOps<L>::ops[2]},
-                                   detail::ChildOps<L>::n,
-                                   L::kRootOp >= 0 && is_commutative(static_cast<Op>(L::kRootOp)) &&
-                                       detail::ChildOps<L>::n == 2};
-                    t.add(c, L::kRootOp, detail::root_set_of<L>(), storage);
-                }(),
-                ...);
-        },
-        storage->rules);
-    return t;
+OwnedRuleTable compile(const RuleGroup<Rs...>& g) {
+    return OwnedRuleTable(g);
 }
 
 } // namespace tempura::pattern
