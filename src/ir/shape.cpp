@@ -133,9 +133,7 @@ std::optional<Shape> infer_shape(Op op, const std::vector<UOp>& srcs, const Arg&
         }
         return out;
     }
-    case Op::Contiguous:
-    case Op::ContiguousBackward:
-    case Op::Detach: return src(0);
+    case Op::Contiguous: return src(0);
     default: break;
     }
     if (is_alu(op) && !srcs.empty()) {

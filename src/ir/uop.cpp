@@ -270,12 +270,9 @@ bool arg_fits(ArgKind kind, const Arg& a) {
     case ArgKind::Value:
         return std::holds_alternative<int64_t>(a) || std::holds_alternative<double>(a) ||
                std::holds_alternative<bool>(a);
-    case ArgKind::Values:
     case ArgKind::Ints: return std::holds_alternative<std::vector<int64_t>>(a);
     case ArgKind::Var: return std::holds_alternative<VarArg>(a);
     case ArgKind::Range: return std::holds_alternative<RangeArg>(a);
-    case ArgKind::Int: return std::holds_alternative<int64_t>(a);
-    case ArgKind::String: return std::holds_alternative<std::string>(a);
     case ArgKind::ReduceOp:
         return std::holds_alternative<Op>(a) || std::holds_alternative<ReduceArg>(a);
     case ArgKind::Any: return true;
@@ -286,12 +283,9 @@ const char* arg_kind_name(ArgKind kind) {
     switch (kind) {
     case ArgKind::None: return "no value";
     case ArgKind::Value: return "a number";
-    case ArgKind::Values: return "a list of numbers";
     case ArgKind::Ints: return "a list of integers";
     case ArgKind::Var: return "a variable (name, min, max)";
     case ArgKind::Range: return "a range (axis, type)";
-    case ArgKind::Int: return "an integer";
-    case ArgKind::String: return "a string";
     case ArgKind::ReduceOp: return "a reduce op";
     case ArgKind::Any: return "anything";
     }

@@ -303,9 +303,7 @@ Arr eval_node(const UOp& u, const std::vector<const Arr*>& s, const Shape& shape
         out.shape = shape;
         return out;
     }
-    case Op::Contiguous:
-    case Op::ContiguousBackward:
-    case Op::Detach: return *s[0];
+    case Op::Contiguous: return *s[0];
     case Op::Expand:
     case Op::Permute:
     case Op::Pad:

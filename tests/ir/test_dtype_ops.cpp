@@ -35,7 +35,7 @@ static_assert(tempura::op_info(Op::Add).arity == 2);
 static_assert(tempura::op_info(Op::Sink).arity == tempura::kVariadic);
 static_assert(tempura::is_commutative(Op::Add) && !tempura::is_commutative(Op::Sub));
 static_assert(tempura::op_info(Op::Store).range_start == 2);
-static_assert(tempura::kNumOps == static_cast<size_t>(Op::Precast) + 1);
+static_assert(tempura::kNumOps == static_cast<size_t>(Op::Contiguous) + 1);
 
 // Every Op enumerator, by walking the table (the enum is dense from 0).
 constexpr Op op_at(size_t i) { return static_cast<Op>(i); }
@@ -234,7 +234,7 @@ TEST_CASE("op table: every op has a non-empty, unique, upper-case name") {
     CHECK(tempura::op_name(Op::Recip) == "RECIPROCAL");
     CHECK(tempura::op_name(Op::DefineVar) == "DEFINE_VAR");
     CHECK(tempura::op_name(Op::ReduceAxis) == "REDUCE_AXIS");
-    CHECK(tempura::op_name(Op::Precast) == "PRECAST");
+    CHECK(tempura::op_name(Op::Contiguous) == "CONTIGUOUS");
 }
 
 TEST_CASE("op table: arity") {
@@ -294,8 +294,6 @@ TEST_CASE("op table: commutative and associative flags") {
     CHECK(is_associative(Op::Mul));
     CHECK_FALSE(is_associative(Op::Sub));
     CHECK_FALSE(is_associative(Op::CmpEq)); // commutative, but (a == b) == c is not a == (b == c)
-    CHECK(tempura::is_expandable(Op::Add));
-    CHECK_FALSE(tempura::is_expandable(Op::Sink));
     // Only binary ops are commutative.
     for (size_t i = 0; i < tempura::kNumOps; ++i) {
         const Op op = op_at(i);
@@ -310,15 +308,12 @@ TEST_CASE("op table: range-ending ops and their range start") {
     CHECK(op_info(Op::Store).range_start == 2);
     CHECK(op_info(Op::Reduce).range_start == 1);
     CHECK(op_info(Op::End).range_start == 1);
-    CHECK(op_info(Op::Wmma).range_start == 3);
-    CHECK(op_info(Op::Bufferize).range_start == 1);
     CHECK(op_info(Op::Add).range_start == -1);
     CHECK(op_info(Op::Range).range_start == -1);
     CHECK(op_info(Op::Load).range_start == -1);
     CHECK(is_range_ending(Op::Store));
     CHECK(is_range_ending(Op::Reduce));
     CHECK(is_range_ending(Op::End));
-    CHECK(is_range_ending(Op::Wmma));
     CHECK_FALSE(is_range_ending(Op::Range));
     CHECK_FALSE(is_range_ending(Op::ReduceAxis));
     CHECK_FALSE(is_range_ending(Op::Sink));
@@ -326,8 +321,7 @@ TEST_CASE("op table: range-ending ops and their range start") {
     std::set<std::string_view> ending;
     for (size_t i = 0; i < tempura::kNumOps; ++i)
         if (is_range_ending(op_at(i))) ending.insert(tempura::op_name(op_at(i)));
-    CHECK(ending == std::set<std::string_view>{"BUFFERIZE", "CALL", "END", "FUNCTION", "REDUCE",
-                                               "STORE", "WMMA"});
+    CHECK(ending == std::set<std::string_view>{"END", "REDUCE", "STORE"});
 }
 
 TEST_CASE("op table: categories and is_alu") {
@@ -338,7 +332,6 @@ TEST_CASE("op table: categories and is_alu") {
     CHECK(op_info(Op::CmpLt).category == OpCategory::Binary);
     CHECK(op_info(Op::Where).category == OpCategory::Ternary);
     CHECK(op_info(Op::Const).category == OpCategory::Const);
-    CHECK(op_info(Op::VConst).category == OpCategory::Const);
     CHECK(op_info(Op::DefineVar).category == OpCategory::Define);
     CHECK(op_info(Op::Load).category == OpCategory::Memory);
     CHECK(op_info(Op::Store).category == OpCategory::Memory);
@@ -348,10 +341,7 @@ TEST_CASE("op table: categories and is_alu") {
     CHECK(op_info(Op::Range).category == OpCategory::Control);
     CHECK(op_info(Op::End).category == OpCategory::Control);
     CHECK(op_info(Op::Vectorize).category == OpCategory::Vector);
-    CHECK(op_info(Op::Unroll).category == OpCategory::Expansion);
     CHECK(op_info(Op::Sink).category == OpCategory::Structure);
-    CHECK(op_info(Op::Wmma).category == OpCategory::Hardware);
-    CHECK(op_info(Op::Special).category == OpCategory::Hardware);
     CHECK(op_info(Op::Contiguous).category == OpCategory::Tensor);
 
     CHECK(tempura::is_alu(Op::Add));
@@ -401,7 +391,6 @@ TEST_CASE("op table: argument kinds and infix symbols") {
     using tempura::ArgKind;
     using tempura::op_info;
     CHECK(op_info(Op::Const).arg == ArgKind::Value);
-    CHECK(op_info(Op::VConst).arg == ArgKind::Values);
     CHECK(op_info(Op::DefineVar).arg == ArgKind::Var);
     CHECK(op_info(Op::Range).arg == ArgKind::Range);
     CHECK(op_info(Op::Reshape).arg == ArgKind::Ints);

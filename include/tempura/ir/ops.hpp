@@ -1,5 +1,6 @@
 #pragma once
-// Op: every operation of the Op Bestiary, and the constexpr table of facts about each.
+// Op: every operation Tempura builds, and the constexpr table of facts about each. An op enters
+// the table with the stage that builds it (docs/ARCHITECTURE.md, "Adding an op").
 // Every other part of Tempura reads op facts (arity, category, flags) from this table.
 #include <array>
 #include <cstdint>
@@ -11,37 +12,31 @@ enum class OpCategory : uint8_t {
     Unary,     // ALU, one source
     Binary,    // ALU, two sources
     Ternary,   // ALU, three sources
-    Const,     // CONST, VCONST
+    Const,     // CONST
     Define,    // DEFINE_VAR, PARAM, DEFINE_REG, ...
     Memory,    // BUFFER, INDEX, LOAD, STORE, ...
     Movement,  // RESHAPE, PERMUTE, ... (tensor level, before rangeify)
-    Reduce,    // REDUCE_AXIS, REDUCE, ALLREDUCE
-    Control,   // RANGE, END, IF, ENDIF, BARRIER
-    Vector,    // VECTORIZE, GEP, CAT, PTRCAT
-    Expansion, // UNROLL, CONTRACT
-    Structure, // SINK, CALL, FUNCTION, PROGRAM, AFTER, ...
-    Hardware,  // WMMA, SPECIAL
-    Tensor,    // CONTIGUOUS, DETACH, COPY, ... (tensor-level markers)
+    Reduce,    // REDUCE_AXIS, REDUCE
+    Control,   // RANGE, END, IF, ENDIF
+    Vector,    // VECTORIZE, GEP
+    Structure, // SINK, GROUP, AFTER
+    Tensor,    // CONTIGUOUS (tensor-level markers)
 };
 
 // What the `arg` of a node of this op holds.
 enum class ArgKind : uint8_t {
     None,
     Value,    // CONST: an int64, double or bool
-    Values,   // VCONST: a list of numbers
     Var,      // DEFINE_VAR: name, min, max
     Range,    // RANGE: axis id and axis type
     Ints,     // shapes, axes, permutations, GEP lanes
-    Int,      // a slot, size or count
-    String,   // names, source text
-    ReduceOp, // REDUCE_AXIS / REDUCE / ALLREDUCE: the combining op
+    ReduceOp, // REDUCE_AXIS / REDUCE: the combining op
     Any,      // op-specific payload (kernel info, device spec, ...)
 };
 
 enum OpFlag : uint8_t {
     kCommutative = 1,
     kAssociative = 2,
-    kExpandable = 4, // propagates UNROLL through the graph (see the Bestiary)
 };
 
 inline constexpr int8_t kVariadic = -1;
@@ -59,97 +54,64 @@ struct OpInfo {
 // X-macro: name, printed name, arity, min arity, category, flags, range start, arg kind.
 #define TEMPURA_OPS(X)                                                                             \
     /* ALU: unary */                                                                               \
-    X(Neg, "NEG", 1, 1, Unary, kExpandable, -1, None)                                              \
-    X(Not, "NOT", 1, 1, Unary, kExpandable, -1, None)                                              \
-    X(Exp2, "EXP2", 1, 1, Unary, kExpandable, -1, None)                                            \
-    X(Log2, "LOG2", 1, 1, Unary, kExpandable, -1, None)                                            \
-    X(Sin, "SIN", 1, 1, Unary, kExpandable, -1, None)                                              \
-    X(Cos, "COS", 1, 1, Unary, kExpandable, -1, None)                                              \
-    X(Erf, "ERF", 1, 1, Unary, kExpandable, -1, None)                                              \
-    X(Sqrt, "SQRT", 1, 1, Unary, kExpandable, -1, None)                                            \
-    X(Recip, "RECIPROCAL", 1, 1, Unary, kExpandable, -1, None)                                     \
-    X(Trunc, "TRUNC", 1, 1, Unary, kExpandable, -1, None)                                          \
-    X(Cast, "CAST", 1, 1, Unary, kExpandable, -1, None)                                            \
-    X(BitCast, "BITCAST", 1, 1, Unary, kExpandable, -1, None)                                      \
+    X(Neg, "NEG", 1, 1, Unary, 0, -1, None)                                                        \
+    X(Not, "NOT", 1, 1, Unary, 0, -1, None)                                                        \
+    X(Exp2, "EXP2", 1, 1, Unary, 0, -1, None)                                                      \
+    X(Log2, "LOG2", 1, 1, Unary, 0, -1, None)                                                      \
+    X(Sin, "SIN", 1, 1, Unary, 0, -1, None)                                                        \
+    X(Cos, "COS", 1, 1, Unary, 0, -1, None)                                                        \
+    X(Erf, "ERF", 1, 1, Unary, 0, -1, None)                                                        \
+    X(Sqrt, "SQRT", 1, 1, Unary, 0, -1, None)                                                      \
+    X(Recip, "RECIPROCAL", 1, 1, Unary, 0, -1, None)                                               \
+    X(Trunc, "TRUNC", 1, 1, Unary, 0, -1, None)                                                    \
+    X(Cast, "CAST", 1, 1, Unary, 0, -1, None)                                                      \
+    X(BitCast, "BITCAST", 1, 1, Unary, 0, -1, None)                                                \
     /* ALU: binary */                                                                              \
-    X(Add, "ADD", 2, 2, Binary, kCommutative | kAssociative | kExpandable, -1, None)               \
-    X(Sub, "SUB", 2, 2, Binary, kExpandable, -1, None)                                             \
-    X(Mul, "MUL", 2, 2, Binary, kCommutative | kAssociative | kExpandable, -1, None)               \
-    X(Idiv, "IDIV", 2, 2, Binary, kExpandable, -1, None)                                           \
-    X(Fdiv, "FDIV", 2, 2, Binary, kExpandable, -1, None)                                           \
-    X(Mod, "MOD", 2, 2, Binary, kExpandable, -1, None)                                             \
-    X(Max, "MAX", 2, 2, Binary, kCommutative | kAssociative | kExpandable, -1, None)               \
-    X(Shl, "SHL", 2, 2, Binary, kExpandable, -1, None)                                             \
-    X(Shr, "SHR", 2, 2, Binary, kExpandable, -1, None)                                             \
-    X(And, "AND", 2, 2, Binary, kCommutative | kAssociative | kExpandable, -1, None)               \
-    X(Or, "OR", 2, 2, Binary, kCommutative | kAssociative | kExpandable, -1, None)                 \
-    X(Xor, "XOR", 2, 2, Binary, kCommutative | kAssociative | kExpandable, -1, None)               \
-    X(CmpLt, "CMPLT", 2, 2, Binary, kExpandable, -1, None)                                         \
-    X(CmpNe, "CMPNE", 2, 2, Binary, kCommutative | kExpandable, -1, None)                          \
-    X(CmpEq, "CMPEQ", 2, 2, Binary, kCommutative | kExpandable, -1, None)                          \
-    X(Pow, "POW", 2, 2, Binary, kExpandable, -1, None)                                             \
+    X(Add, "ADD", 2, 2, Binary, kCommutative | kAssociative, -1, None)                             \
+    X(Sub, "SUB", 2, 2, Binary, 0, -1, None)                                                       \
+    X(Mul, "MUL", 2, 2, Binary, kCommutative | kAssociative, -1, None)                             \
+    X(Idiv, "IDIV", 2, 2, Binary, 0, -1, None)                                                     \
+    X(Fdiv, "FDIV", 2, 2, Binary, 0, -1, None)                                                     \
+    X(Mod, "MOD", 2, 2, Binary, 0, -1, None)                                                       \
+    X(Max, "MAX", 2, 2, Binary, kCommutative | kAssociative, -1, None)                             \
+    X(Shl, "SHL", 2, 2, Binary, 0, -1, None)                                                       \
+    X(Shr, "SHR", 2, 2, Binary, 0, -1, None)                                                       \
+    X(And, "AND", 2, 2, Binary, kCommutative | kAssociative, -1, None)                             \
+    X(Or, "OR", 2, 2, Binary, kCommutative | kAssociative, -1, None)                               \
+    X(Xor, "XOR", 2, 2, Binary, kCommutative | kAssociative, -1, None)                             \
+    X(CmpLt, "CMPLT", 2, 2, Binary, 0, -1, None)                                                   \
+    X(CmpNe, "CMPNE", 2, 2, Binary, kCommutative, -1, None)                                        \
+    X(CmpEq, "CMPEQ", 2, 2, Binary, kCommutative, -1, None)                                        \
+    X(Pow, "POW", 2, 2, Binary, 0, -1, None)                                                       \
     /* ALU: ternary */                                                                             \
-    X(Where, "WHERE", 3, 3, Ternary, kExpandable, -1, None)                                        \
-    X(MulAcc, "MULACC", 3, 3, Ternary, kExpandable, -1, None)                                      \
+    X(Where, "WHERE", 3, 3, Ternary, 0, -1, None)                                                  \
+    X(MulAcc, "MULACC", 3, 3, Ternary, 0, -1, None)                                                \
     /* constants */                                                                                \
     X(Const, "CONST", 0, 0, Const, 0, -1, Value)                                                   \
-    X(VConst, "VCONST", 0, 0, Const, 0, -1, Values)                                                \
     /* definitions */                                                                              \
     X(DefineVar, "DEFINE_VAR", 0, 0, Define, 0, -1, Var)                                           \
-    X(Bind, "BIND", 2, 2, Define, 0, -1, None)                                                     \
-    X(Special, "SPECIAL", 1, 1, Hardware, 0, -1, String)                                           \
-    X(DefineLocal, "DEFINE_LOCAL", 0, 0, Define, 0, -1, Int)                                       \
     X(DefineReg, "DEFINE_REG", 0, 0, Define, 0, -1, Ints)                                          \
     X(Param, "PARAM", kVariadic, 0, Define, 0, -1, Ints)                                           \
-    X(Unique, "UNIQUE", 0, 0, Define, 0, -1, Int)                                                  \
-    X(LUnique, "LUNIQUE", 0, 0, Define, 0, -1, Int)                                                \
-    X(Device, "DEVICE", 0, 0, Define, 0, -1, String)                                               \
     /* program structure */                                                                        \
     X(Sink, "SINK", kVariadic, 0, Structure, 0, -1, Any)                                           \
     X(Group, "GROUP", kVariadic, 0, Structure, 0, -1, None)                                        \
-    X(After, "AFTER", kVariadic, 1, Structure, kExpandable, -1, None)                              \
-    X(Barrier, "BARRIER", kVariadic, 0, Control, 0, -1, None)                                      \
-    X(Linear, "LINEAR", kVariadic, 0, Structure, 0, -1, None)                                      \
-    X(Program, "PROGRAM", kVariadic, 1, Structure, 0, -1, Any)                                     \
-    X(Source, "SOURCE", 0, 0, Structure, 0, -1, String)                                            \
-    X(ProgramBinary, "PROGRAM_BINARY", 0, 0, Structure, 0, -1, Any)                                \
-    X(Function, "FUNCTION", kVariadic, 1, Structure, 0, 1, Any)                                    \
-    X(Call, "CALL", kVariadic, 1, Structure, 0, 1, Any)                                            \
-    X(Tuple, "TUPLE", kVariadic, 0, Structure, 0, -1, None)                                        \
-    X(GetTuple, "GET_TUPLE", 1, 1, Structure, 0, -1, Int)                                          \
-    X(Custom, "CUSTOM", kVariadic, 0, Structure, 0, -1, String)                                    \
-    X(CustomI, "CUSTOMI", kVariadic, 0, Structure, 0, -1, String)                                  \
-    X(CustomFunction, "CUSTOM_FUNCTION", kVariadic, 0, Structure, 0, -1, Any)                      \
+    X(After, "AFTER", kVariadic, 1, Structure, 0, -1, None)                                        \
     /* memory */                                                                                   \
     X(Buffer, "BUFFER", kVariadic, 0, Memory, 0, -1, Ints)                                         \
-    X(BufferView, "BUFFER_VIEW", 1, 1, Memory, 0, -1, Ints)                                        \
-    X(Bufferize, "BUFFERIZE", kVariadic, 1, Memory, kExpandable, 1, Any)                           \
-    X(Index, "INDEX", kVariadic, 2, Memory, kExpandable, -1, None)                                 \
-    X(PointerIndex, "POINTER_INDEX", 2, 2, Memory, kExpandable, -1, None)                          \
-    X(Load, "LOAD", kVariadic, 1, Memory, kExpandable, -1, None)                                   \
-    X(Store, "STORE", kVariadic, 2, Memory, kExpandable, 2, None)                                  \
-    X(Copy, "COPY", kVariadic, 1, Tensor, 0, -1, None)                                             \
-    X(MStack, "MSTACK", kVariadic, 0, Memory, 0, -1, None)                                         \
-    X(MSelect, "MSELECT", 1, 1, Memory, 0, -1, Int)                                                \
+    X(Index, "INDEX", kVariadic, 2, Memory, 0, -1, None)                                           \
+    X(Load, "LOAD", kVariadic, 1, Memory, 0, -1, None)                                             \
+    X(Store, "STORE", kVariadic, 2, Memory, 0, 2, None)                                            \
     /* vectors */                                                                                  \
-    X(Vectorize, "VECTORIZE", kVariadic, 1, Vector, kExpandable, -1, None)                         \
-    X(Gep, "GEP", 1, 1, Vector, kExpandable, -1, Ints)                                             \
-    X(Cat, "CAT", kVariadic, 1, Vector, 0, -1, None)                                               \
-    X(PtrCat, "PTRCAT", kVariadic, 1, Vector, 0, -1, None)                                         \
-    /* expansion */                                                                                \
-    X(Unroll, "UNROLL", 1, 1, Expansion, 0, -1, Any)                                               \
-    X(Contract, "CONTRACT", 1, 1, Expansion, 0, -1, Any)                                           \
-    /* hardware */                                                                                 \
-    X(Wmma, "WMMA", 3, 3, Hardware, kExpandable, 3, Any)                                           \
+    X(Vectorize, "VECTORIZE", kVariadic, 1, Vector, 0, -1, None)                                   \
+    X(Gep, "GEP", 1, 1, Vector, 0, -1, Ints)                                                       \
     /* control flow */                                                                             \
     X(Range, "RANGE", kVariadic, 1, Control, 0, -1, Range)                                         \
-    X(End, "END", kVariadic, 1, Control, kExpandable, 1, None)                                     \
+    X(End, "END", kVariadic, 1, Control, 0, 1, None)                                               \
     X(If, "IF", kVariadic, 1, Control, 0, -1, None)                                                \
     X(EndIf, "ENDIF", 1, 1, Control, 0, -1, None)                                                  \
     /* reductions */                                                                               \
     X(ReduceAxis, "REDUCE_AXIS", 1, 1, Reduce, 0, -1, ReduceOp)                                    \
-    X(Reduce, "REDUCE", kVariadic, 1, Reduce, kExpandable, 1, ReduceOp)                            \
-    X(AllReduce, "ALLREDUCE", kVariadic, 1, Reduce, 0, -1, ReduceOp)                               \
+    X(Reduce, "REDUCE", kVariadic, 1, Reduce, 0, 1, ReduceOp)                                      \
     /* movement (tensor level) */                                                                  \
     X(Reshape, "RESHAPE", 1, 1, Movement, 0, -1, Ints)                                             \
     X(Permute, "PERMUTE", 1, 1, Movement, 0, -1, Ints)                                             \
@@ -158,11 +120,7 @@ struct OpInfo {
     X(Shrink, "SHRINK", 1, 1, Movement, 0, -1, Ints)                                               \
     X(Flip, "FLIP", 1, 1, Movement, 0, -1, Ints)                                                   \
     /* tensor-level markers */                                                                     \
-    X(Contiguous, "CONTIGUOUS", kVariadic, 1, Tensor, 0, -1, None)                                 \
-    X(ContiguousBackward, "CONTIGUOUS_BACKWARD", 1, 1, Tensor, 0, -1, None)                        \
-    X(Detach, "DETACH", 1, 1, Tensor, 0, -1, None)                                                 \
-    X(Multi, "MULTI", kVariadic, 1, Tensor, 0, -1, Int)                                            \
-    X(Precast, "PRECAST", 1, 1, Tensor, 0, -1, None)
+    X(Contiguous, "CONTIGUOUS", kVariadic, 1, Tensor, 0, -1, None)
 
 enum class Op : uint8_t {
 #define TEMPURA_X(e, n, a, m, c, f, r, k) e,
@@ -170,7 +128,7 @@ enum class Op : uint8_t {
 #undef TEMPURA_X
 };
 
-inline constexpr std::array<OpInfo, static_cast<size_t>(Op::Precast) + 1> kOpTable = {{
+inline constexpr std::array<OpInfo, static_cast<size_t>(Op::Contiguous) + 1> kOpTable = {{
 #define TEMPURA_X(e, n, a, m, c, f, r, k)                                                          \
     OpInfo{n, a, m, OpCategory::c, static_cast<uint8_t>(f), r, ArgKind::k},
     TEMPURA_OPS(TEMPURA_X)
@@ -183,7 +141,6 @@ constexpr const OpInfo& op_info(Op op) { return kOpTable[static_cast<size_t>(op)
 constexpr std::string_view op_name(Op op) { return op_info(op).name; }
 constexpr bool is_commutative(Op op) { return (op_info(op).flags & kCommutative) != 0; }
 constexpr bool is_associative(Op op) { return (op_info(op).flags & kAssociative) != 0; }
-constexpr bool is_expandable(Op op) { return (op_info(op).flags & kExpandable) != 0; }
 constexpr bool is_alu(Op op) {
     const auto c = op_info(op).category;
     return c == OpCategory::Unary || c == OpCategory::Binary || c == OpCategory::Ternary;

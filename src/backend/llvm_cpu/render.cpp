@@ -842,7 +842,6 @@ class Renderer {
         case Op::After: return val(u, 0); // ordering only: the value of its first source
         case Op::Sink:
         case Op::Group:
-        case Op::Barrier: return nullptr; // one thread: nothing to wait for
         default: break;
         }
         unsupported(u, "not an op of the linearized CPU kernel (docs/KERNEL_IR.md section 2)");
