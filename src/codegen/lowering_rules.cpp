@@ -32,6 +32,65 @@ std::optional<UOp> lower_index(Match& m) {
     return UOp::make(u.op(), to, u.srcs(), u.arg(), u.location());
 }
 
+// WHERE(g, LOAD(INDEX(p, i)), alt) -> LOAD(INDEX(p, i), g, alt): the element is not read where
+// the gate is false. Only for a gate of index arithmetic that is the same for every vector lane
+// (no LOAD, no UPCAST/UNROLL range): a per-lane gate would turn a vector load into a gather.
+std::optional<UOp> where_into_gated_load(const UOp& u) {
+    const UOp &g = u.src(0), &ld = u.src(1), &alt = u.src(2);
+    if (ld.op() != Op::Load || ld.srcs().size() != 1 || g.dtype().count != 1) return std::nullopt;
+    const UOp& idx = ld.src(0);
+    if (idx.op() != Op::Index || idx.srcs().size() != 2 || alt.dtype() != ld.dtype())
+        return std::nullopt;
+    for (const UOp& n : g.toposort()) {
+        if (n.op() == Op::Load) return std::nullopt;
+        if (n.op() == Op::Range) {
+            const AxisType t = n.arg_as<RangeArg>().type;
+            if (t == AxisType::Upcast || t == AxisType::Unroll) return std::nullopt;
+        }
+    }
+    return UOp::make(Op::Load, ld.dtype(), {idx, g, alt}, Arg{}, u.location());
+}
+
+// GEP(VECTORIZE(s0, s1, ...), lanes): the lanes' sources, without building the vector.
+std::optional<UOp> gep_of_vectorize(const UOp& u) {
+    const auto& lanes = u.arg_as<std::vector<int64_t>>();
+    const UOp& v = u.src(0);
+    if (v.op() != Op::Vectorize) return std::nullopt;
+    std::vector<UOp> picked;
+    for (int64_t l : lanes) {
+        if (l < 0 || static_cast<size_t>(l) >= v.srcs().size()) return std::nullopt;
+        picked.push_back(v.src(static_cast<size_t>(l)));
+    }
+    if (picked.size() == 1) return picked[0];
+    return UOp::make(Op::Vectorize, u.dtype(), std::move(picked), Arg{}, u.location());
+}
+
+// GEP(x, 0, 1, ..., n-1) of an n-lane x is x.
+std::optional<UOp> identity_gep(const UOp& u) {
+    const auto& lanes = u.arg_as<std::vector<int64_t>>();
+    const UOp& x = u.src(0);
+    if (lanes.size() != x.dtype().count || u.dtype() != x.dtype()) return std::nullopt;
+    for (size_t i = 0; i < lanes.size(); ++i)
+        if (lanes[i] != static_cast<int64_t>(i)) return std::nullopt;
+    return x;
+}
+
+// VECTORIZE(GEP(x, 0), GEP(x, 1), ..., GEP(x, n-1)) of an n-lane x is x; VECTORIZE(s) is s.
+std::optional<UOp> vectorize_of_geps(const UOp& u) {
+    if (u.srcs().size() == 1 && u.dtype() == u.src(0).dtype()) return u.src(0);
+    const UOp& s0 = u.src(0);
+    if (s0.op() != Op::Gep) return std::nullopt;
+    const UOp& x = s0.src(0);
+    if (x.dtype() != u.dtype()) return std::nullopt;
+    for (size_t i = 0; i < u.srcs().size(); ++i) {
+        const UOp& s = u.src(i);
+        if (s.op() != Op::Gep || !s.src(0).same(x) ||
+            s.arg_as<std::vector<int64_t>>() != std::vector<int64_t>{static_cast<int64_t>(i)})
+            return std::nullopt;
+    }
+    return x;
+}
+
 // clang-format off
 inline constexpr auto early = rules(
     rule(op<Op::Pow>(x, y), op<Op::Exp2>(op<Op::Log2>(x) * y), is_float(x)), // x^y = 2^(log2(x)*y)
@@ -43,6 +102,17 @@ inline constexpr auto early = rules(
     rule(op<Op::Sin>(x), sin64_of, is_float64(x)),
     rule(op<Op::Cos>(x), cos64_of, is_float64(x)),
     rule(op<Op::Erf>(x), erf_of, is_float32(x)));                             // series + erfc
+
+inline constexpr auto gated = rules(
+    rule(where(x, op<Op::Load>(y), z), where_into_gated_load));             // g ? *p : alt, gated
+
+// Any VECTORIZE, whatever its number of sources.
+inline constexpr OpSetPat<op_set<Op::Vectorize>(), true> any_vectorize{{}, "VECTORIZE"};
+
+inline constexpr auto vector = rules(
+    rule(op<Op::Gep>(x), gep_of_vectorize),                                   // VECTORIZE's lanes
+    rule(op<Op::Gep>(x), identity_gep),                                       // every lane: x
+    rule(any_vectorize, vectorize_of_geps));                           // x's lanes: x
 
 inline constexpr auto mulacc = rules(
     rule(x * y + z, op<Op::MulAcc>(x, y, z), is_float(x)));                   // a * b + c: one FMA
@@ -63,6 +133,8 @@ inline constexpr auto cpu = rules(
 } // namespace
 
 const pattern::RuleTable& early_decompositions() { return pattern::frozen<early>(); }
+const pattern::RuleTable& gated_loads() { return pattern::frozen<gated>(); }
+const pattern::RuleTable& vector_folds() { return pattern::frozen<vector>(); }
 const pattern::RuleTable& mulacc_fusion() { return pattern::frozen<mulacc>(); }
 const pattern::RuleTable& index_dtype_lowering() { return pattern::frozen<index_dtype>(); }
 const pattern::RuleTable& late_decompositions() { return pattern::frozen<late>(); }

@@ -405,7 +405,9 @@ const std::vector<Stage>& pipeline() {
         {"simplify ranges", simplify_ranges_stage},
         {"apply opts", apply_opts_stage}, // kApplyOpts
         {"post-opt symbolic", symbolic_stage},
+        {"gated loads", rewrite_stage<gated_loads>},
         {"expander", expand_stage},
+        {"vector folds", rewrite_stage<vector_folds>},
         {"thread lowering", threads_stage},
         {"mulacc", rewrite_stage<mulacc_fusion>},
         {"index dtype lowering", index_dtype_stage},

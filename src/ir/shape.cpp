@@ -122,6 +122,9 @@ std::optional<Shape> infer_shape(Op op, const std::vector<UOp>& srcs, const Arg&
     case Op::ReduceAxis: {
         const auto* r = std::get_if<ReduceArg>(&arg);
         if (!r) return bad("needs a ReduceArg");
+        if (r->op != Op::Add && r->op != Op::Mul && r->op != Op::Max)
+            return bad("needs ADD, MUL or MAX as its combining op, got " +
+                       std::string(op_name(r->op)));
         Shape out = src(0);
         int64_t last = -1;
         for (int64_t ax : r->axes) {

@@ -356,6 +356,16 @@ UOp UOp::make(Op op, DType dtype, std::vector<UOp> srcs, Arg arg, std::source_lo
     if (!arg_fits(op_info(op).arg, arg))
         fail("uop", std::string(op_name(op)) + " takes " + arg_kind_name(op_info(op).arg) +
                         " as its arg, got " + arg_alternative_name(arg));
+    if (op == Op::Gep) { // one lane of the result per listed lane of the source
+        const auto& lanes = std::get<std::vector<int64_t>>(arg);
+        const int64_t n = srcs[0].dtype().count;
+        bool ok = lanes.size() == dtype.count && !lanes.empty() &&
+                  dtype.scalar == srcs[0].dtype().scalar && !dtype.is_ptr;
+        for (int64_t l : lanes) ok = ok && l >= 0 && l < n;
+        if (!ok)
+            fail("uop", "GEP of lanes " + arg_to_string(arg) + " of a " + srcs[0].dtype().name() +
+                            " cannot be a " + dtype.name());
+    }
     return UOpFactory::intern(op, dtype, std::move(srcs), std::move(arg), loc);
 }
 

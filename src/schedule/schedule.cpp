@@ -9,6 +9,8 @@
 
 #include "tempura/codegen/stages.hpp"
 #include "tempura/error.hpp"
+#include "tempura/rewrite/graph_rewrite.hpp"
+#include "tempura/schedule/rules.hpp"
 #include "tempura/support/hash.hpp"
 
 namespace tempura {
@@ -369,59 +371,12 @@ UOp rangeify(const UOp& output, const std::vector<UOp>& materialized, std::vecto
 
 std::vector<UOp> materialization_points(const UOp& root) { return find_materialized(root); }
 
-namespace {
-
-// Split reduce: a reduction to a few outputs over many elements has no output axis for THREAD
-// to share among cores. Reduce axis d of size n = g * m is reshaped into (g, m); a first kernel
-// reduces the m (and the other reduced axes) into g partial results, a second reduces those.
-UOp split_reduces(const UOp& root) {
-    constexpr int64_t kMinReduce = int64_t{1} << 16, kMaxOutputs = 16, kGroups = 256;
-    return rebuild_graph(root, [&](const UOp& u, std::vector<UOp> srcs) {
-        if (u.op() != Op::ReduceAxis) return with_srcs(u, std::move(srcs));
-        const Shape& in = u.src(0).shape();
-        const auto& ra = u.arg_as<ReduceArg>();
-        int64_t red = 1;
-        for (int64_t a : ra.axes) red *= in[static_cast<size_t>(a)];
-        const int64_t outs = numel(in) / std::max<int64_t>(red, 1);
-        if (red < kMinReduce || outs > kMaxOutputs) return with_srcs(u, std::move(srcs));
-        // The reduce axis with the most groups (up to 256) of at least 256 elements each.
-        int64_t d = -1, g = 1;
-        for (int64_t a : ra.axes) {
-            const int64_t n = in[static_cast<size_t>(a)];
-            for (int64_t c = kGroups; c > g; --c)
-                if (n % c == 0 && n / c >= 256) {
-                    g = c;
-                    d = a;
-                    break;
-                }
-        }
-        if (d < 0) return with_srcs(u, std::move(srcs));
-        Shape split_shape;
-        for (size_t i = 0; i < in.size(); ++i) {
-            if (static_cast<int64_t>(i) == d) {
-                split_shape.push_back(g);
-                split_shape.push_back(in[i] / g);
-            } else {
-                split_shape.push_back(in[i]);
-            }
-        }
-        std::vector<int64_t> axes;
-        for (int64_t a : ra.axes) axes.push_back(a < d ? a : a + 1);
-        const DType dt = u.dtype();
-        const UOp x = UOp::make(Op::Reshape, dt, {srcs[0]}, split_shape);
-        const UOp part = UOp::make(Op::Contiguous, dt,
-                                   {UOp::make(Op::ReduceAxis, dt, {x}, ReduceArg{ra.op, axes})});
-        const UOp total =
-            UOp::make(Op::ReduceAxis, dt, {part}, ReduceArg{ra.op, std::vector<int64_t>{d}});
-        return UOp::make(Op::Reshape, dt, {total}, u.shape());
-    });
-}
-
-} // namespace
-
 std::vector<ScheduledKernel> schedule_graph(const UOp& original_root) {
-    // The kernel computing the (rewritten) root reports the original root as its output.
-    const UOp root = split_reduces(original_root);
+    // The early rewrites (movement folds, split reduce) first; the kernel computing the
+    // rewritten root reports the original root as its output.
+    RewriteOptions o;
+    o.bottom_up = true;
+    const UOp root = graph_rewrite(original_root, early_rewrites(), {}, o);
     std::vector<ScheduledKernel> kernels = schedule_rewritten(root);
     if (!root.same(original_root))
         for (ScheduledKernel& k : kernels)

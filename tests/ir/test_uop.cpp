@@ -129,6 +129,16 @@ TEST_CASE("UOp::make checks the arg's kind against the op table") {
     CHECK_NOTHROW(UOp::make(Op::Range, DType::Index, {four}, tempura::RangeArg{0, {}}));
 }
 
+TEST_CASE("UOp::make checks a GEP's lanes against its source and dtype") {
+    const UOp v = UOp::make(Op::Vectorize, DType::Index.vec(2), {UOp::index(1), UOp::index(2)});
+    CHECK(error_of([&] { UOp::make(Op::Gep, DType::Index, {v}, std::vector<int64_t>{2}); }) ==
+          "[uop] GEP of lanes [2] of a indexx2 cannot be a index");
+    CHECK(error_of([&] {
+              UOp::make(Op::Gep, DType::Index, {v}, std::vector<int64_t>{0, 1});
+          }) == "[uop] GEP of lanes [0, 1] of a indexx2 cannot be a index");
+    CHECK_NOTHROW(UOp::make(Op::Gep, DType::Index.vec(2), {v}, std::vector<int64_t>{1, 0}));
+}
+
 TEST_CASE("UOp::make checks arity against the op table") {
     UOp a = UOp::variable("ar_a", 0, 10);
     CHECK(error_of([&] { UOp::make(Op::Add, DType::Index, {a}); }) ==

@@ -11,6 +11,16 @@ namespace tempura::codegen {
 // and COS into polynomials with argument reduction (no libm call per vector lane).
 const pattern::RuleTable& early_decompositions();
 
+// "gated loads": WHERE(g, LOAD(INDEX(p, i)), alt) into LOAD(INDEX(p, i), g, alt), which reads
+// nothing where g is false, when g is index arithmetic the same for every vector lane (no LOAD,
+// no UPCAST or UNROLL range in it).
+const pattern::RuleTable& gated_loads();
+
+// "vector folds" (the devectorizer's), after the expander: GEP of VECTORIZE is the picked
+// sources, GEP of every lane in order is the vector, VECTORIZE of a vector's lanes in order is
+// the vector, VECTORIZE of one element is the element.
+const pattern::RuleTable& vector_folds();
+
 // "MULACC": float a * b + c into MULACC(a, b, c), one FMA.
 const pattern::RuleTable& mulacc_fusion();
 

@@ -803,18 +803,8 @@ class Renderer {
         if (st.is_ptr || dt.is_ptr) unsupported(u, "GEP of pointers");
         if (st.count < 2) unsupported(u, "source 0 has dtype " + st.name() + ", expected a vector");
         llvm::Value* v = val(u, 0);
-        const auto* lanes = std::get_if<std::vector<int64_t>>(&u.arg());
-        if (lanes == nullptr || lanes->empty())
-            unsupported(u, "its arg must be the list of lanes to take");
-        for (int64_t l : *lanes)
-            if (l < 0 || l >= st.count)
-                unsupported(u, "lane " + std::to_string(l) +
-                                   " is out of range for a source of dtype " + st.name() +
-                                   " (lanes 0.." + std::to_string(st.count - 1) + ")");
-        const DType want = st.scalar_type().vec(static_cast<uint16_t>(lanes->size()));
-        if (lanes->size() > 0xffff || dt != want)
-            unsupported(u, std::to_string(lanes->size()) + " lane" +
-                               (lanes->size() == 1 ? " yields " : "s yield ") + want.name());
+        // UOp::make checked the lanes against the source and the dtype.
+        const auto* lanes = &u.arg_as<std::vector<int64_t>>();
         if (lanes->size() == 1)
             return b_.CreateExtractElement(v, static_cast<uint64_t>(lanes->front()));
         std::vector<int> mask;
