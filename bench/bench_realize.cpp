@@ -26,6 +26,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <string>
@@ -353,6 +354,45 @@ void BM_MlpForwardWarm(benchmark::State& state) {
 #endif
 }
 BENCHMARK(BM_MlpForwardWarm)->Unit(benchmark::kMillisecond)->UseManualTime()->MinTime(1.0);
+
+// The MLP's first realize: every cache emptied first (tempura::clear_caches()), so each
+// iteration schedules, lowers and compiles all its kernels, then runs them. The peer is the
+// same first realize with the kernels compiled one after another (TEMPURA_COMPILE_THREADS=1),
+// measured in the same run; the default compiles independent kernels on the worker threads.
+void BM_MlpFirstRealize(benchmark::State& state) {
+    const Mlp m;
+    const std::vector<float> hx = random_floats(kBatch * kIn, 16);
+    const Tensor x = Tensor::from_vector(hx, {kBatch, kIn});
+    m.forward(x).realize(); // JIT start-up
+    auto first_ms = [&](const char* threads) {
+        if (threads != nullptr)
+            ::setenv("TEMPURA_COMPILE_THREADS", threads, 1);
+        else
+            ::unsetenv("TEMPURA_COMPILE_THREADS");
+        tempura::clear_caches();
+        const auto t0 = Clock::now();
+        Tensor p = m.forward(x);
+        p.realize();
+        const auto t1 = Clock::now();
+        benchmark::DoNotOptimize(p.buffer());
+        return std::make_pair(ms_between(t0, t1), p.kernels().size());
+    };
+    std::vector<double> par, ser;
+    size_t kernels = 0;
+    for (auto _ : state) {
+        const auto [ms, n] = first_ms(nullptr);
+        par.push_back(ms);
+        kernels = n;
+        ser.push_back(first_ms("1").first);
+        state.SetIterationTime(ms / 1e3);
+    }
+    ::unsetenv("TEMPURA_COMPILE_THREADS");
+    state.counters["median_ms"] = median(par);
+    state.counters["kernels"] = static_cast<double>(kernels);
+    state.counters["peer_serial_compile_ms"] = median(ser);
+    state.counters["ratio_vs_serial"] = median(par) / median(ser);
+}
+BENCHMARK(BM_MlpFirstRealize)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(10);
 
 // ---- (e) compile time per kernel
 // ------------------------------------------------------------------

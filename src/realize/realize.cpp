@@ -5,11 +5,14 @@
 // on new inputs) skips scheduling and codegen entirely and only allocates and runs.
 #include "tempura/realize/realize.hpp"
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <mutex>
+#include <thread>
 #include <unordered_map>
 
 #include "tempura/backend/llvm_cpu.hpp"
@@ -85,26 +88,71 @@ std::string plan_key(const std::vector<UOp>& topo, std::vector<UOp>& inputs) {
     });
 }
 
+// Runs task(i) for i in [0, n) on up to `threads` threads (the caller is one of them). Plain
+// threads, not the pool: a task may lower with BEAM, which times kernels on the pool. The first
+// failing index's exception is rethrown, so errors do not depend on the timing.
+void run_on_threads(size_t n, size_t threads, const std::function<void(size_t)>& task) {
+    threads = std::min(threads, n);
+    if (threads <= 1) {
+        for (size_t i = 0; i < n; ++i) task(i);
+        return;
+    }
+    std::vector<std::exception_ptr> errors(n);
+    std::atomic<size_t> next{0};
+    auto drain = [&] {
+        for (size_t i; (i = next.fetch_add(1)) < n;) {
+            try {
+                task(i);
+            } catch (...) {
+                errors[i] = std::current_exception();
+            }
+        }
+    };
+    std::vector<std::thread> pool;
+    for (size_t t = 1; t < threads; ++t) pool.emplace_back(drain);
+    drain();
+    for (std::thread& t : pool) t.join();
+    for (const std::exception_ptr& e : errors)
+        if (e) std::rethrow_exception(e);
+}
+
 Plan build_plan(const UOp& root, const std::vector<UOp>& inputs) {
     Plan plan;
     UOpMap<Slot> slot_of;
     for (size_t i = 0; i < inputs.size(); ++i) slot_of.emplace(inputs[i], Slot{true, i});
     UOpMap<size_t> step_of_output;
-    for (const ScheduledKernel& k : schedule_graph(root)) {
+    const std::vector<ScheduledKernel> kernels = schedule_graph(root);
+    // The kernels are independent until they run: each is lowered and compiled on its own
+    // thread (TEMPURA_COMPILE_THREADS, default the worker count), in kernel order otherwise.
+    struct Built {
+        std::shared_ptr<const runtime::CompiledKernel> kernel;
+        int64_t threads = 1;
+        double flops = 0;
+    };
+    std::vector<Built> built(kernels.size());
+    const codegen::DeviceLimits limits = runtime::host_limits();
+    const auto compile_threads = static_cast<size_t>(env::get_int(
+        "TEMPURA_COMPILE_THREADS", static_cast<int64_t>(runtime::thread_count()), 1, 1024));
+    run_on_threads(kernels.size(), compile_threads, [&](size_t i) {
+        const ScheduledKernel& k = kernels[i];
+        if (k.ast.is_null()) return;
+        const std::vector<codegen::Opt> opts = codegen::beam_or_heuristic(k.name, k.ast, limits);
+        const codegen::LoweredKernel low = codegen::lower_kernel_opt(k.name, k.ast, limits, &opts);
+        built[i].kernel = runtime::compile_cpu_kernel(k.name, low.program);
+        built[i].threads = low.threads;
+        built[i].flops = count_flops(low.program) * static_cast<double>(low.threads);
+    });
+    for (size_t ki = 0; ki < kernels.size(); ++ki) {
+        const ScheduledKernel& k = kernels[ki];
         const Shape& shape = k.output.shape();
         const Slot out{false, plan.outputs.size()};
         plan.outputs.emplace_back(k.output.dtype(), numel(shape));
         slot_of.emplace(k.output, out);
         Step step{nullptr, {out}, 0, static_cast<size_t>(numel(shape))};
         if (!k.ast.is_null()) {
-            const codegen::DeviceLimits limits = runtime::host_limits();
-            const std::vector<codegen::Opt> opts =
-                codegen::beam_or_heuristic(k.name, k.ast, limits);
-            const codegen::LoweredKernel low =
-                codegen::lower_kernel_opt(k.name, k.ast, limits, &opts);
-            step.kernel = runtime::compile_cpu_kernel(k.name, low.program);
-            step.threads = low.threads;
-            step.flops = count_flops(low.program) * static_cast<double>(low.threads);
+            step.kernel = built[ki].kernel;
+            step.threads = built[ki].threads;
+            step.flops = built[ki].flops;
             step.params.clear();
             for (const UOp& p : k.params) {
                 auto it = slot_of.find(p);

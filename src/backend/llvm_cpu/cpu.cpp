@@ -15,8 +15,11 @@
 #include <mutex>
 #include <unordered_map>
 
+#include <llvm/ExecutionEngine/Orc/CompileUtils.h>
+#include <llvm/ExecutionEngine/Orc/ExecutorProcessControl.h>
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/ExecutionEngine/Orc/TaskDispatch.h>
 #include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
@@ -51,14 +54,59 @@ std::string to_string(llvm::Error e) { return llvm::toString(std::move(e)); }
 
 // ---- the process-wide JIT -----------------------------------------------------------------------
 
+// What the JIT reported while this thread's lookup materialized a module (ORC materializes on
+// the thread that looks the symbol up: there are no compile threads).
+thread_local std::string t_session_error;
+
+// Kernels compile concurrently: each thread renders into its own LLVMContext, optimizes with a
+// TargetMachine of its own (taken from `idle_tms`; one is not shared safely) and has ORC, built
+// for concurrent compilation, generate code on its own thread.
 struct Jit {
     std::unique_ptr<llvm::orc::LLJIT> lljit;
-    std::unique_ptr<llvm::TargetMachine> tm; // for the optimizer's TTI; the JIT has its own
+    std::unique_ptr<llvm::orc::JITTargetMachineBuilder> jtmb; // makes the optimizers' machines
+    std::unique_ptr<llvm::TargetMachine> tm; // the data layout and triple (const use only)
     std::string cpu, features;
-    std::mutex mu; // serializes compiles: `tm` and the JIT's compiler are not shared safely
-    std::string session_error; // what the JIT reported during the current compile (under `mu`)
-    uint64_t next_id = 0;
+    std::mutex tm_mu; // guards idle_tms
+    std::vector<std::unique_ptr<llvm::TargetMachine>> idle_tms;
+    std::atomic<uint64_t> next_id{0};
     std::atomic<size_t> live_modules{0};
+
+    // A TargetMachine for one thread's optimization, given back by the returned handle.
+    std::shared_ptr<llvm::TargetMachine> take_tm() {
+        std::unique_ptr<llvm::TargetMachine> m;
+        {
+            std::lock_guard<std::mutex> l(tm_mu);
+            if (!idle_tms.empty()) {
+                m = std::move(idle_tms.back());
+                idle_tms.pop_back();
+            }
+        }
+        if (!m) {
+            auto made = jtmb->createTargetMachine();
+            if (!made) fail("cpu", "cannot create a TargetMachine: " + to_string(made.takeError()));
+            m = std::move(*made);
+        }
+        return std::shared_ptr<llvm::TargetMachine>(m.release(), [this](llvm::TargetMachine* t) {
+            std::lock_guard<std::mutex> l(tm_mu);
+            idle_tms.emplace_back(t);
+        });
+    }
+};
+
+// ORC's code generation with a TargetMachine from the Jit's pool (its ConcurrentIRCompiler makes a
+// new machine for every module, which cost several ms per kernel).
+class PooledCompiler : public llvm::orc::IRCompileLayer::IRCompiler {
+  public:
+    PooledCompiler(Jit& j, const llvm::TargetOptions& opts)
+        : IRCompiler(llvm::orc::irManglingOptionsFromTargetOptions(opts)), j_(j) {}
+    llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> operator()(llvm::Module& m) override {
+        const std::shared_ptr<llvm::TargetMachine> tm = j_.take_tm();
+        llvm::orc::SimpleCompiler compile(*tm);
+        return compile(m);
+    }
+
+  private:
+    Jit& j_;
 };
 
 Jit* make_jit() {
@@ -73,17 +121,37 @@ Jit* make_jit() {
     auto tm = jtmb->createTargetMachine();
     if (!tm) fail("cpu", "cannot create the host TargetMachine: " + to_string(tm.takeError()));
     j->tm = std::move(*tm);
+    j->jtmb = std::make_unique<llvm::orc::JITTargetMachineBuilder>(*jtmb);
     // Process symbols (sinf, exp2f, fmodf, memset, ...) are linked by default.
-    auto lljit = llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(*jtmb)).create();
+    Jit* raw = j.get();
+    // Materialization runs on the thread that looks the kernel up (an in-place dispatcher: ORC
+    // would otherwise start a thread per compile), and may run on several threads at once.
+    auto epc = llvm::orc::SelfExecutorProcessControl::Create(
+        nullptr, std::make_unique<llvm::orc::InPlaceTaskDispatcher>());
+    if (!epc) fail("cpu", "cannot create the JIT's executor: " + to_string(epc.takeError()));
+    auto lljit =
+        llvm::orc::LLJITBuilder()
+            .setJITTargetMachineBuilder(std::move(*jtmb))
+            .setExecutorProcessControl(std::move(*epc))
+            .setSupportConcurrentCompilation(true)
+            .setCompileFunctionCreator(
+                [raw](llvm::orc::JITTargetMachineBuilder b)
+                    -> llvm::Expected<std::unique_ptr<llvm::orc::IRCompileLayer::IRCompiler>> {
+                    return std::make_unique<PooledCompiler>(*raw, b.getOptions());
+                })
+            .create();
     if (!lljit) fail("cpu", "cannot create the ORC JIT: " + to_string(lljit.takeError()));
     j->lljit = std::move(*lljit);
     // ORC reports the cause of a failed materialization (an unresolved symbol, ...) here rather
     // than in the lookup's error: keep it for our exception instead of printing it.
-    Jit* raw = j.get();
-    j->lljit->getExecutionSession().setErrorReporter([raw](llvm::Error e) {
-        if (!raw->session_error.empty()) raw->session_error += "; ";
-        raw->session_error += llvm::toString(std::move(e));
+    // (g++ 12 with -fsanitize=thread warns falsely inside llvm::unique_function here.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+    j->lljit->getExecutionSession().setErrorReporter([](llvm::Error e) {
+        if (!t_session_error.empty()) t_session_error += "; ";
+        t_session_error += llvm::toString(std::move(e));
     });
+#pragma GCC diagnostic pop
     return j.release();
 }
 
@@ -127,7 +195,6 @@ std::string sanitize(const std::string& name) {
 std::shared_ptr<const CompiledKernel> compile_uncached(const std::string& name,
                                                        const std::vector<UOp>& linear) {
     Jit& j = jit();
-    std::unique_lock<std::mutex> lock(j.mu);
     const auto t0 = std::chrono::steady_clock::now();
     const std::string symbol = "tempura_" + sanitize(name) + "_" + std::to_string(j.next_id++);
 
@@ -154,7 +221,7 @@ std::shared_ptr<const CompiledKernel> compile_uncached(const std::string& name,
 
     bool expanded = false;
     for (const UOp& u : linear) expanded = expanded || u.dtype().count > 1;
-    optimize(*mod, *j.tm, expanded);
+    optimize(*mod, *j.take_tm(), expanded);
     std::string source;
     llvm::raw_string_ostream os(source);
     mod->print(os, nullptr);
@@ -169,24 +236,19 @@ std::shared_ptr<const CompiledKernel> compile_uncached(const std::string& name,
         fail("cpu",
              "kernel '" + name + "': the JIT rejected the module: " + to_string(std::move(e)));
     }
-    j.session_error.clear();
+    t_session_error.clear();
     auto addr = j.lljit->lookup(symbol); // machine code is generated here
     if (!addr) {
         const std::string why = to_string(addr.takeError());
         llvm::consumeError(rt->remove());
         fail("cpu", "kernel '" + name + "': JIT compilation failed: " + why +
-                        (j.session_error.empty() ? "" : " (" + j.session_error + ")"));
+                        (t_session_error.empty() ? "" : " (" + t_session_error + ")"));
     }
-    // The handle's deleter takes the JIT lock: nothing below may hold it.
-    lock.unlock();
     j.live_modules.fetch_add(1, std::memory_order_relaxed);
     std::shared_ptr<const void> code(new llvm::orc::ResourceTrackerSP(rt), [](const void* p) {
         auto* tracker = static_cast<const llvm::orc::ResourceTrackerSP*>(p);
         Jit& jj = jit();
-        {
-            std::lock_guard<std::mutex> l(jj.mu);
-            llvm::consumeError((*tracker)->remove());
-        }
+        llvm::consumeError((*tracker)->remove()); // ORC's own session lock
         jj.live_modules.fetch_sub(1, std::memory_order_relaxed);
         delete tracker;
     });
@@ -227,7 +289,7 @@ std::shared_ptr<const CompiledKernel> compile_cpu_kernel(const std::string& name
         ++c.hits;
         return renamed(*hit, name);
     }
-    // Compiles run outside the cache lock (they serialize on the JIT's own lock); two threads
+    // Compiles run outside the cache lock, concurrently with each other; two threads
     // racing on one new program both compile, and the first to finish is kept.
     auto k = compile_uncached(name, linear);
     ++c.misses;
