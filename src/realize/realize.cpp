@@ -260,9 +260,73 @@ size_t plan_bytes(const std::string& key, const Plan& plan) {
     return n;
 }
 
+// The "becomes" map: a realized graph's root (by UOp id, unique for the process) -> the buffer
+// holding its value, while that buffer lives. A later graph that contains the same node reads
+// the buffer instead of computing it again. Weak: the map keeps neither nodes nor buffers alive;
+// dead entries are dropped when the map has doubled since the last sweep.
+class Becomes {
+  public:
+    void record(const UOp& root, const std::shared_ptr<runtime::Buffer>& b) {
+        std::lock_guard<std::mutex> l(mu_);
+        map_[root.id()] = Entry{b, root.shape()};
+        if (map_.size() >= sweep_at_) {
+            std::erase_if(map_, [](const auto& kv) { return kv.second.buffer.expired(); });
+            sweep_at_ = std::max<size_t>(256, 2 * map_.size());
+        }
+        size_.store(map_.size(), std::memory_order_relaxed);
+    }
+    // The graph with every node that has a live buffer replaced by RESHAPE(BUFFER); `held` keeps
+    // those buffers alive until the caller is done. Returns root itself when nothing matched.
+    UOp substitute(const UOp& root, const std::vector<UOp>& topo,
+                   std::vector<std::shared_ptr<runtime::Buffer>>& held) {
+        if (size_.load(std::memory_order_relaxed) == 0) return root;
+        std::unordered_map<const UOpNode*, UOp> repl;
+        {
+            std::lock_guard<std::mutex> l(mu_);
+            // The root last in topological order: when it matched, nothing else is needed.
+            for (auto t = topo.rbegin(); t != topo.rend(); ++t) {
+                const UOp& u = *t;
+                if (u.op() == Op::Buffer) continue;
+                auto it = map_.find(u.id());
+                if (it == map_.end()) continue;
+                std::shared_ptr<runtime::Buffer> b = it->second.buffer.lock();
+                if (!b) continue;
+                const UOp leaf = UOp::make(Op::Buffer, b->dtype(), {},
+                                           std::vector<int64_t>{b->id(), b->numel()});
+                UOp view = UOp::make(Op::Reshape, b->dtype(), {leaf}, it->second.shape);
+                held.push_back(std::move(b));
+                if (u.same(root)) return view;
+                repl.emplace(u.get(), std::move(view));
+            }
+        }
+        return repl.empty() ? root : root.substitute(repl);
+    }
+    void clear() {
+        std::lock_guard<std::mutex> l(mu_);
+        map_.clear();
+        size_.store(0, std::memory_order_relaxed);
+    }
+
+  private:
+    struct Entry {
+        std::weak_ptr<runtime::Buffer> buffer;
+        Shape shape;
+    };
+    std::mutex mu_;
+    std::unordered_map<uint64_t, Entry> map_;
+    size_t sweep_at_ = 256;
+    std::atomic<size_t> size_{0};
+};
+
+Becomes& becomes() {
+    static auto* b = new Becomes; // outlives static destructors, like the caches
+    return *b;
+}
+
 } // namespace
 
 void clear_caches() {
+    becomes().clear();
     plans().clear();
     runtime::clear_cpu_kernel_cache();
 }
@@ -278,13 +342,22 @@ RealizeResult realize_graph(const UOp& root) {
         result.buffer = runtime::lookup_buffer(root.arg_as<std::vector<int64_t>>().at(0));
         return result;
     }
-    const std::vector<UOp> topo = root.toposort();
+    // Shared work computed once: what an earlier realize computed is read from its buffer.
+    std::vector<std::shared_ptr<runtime::Buffer>> held;
+    const std::vector<UOp> original_topo = root.toposort();
+    const UOp graph = becomes().substitute(root, original_topo, held);
+    if (held.size() == 1 && graph.op() == Op::Reshape && graph.src(0).op() == Op::Buffer &&
+        graph.src(0).arg_as<std::vector<int64_t>>()[0] == held[0]->id()) {
+        result.buffer = held[0]; // the root itself was realized before: nothing to run
+        return result;
+    }
+    const std::vector<UOp> topo = graph.same(root) ? original_topo : graph.toposort();
     std::vector<UOp> input_nodes;
     std::string key = plan_key(topo, input_nodes);
     std::shared_ptr<const Plan> plan;
     if (auto hit = plans().find(key)) plan = std::move(*hit);
     if (!plan) {
-        auto built = std::make_shared<const Plan>(build_plan(root, input_nodes));
+        auto built = std::make_shared<const Plan>(build_plan(graph, input_nodes));
         plan = plans().insert(key, built, plan_bytes(key, *built));
     }
     std::vector<std::shared_ptr<runtime::Buffer>> inputs, outputs;
@@ -294,6 +367,7 @@ RealizeResult realize_graph(const UOp& root) {
     run_plan(*plan, inputs, outputs);
     result.buffer = plan->result.input ? inputs[plan->result.index] : outputs[plan->result.index];
     result.kernels = plan->kernels;
+    becomes().record(root, result.buffer);
     return result;
 }
 

@@ -277,3 +277,44 @@ TEST_CASE("split reduce: a big reduction to few outputs becomes partials and a t
     CHECK(planned(Tensor::from_vector(std::vector<float>(1 << 15, 1.0f)).sum()) == 1);
     CHECK(planned(input({64, 4096}).sum({1})) == 1);
 }
+
+TEST_CASE("shared work: what a realize computed is read from its buffer, not computed again") {
+    const Tensor x = input({64, 32}), w = input({32, 16}, 0.2f, -0.3f);
+    Tensor a = x.dot(w);
+    Tensor b = (a + 1.0f).sum();
+    Tensor c = (a * 2.0f).max(1);
+    const Tensor keep = a * 3.0f; // stays lazy: keeps a's graph (node) alive
+    const std::vector<double> want_b = tempura::reference_eval(b.uop());
+    const std::vector<double> want_c = tempura::reference_eval(c.uop());
+    // Before a is realized, b's one kernel computes the matmul too (the reduce over 32 inside).
+    REQUIRE(planned(b) == 1);
+    CHECK(tempura::schedule_graph(b.uop())[0].name == "r_1_64_16_32");
+    a.realize();
+    CHECK(a.kernels().size() == 1);
+    // b and c contain a's graph: they read a's buffer instead.
+    b.realize();
+    REQUIRE(b.kernels().size() == 1);
+    CHECK(b.kernels()[0].name == "r_1_64_16");
+    CHECK(std::fabs(b.item<float>() - want_b[0]) <= 1e-4 * std::max(1.0, std::fabs(want_b[0])));
+    c.realize();
+    REQUIRE(c.kernels().size() == 1);
+    CHECK(c.kernels()[0].name == "r_64_16");
+    const std::vector<float> got_c = c.to_vector<float>();
+    REQUIRE(got_c.size() == want_c.size());
+    for (size_t i = 0; i < got_c.size(); ++i)
+        CHECK(std::fabs(got_c[i] - want_c[i]) <= 1e-4 * std::max(1.0, std::fabs(want_c[i])));
+    // The same expression built again is the same (interned) node while `keep` holds it:
+    // realizing it runs nothing and shares a's buffer.
+    Tensor a2 = x.dot(w);
+    CHECK(a2.uop().same(keep.uop().src(0)));
+    a2.realize();
+    CHECK(a2.kernels().empty());
+    CHECK(a2.buffer() == a.buffer());
+    // Once a's buffer is gone the work is done again: the map keeps no buffer alive.
+    a = Tensor();
+    a2 = Tensor();
+    Tensor d = (x.dot(w) - 1.0f).sum();
+    d.realize();
+    REQUIRE(d.kernels().size() == 1);
+    CHECK(d.kernels()[0].name == "r_1_64_16_32");
+}
