@@ -73,7 +73,71 @@ struct Plan {
     std::vector<std::vector<size_t>> levels;        // step indices per level
     Slot result;
     std::shared_ptr<std::vector<KernelInfo>> kernels = std::make_shared<std::vector<KernelInfo>>();
+    // Memory planning: intermediate outputs whose lifetimes do not overlap share a block.
+    std::vector<int64_t> block_of; // per output: its block, or -1 for a buffer of its own
+    std::vector<size_t> blocks;    // each block's bytes
+    PlanMemory memory;
 };
+
+size_t slot_bytes(const std::pair<DType, int64_t>& o) {
+    return static_cast<size_t>(o.second) * static_cast<size_t>(o.first.itemsize());
+}
+
+// Assigns the plan's intermediate outputs to shared blocks. An output lives from the level of
+// the step that writes it to the last level of a step that reads it; steps of one level may run
+// at once, so two outputs share a block only when one's last level is before the other's first.
+// The result gets a buffer of its own (it outlives the run). Greedy, in order of first level,
+// into the smallest free block that is large enough (a block grows to its largest tenant).
+void plan_memory(Plan& plan) {
+    const size_t n = plan.outputs.size();
+    std::vector<size_t> first(n, 0), last(n, 0);
+    for (const Step& st : plan.steps)
+        for (size_t p = 0; p < st.params.size(); ++p) {
+            if (st.params[p].input) continue;
+            const size_t o = st.params[p].index;
+            if (p == 0)
+                first[o] = last[o] = std::max(last[o], st.level);
+            else
+                last[o] = std::max(last[o], st.level);
+        }
+    std::vector<size_t> order;
+    for (size_t o = 0; o < n; ++o)
+        if (plan.result.input || o != plan.result.index) order.push_back(o);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return first[a] < first[b]; });
+    plan.block_of.assign(n, -1);
+    std::vector<size_t> free_after; // per block: the last level its current tenant is used
+    for (size_t o : order) {
+        const size_t bytes = slot_bytes(plan.outputs[o]);
+        int64_t best = -1;
+        for (size_t b = 0; b < plan.blocks.size(); ++b) {
+            if (free_after[b] >= first[o]) continue;
+            const bool fits = plan.blocks[b] >= bytes;
+            if (best < 0) {
+                best = static_cast<int64_t>(b);
+                continue;
+            }
+            const size_t cur = plan.blocks[static_cast<size_t>(best)];
+            const bool best_fits = cur >= bytes;
+            // Prefer a block that fits (the smallest), else the largest (least growth).
+            if ((fits && (!best_fits || plan.blocks[b] < cur)) ||
+                (!fits && !best_fits && plan.blocks[b] > cur))
+                best = static_cast<int64_t>(b);
+        }
+        if (best < 0) {
+            best = static_cast<int64_t>(plan.blocks.size());
+            plan.blocks.push_back(0);
+            free_after.push_back(0);
+        }
+        const auto b = static_cast<size_t>(best);
+        plan.blocks[b] = std::max(plan.blocks[b], bytes);
+        free_after[b] = last[o];
+        plan.block_of[o] = best;
+    }
+    for (size_t o = 0; o < n; ++o) plan.memory.unplanned_bytes += slot_bytes(plan.outputs[o]);
+    plan.memory.planned_bytes = plan.result.input ? 0 : slot_bytes(plan.outputs[plan.result.index]);
+    for (size_t b : plan.blocks) plan.memory.planned_bytes += b;
+}
 
 // The structure of a graph with BUFFERs as input positions (and their sizes), and the BUFFER
 // nodes in that order.
@@ -177,6 +241,7 @@ Plan build_plan(const UOp& root, const std::vector<UOp>& inputs) {
     auto it = slot_of.find(root);
     if (it == slot_of.end()) fail("realize", "internal: the root has no buffer");
     plan.result = it->second;
+    plan_memory(plan);
     return plan;
 }
 
@@ -187,8 +252,22 @@ void run_plan(const Plan& plan, const std::vector<std::shared_ptr<runtime::Buffe
               std::vector<std::shared_ptr<runtime::Buffer>>& outputs) {
     outputs.clear();
     outputs.reserve(plan.outputs.size());
-    // Every kernel writes its whole output: no need to zero it first.
-    for (const auto& [dt, n] : plan.outputs) outputs.push_back(runtime::make_buffer(dt, n, false));
+    // Every kernel writes its whole output: no need to zero it first. Outputs that share a
+    // block of the memory plan point into it; the others are buffers of their own.
+    std::vector<std::shared_ptr<runtime::Buffer>> blocks;
+    for (size_t bytes : plan.blocks)
+        blocks.push_back(runtime::make_buffer(DType::UInt8, static_cast<int64_t>(bytes), false));
+    std::vector<void*> out_ptr(plan.outputs.size());
+    for (size_t o = 0; o < plan.outputs.size(); ++o) {
+        const auto& [dt, n] = plan.outputs[o];
+        if (plan.block_of[o] >= 0) {
+            outputs.emplace_back();
+            out_ptr[o] = blocks[static_cast<size_t>(plan.block_of[o])]->data();
+        } else {
+            outputs.push_back(runtime::make_buffer(dt, n, false));
+            out_ptr[o] = outputs.back()->data();
+        }
+    }
     const int dbg = debug_level();
     auto run_step = [&](size_t i) {
         const Step& s = plan.steps[i];
@@ -202,10 +281,14 @@ void run_plan(const Plan& plan, const std::vector<std::shared_ptr<runtime::Buffe
         }
         size_t bytes = 0;
         for (size_t p = 0; p < s.params.size(); ++p) {
-            runtime::Buffer& b =
-                s.params[p].input ? *inputs[s.params[p].index] : *outputs[s.params[p].index];
-            argv[p] = b.data();
-            bytes += b.nbytes();
+            const Slot& sl = s.params[p];
+            if (sl.input) {
+                argv[p] = inputs[sl.index]->data();
+                bytes += inputs[sl.index]->nbytes();
+            } else {
+                argv[p] = out_ptr[sl.index];
+                bytes += slot_bytes(plan.outputs[sl.index]);
+            }
         }
         const auto t0 = std::chrono::steady_clock::now();
         if (s.threads > 1) {
@@ -336,6 +419,23 @@ PlanCacheStats plan_cache_stats() {
     return PlanCacheStats{s.entries, s.bytes, s.evictions};
 }
 
+namespace {
+// The cached plan of a graph (built and cached on a miss), and its BUFFER inputs in order.
+std::shared_ptr<const Plan> plan_of(const UOp& graph, const std::vector<UOp>& topo,
+                                    std::vector<UOp>& input_nodes) {
+    std::string key = plan_key(topo, input_nodes);
+    if (auto hit = plans().find(key)) return std::move(*hit);
+    auto built = std::make_shared<const Plan>(build_plan(graph, input_nodes));
+    return plans().insert(key, built, plan_bytes(key, *built));
+}
+} // namespace
+
+PlanMemory plan_memory(const UOp& root) {
+    if (root.op() == Op::Buffer) return {};
+    std::vector<UOp> input_nodes;
+    return plan_of(root, root.toposort(), input_nodes)->memory;
+}
+
 RealizeResult realize_graph(const UOp& root) {
     RealizeResult result;
     if (root.op() == Op::Buffer) {
@@ -353,13 +453,7 @@ RealizeResult realize_graph(const UOp& root) {
     }
     const std::vector<UOp> topo = graph.same(root) ? original_topo : graph.toposort();
     std::vector<UOp> input_nodes;
-    std::string key = plan_key(topo, input_nodes);
-    std::shared_ptr<const Plan> plan;
-    if (auto hit = plans().find(key)) plan = std::move(*hit);
-    if (!plan) {
-        auto built = std::make_shared<const Plan>(build_plan(graph, input_nodes));
-        plan = plans().insert(key, built, plan_bytes(key, *built));
-    }
+    const std::shared_ptr<const Plan> plan = plan_of(graph, topo, input_nodes);
     std::vector<std::shared_ptr<runtime::Buffer>> inputs, outputs;
     inputs.reserve(input_nodes.size());
     for (const UOp& b : input_nodes)

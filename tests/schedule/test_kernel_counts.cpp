@@ -318,3 +318,27 @@ TEST_CASE("shared work: what a realize computed is read from its buffer, not com
     REQUIRE(d.kernels().size() == 1);
     CHECK(d.kernels()[0].name == "r_1_64_16_32");
 }
+
+TEST_CASE("memory planning: intermediates whose lifetimes do not overlap share memory") {
+    // The MLP (784-128-10, batch 32): h [32, 128] (16384 B), logits [32, 10] (1280 B), the row
+    // max and sum (128 B each), the probabilities (1280 B). The max reuses h's block once the
+    // logits are computed; everything else overlaps.
+    const Tensor x = input({32, 784}, 0.01f, -0.05f), w1 = input({128, 784}, 0.002f, -0.01f),
+                 b1 = input({128}), w2 = input({10, 128}, 0.01f, -0.06f), b2 = input({10});
+    const Tensor h = (x.dot(w1.transpose(0, 1)) + b1).relu();
+    const Tensor p = (h.dot(w2.transpose(0, 1)) + b2).softmax(-1);
+    const tempura::PlanMemory m = tempura::plan_memory(p.uop());
+    CHECK(m.unplanned_bytes == 16384 + 1280 + 128 + 128 + 1280);
+    CHECK(m.planned_bytes == 16384 + 1280 + 128 + 1280);
+    // Four more hidden layers: each [32, 128] activation is dead two layers later, so two blocks
+    // serve all five; the logits and the row max move into them, the row sum gets 128 bytes.
+    const Tensor w3 = input({128, 128}, 0.01f, -0.06f);
+    Tensor g = h;
+    for (int i = 0; i < 4; ++i) g = g.dot(w3.transpose(0, 1)).relu();
+    Tensor q = (g.dot(w2.transpose(0, 1)) + b2).softmax(-1);
+    const tempura::PlanMemory md = tempura::plan_memory(q.uop());
+    CHECK(md.unplanned_bytes == 5 * 16384 + 1280 + 128 + 128 + 1280);
+    CHECK(md.planned_bytes == 2 * 16384 + 128 + 1280);
+    // The values are the reference interpreter's with the blocks reused.
+    CHECK(realized_kernels(q) == 9);
+}

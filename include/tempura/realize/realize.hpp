@@ -28,6 +28,15 @@ struct RealizeResult {
 
 RealizeResult realize_graph(const UOp& root);
 
+// The memory of a graph's plan: what its intermediate and result buffers take if each has its
+// own (unplanned_bytes, the peak without planning) and what they take with the memory plan,
+// where intermediates whose lifetimes do not overlap share a block (planned_bytes, the peak).
+struct PlanMemory {
+    size_t unplanned_bytes = 0, planned_bytes = 0;
+};
+// Builds (or finds) the plan of `root` without running it.
+PlanMemory plan_memory(const UOp& root);
+
 // Empties the plan and kernel caches (each bounded by TEMPURA_CACHE_MB and evicted least recently
 // used first); compiled code is freed once no tensor's realize still runs it.
 void clear_caches();
