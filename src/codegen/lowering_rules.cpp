@@ -1,6 +1,7 @@
 // The codegen stages written as rule groups: decompositions, MULACC fusion, index dtype lowering
 // and the CPU renderer's fallbacks. Each group is a table of rules, one per line with the
 // algebra it states; code only where the right side is a whole algorithm (the polynomials).
+#include "codegen/ranges.hpp"
 #include "codegen/transcendental.hpp"
 #include "tempura/codegen/rules.hpp"
 #include "tempura/error.hpp"
@@ -43,10 +44,7 @@ std::optional<UOp> where_into_gated_load(const UOp& u) {
         return std::nullopt;
     for (const UOp& n : g.toposort()) {
         if (n.op() == Op::Load) return std::nullopt;
-        if (n.op() == Op::Range) {
-            const AxisType t = n.arg_as<RangeArg>().type;
-            if (t == AxisType::Upcast || t == AxisType::Unroll) return std::nullopt;
-        }
+        if (detail::is_expanded(n)) return std::nullopt;
     }
     return UOp::make(Op::Load, ld.dtype(), {idx, g, alt}, Arg{}, u.location());
 }

@@ -804,11 +804,11 @@ class Renderer {
         if (st.count < 2) unsupported(u, "source 0 has dtype " + st.name() + ", expected a vector");
         llvm::Value* v = val(u, 0);
         // UOp::make checked the lanes against the source and the dtype.
-        const auto* lanes = &u.arg_as<std::vector<int64_t>>();
-        if (lanes->size() == 1)
-            return b_.CreateExtractElement(v, static_cast<uint64_t>(lanes->front()));
+        const auto& lanes = u.arg_as<std::vector<int64_t>>();
+        if (lanes.size() == 1)
+            return b_.CreateExtractElement(v, static_cast<uint64_t>(lanes.front()));
         std::vector<int> mask;
-        for (int64_t l : *lanes) mask.push_back(static_cast<int>(l));
+        for (int64_t l : lanes) mask.push_back(static_cast<int>(l));
         return b_.CreateShuffleVector(v, mask);
     }
 
