@@ -394,6 +394,59 @@ void BM_MlpFirstRealize(benchmark::State& state) {
 }
 BENCHMARK(BM_MlpFirstRealize)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(10);
 
+// The MLP over batch sizes 1..16, caches emptied first: with the batch a variable
+// (Dim::variable, one plan and one compile for every size) against the peer, plain shapes
+// (a plan and kernels per size), in the same run. Then one warm forward pass at batch 64, both
+// ways: the price of kernels whose row loop is not a size the optimizer can split.
+void BM_MlpSymbolicBatch(benchmark::State& state) {
+    const Mlp m;
+    const tempura::Dim batch = tempura::Dim::variable("batch", 1, 1024);
+    const std::vector<float> hx = random_floats(kBatch * kIn, 16);
+    auto x_of = [&](int64_t b, bool symbolic) {
+        const std::vector<float> part(hx.begin(), hx.begin() + b * kIn);
+        return symbolic ? Tensor::from_vector(part, {batch.bind(b), kIn})
+                        : Tensor::from_vector(part, {b, kIn});
+    };
+    m.forward(x_of(2, false)).realize(); // JIT start-up
+    auto sweep_ms = [&](bool symbolic) {
+        tempura::clear_caches();
+        const auto t0 = Clock::now();
+        for (int64_t b = 1; b <= 16; ++b) {
+            Tensor p = m.forward(x_of(b, symbolic));
+            p.realize();
+            benchmark::DoNotOptimize(p.buffer());
+        }
+        return ms_between(t0, Clock::now());
+    };
+    auto warm_ms = [&](bool symbolic) {
+        const Tensor x = x_of(kBatch, symbolic);
+        m.forward(x).realize();
+        std::vector<double> t;
+        for (int i = 0; i < 20; ++i) {
+            const auto t0 = Clock::now();
+            Tensor p = m.forward(x);
+            p.realize();
+            t.push_back(ms_between(t0, Clock::now()));
+        }
+        return median(t);
+    };
+    std::vector<double> sym, plain, wsym, wplain;
+    for (auto _ : state) {
+        sym.push_back(sweep_ms(true));
+        plain.push_back(sweep_ms(false));
+        wsym.push_back(warm_ms(true));
+        wplain.push_back(warm_ms(false));
+        state.SetIterationTime(sym.back() / 1e3);
+    }
+    state.counters["sweep_1_16_ms"] = median(sym);
+    state.counters["peer_plain_sweep_ms"] = median(plain);
+    state.counters["ratio_vs_plain"] = median(sym) / median(plain);
+    state.counters["warm_b64_ms"] = median(wsym);
+    state.counters["peer_plain_warm_b64_ms"] = median(wplain);
+    state.counters["warm_ratio_vs_plain"] = median(wsym) / median(wplain);
+}
+BENCHMARK(BM_MlpSymbolicBatch)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(3);
+
 // ---- (e) compile time per kernel
 // ------------------------------------------------------------------
 

@@ -49,6 +49,14 @@ std::optional<UOp> where_into_gated_load(const UOp& u) {
     return UOp::make(Op::Load, ld.dtype(), {idx, g, alt}, Arg{}, u.location());
 }
 
+// LOAD(INDEX, true, alt): a gate the simplifier proved always true (a variable's bounds, say)
+// is no gate.
+std::optional<UOp> drop_true_gate(const UOp& u) {
+    if (u.srcs().size() != 3 || !u.src(1).is_const() || u.src(1).const_value() == 0)
+        return std::nullopt;
+    return UOp::make(Op::Load, u.dtype(), {u.src(0)}, Arg{}, u.location());
+}
+
 // GEP(VECTORIZE(s0, s1, ...), lanes): the lanes' sources, without building the vector.
 std::optional<UOp> gep_of_vectorize(const UOp& u) {
     const auto& lanes = u.arg_as<std::vector<int64_t>>();
@@ -119,7 +127,11 @@ inline constexpr auto mulacc = rules(
 inline constexpr auto index_dtype = rules(
     rule(x, lower_index).named("index dtype"));                               // Index -> Int32/64
 
+// Any LOAD, gated or not.
+inline constexpr OpSetPat<op_set<Op::Load>(), true> any_load{{}, "LOAD"};
+
 inline constexpr auto late = rules(
+    rule(any_load, drop_true_gate),                                           // LOAD(i, true, _)
     rule(x % c0, x & fold(c0 - 1), is_pow2(c0) && nonneg(x)),                 // x % 2^k, x >= 0
     rule(x / c0, x >> ilog2(c0), is_pow2(c0) && nonneg(x)),                   // x / 2^k, x >= 0
     rule(x * c0, x << ilog2(c0), is_pow2(c0) && is_int(x)));                  // x * 2^k

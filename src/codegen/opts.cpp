@@ -66,6 +66,10 @@ UOp find_end(const UOp& ast) {
 UOp reorder_end(const UOp& ast, const std::vector<UOp>& order) {
     const UOp end = find_end(ast);
     std::vector<UOp> srcs{end.src(0)};
+    // Loops of a symbolic size are not opt axes: they stay outermost.
+    for (size_t i = 1; i < end.srcs().size(); ++i)
+        if (!is_expanded(type_of(end.src(i))) && !end.src(i).src(0).is_const())
+            srcs.push_back(end.src(i));
     srcs.insert(srcs.end(), order.begin(), order.end());
     for (size_t i = 1; i < end.srcs().size(); ++i)
         if (is_expanded(type_of(end.src(i)))) srcs.push_back(end.src(i));
@@ -108,13 +112,15 @@ void OptKernel::refresh() {
     next_axis_ = std::max(next_axis_, detail::next_axis_id(ast_));
     if (const UOp end = find_end(ast_); !end.is_null())
         for (size_t i = 1; i < end.srcs().size(); ++i)
-            if (!is_expanded(type_of(end.src(i)))) axes_.push_back(end.src(i));
+            if (!is_expanded(type_of(end.src(i))) && end.src(i).src(0).is_const())
+                axes_.push_back(end.src(i));
     n_out_ = axes_.size();
     for (const UOp& u : ast_.toposort())
         if (u.op() == Op::Reduce)
             for (size_t i = 1; i < u.srcs().size(); ++i) {
                 const UOp& r = u.src(i);
-                if (is_expanded(type_of(r))) continue;
+                // A symbolic size (a variable's loop) is not an axis the opts can split.
+                if (is_expanded(type_of(r)) || !r.src(0).is_const()) continue;
                 if (std::none_of(axes_.begin(), axes_.end(),
                                  [&](const UOp& a) { return a.same(r); }))
                     axes_.push_back(r);

@@ -68,6 +68,7 @@ Bounds compute_bounds(Op op, DType dt, const std::vector<UOp>& s, const Arg& arg
         const auto& va = std::get<VarArg>(arg);
         return {va.min, va.max};
     }
+    case Op::Bind: return {s[0].vmin(), s[0].vmax()}; // the variable's range, not its value
     case Op::Range: {
         if (s[0].vmax() <= 0) return {0, 0};
         return {0, s[0].vmax() - 1};

@@ -44,7 +44,8 @@ std::optional<Shape> infer_shape(Op op, const std::vector<UOp>& srcs, const Arg&
         if (why) *why = name + " " + what;
         return std::nullopt;
     };
-    for (size_t i = 0; i < srcs.size(); ++i)
+    // A BUFFER's sources, when it has any, are its symbolic dims (Index expressions).
+    for (size_t i = 0; i < srcs.size() && op != Op::Buffer; ++i)
         if (!srcs[i].has_shape())
             return bad("has source " + std::to_string(i) + " without a shape");
     const auto src = [&](size_t i) -> const Shape& { return srcs[i].shape(); };

@@ -650,6 +650,10 @@ void render_into(const UOp& u, std::string& out, int depth) {
     switch (u.op()) {
     case Op::Const: out += const_text(u); return;
     case Op::DefineVar: out += u.arg_as<VarArg>().name; return;
+    case Op::Bind:
+        render_into(u.src(0), out, depth + 1);
+        out += '=' + std::to_string(u.arg_as<int64_t>());
+        return;
     case Op::Neg: {
         out += '-';
         bool paren = precedence(u.src(0).op()) < 10 || u.src(0).op() == Op::Neg;

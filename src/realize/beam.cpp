@@ -651,7 +651,11 @@ std::vector<Opt> beam_search(const std::string& name, const UOp& ast, const Devi
 std::vector<Opt> beam_or_heuristic(const std::string& name, const UOp& ast,
                                    const DeviceLimits& limits) {
     if (noopt_requested()) return {};
-    if (const int64_t w = env::get_int("TEMPURA_BEAM", 0, 0, 1024); w >= 1)
+    // BEAM times a kernel on buffers of its sizes: a kernel of symbolic sizes (DEFINE_VARs)
+    // has none, and takes the heuristics.
+    bool symbolic = false;
+    for (const UOp& u : ast.toposort()) symbolic = symbolic || u.op() == Op::DefineVar;
+    if (const int64_t w = env::get_int("TEMPURA_BEAM", 0, 0, 1024); w >= 1 && !symbolic)
         return beam_search(name, ast, limits, static_cast<int>(w));
     return heuristic_opts(prepare_for_opts(ast), limits);
 }

@@ -5,12 +5,14 @@
 // on new inputs) skips scheduling and codegen entirely and only allocates and runs.
 #include "tempura/realize/realize.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -22,8 +24,11 @@
 #include "tempura/runtime/buffer.hpp"
 #include "tempura/runtime/thread_pool.hpp"
 #include "tempura/schedule/schedule.hpp"
+#include "tempura/schedule/symbolic_shapes.hpp"
 #include "tempura/support/env.hpp"
 #include "tempura/support/lru_cache.hpp"
+#include "tempura/symbolic/eval.hpp"
+#include "tempura/symbolic/simplify.hpp"
 
 namespace tempura {
 
@@ -44,7 +49,12 @@ struct Step {
     size_t work;                                           // output elements (for parallelism)
     double flops = 0;                                      // float ALU ops per run
     int64_t threads = 1;                                   // runs, one per core (THREAD)
+    // The kernel's DEFINE_VARs in program order: a variable of the plan (its index in
+    // Plan::vars) or kCoreVar, the core a THREAD kernel's run is.
+    std::vector<int64_t> vars;
 };
+
+constexpr int64_t kCoreVar = -1;
 
 // Float ALU operations one run of a linear program performs: each op counted once per
 // iteration of the loops around it (loop bounds are constants here; MULACC counts 2).
@@ -69,8 +79,12 @@ double count_flops(const std::vector<UOp>& program) {
 
 struct Plan {
     std::vector<std::pair<DType, int64_t>> outputs; // buffers the plan allocates
-    std::vector<Step> steps;                        // dependency order
-    std::vector<std::vector<size_t>> levels;        // step indices per level
+    // Symbolic shapes: the variables the kernels read, and per output its number of elements
+    // as an expression of them (null when fixed; outputs then holds the size it had when built).
+    std::vector<std::string> vars;
+    std::vector<UOp> output_numel;
+    std::vector<Step> steps;                 // dependency order
+    std::vector<std::vector<size_t>> levels; // step indices per level
     Slot result;
     std::shared_ptr<std::vector<KernelInfo>> kernels = std::make_shared<std::vector<KernelInfo>>();
     // Memory planning: intermediate outputs whose lifetimes do not overlap share a block.
@@ -141,14 +155,46 @@ void plan_memory(Plan& plan) {
 
 // The structure of a graph with BUFFERs as input positions (and their sizes), and the BUFFER
 // nodes in that order.
-std::string plan_key(const std::vector<UOp>& topo, std::vector<UOp>& inputs) {
+// With symbolic dims, a node that has them is keyed by them instead of its concrete sizes, and a
+// BIND by its variable alone (the value is an argument of the run): one plan serves every value.
+std::string plan_key(const std::vector<UOp>& topo, std::vector<UOp>& inputs,
+                     const SymbolicShapes& sym) {
+    auto put = [](std::string& key, int64_t v) {
+        key.append(reinterpret_cast<const char*>(&v), sizeof v);
+    };
     return structure_key(topo, "realize", [&](const UOp& u, std::string& key) {
-        if (u.op() != Op::Buffer) return false;
-        const int64_t at[2] = {static_cast<int64_t>(inputs.size()),
-                               u.arg_as<std::vector<int64_t>>().at(1)};
-        key.append(reinterpret_cast<const char*>(at), sizeof at);
-        inputs.push_back(u);
-        return true;
+        if (u.op() == Op::Bind) return true;
+        const std::vector<UOp>* dims = nullptr;
+        if (!sym.empty())
+            if (auto it = sym.dims.find(u); it != sym.dims.end()) dims = &it->second;
+        if (u.op() == Op::Buffer) {
+            put(key, static_cast<int64_t>(inputs.size()));
+            put(key, dims != nullptr ? -1 : u.arg_as<std::vector<int64_t>>().at(1));
+            inputs.push_back(u);
+            return true;
+        }
+        if (dims == nullptr) return false;
+        key += 'S';
+        for (const UOp& d : *dims) {
+            if (d.is_const()) {
+                put(key, d.const_value());
+            } else {
+                key += d.render();
+                key += '\0';
+            }
+        }
+        if (u.op() == Op::Reshape || u.op() == Op::Expand) return true; // the arg is the sizes
+        if (u.op() == Op::Shrink) {
+            // The bounds, with the end of a whole symbolic dim (the only way a shrunk dim stays
+            // symbolic) as a marker instead of its size.
+            const auto& b = u.arg_as<std::vector<int64_t>>();
+            for (size_t d = 0; d < dims->size(); ++d) {
+                put(key, b[2 * d]);
+                put(key, (*dims)[d].is_const() ? b[2 * d + 1] : INT64_MIN);
+            }
+            return true;
+        }
+        return false; // PAD, PERMUTE, FLIP, REDUCE_AXIS, ALU: the arg is no size
     });
 }
 
@@ -180,18 +226,20 @@ void run_on_threads(size_t n, size_t threads, const std::function<void(size_t)>&
         if (e) std::rethrow_exception(e);
 }
 
-Plan build_plan(const UOp& root, const std::vector<UOp>& inputs) {
+Plan build_plan(const UOp& root, const std::vector<UOp>& inputs, const SymbolicShapes& sym) {
     Plan plan;
+    for (const auto& [name, value] : sym.values) plan.vars.push_back(name);
     UOpMap<Slot> slot_of;
     for (size_t i = 0; i < inputs.size(); ++i) slot_of.emplace(inputs[i], Slot{true, i});
     UOpMap<size_t> step_of_output;
-    const std::vector<ScheduledKernel> kernels = schedule_graph(root);
+    const std::vector<ScheduledKernel> kernels = schedule_graph(root, &sym);
     // The kernels are independent until they run: each is lowered and compiled on its own
     // thread (TEMPURA_COMPILE_THREADS, default the worker count), in kernel order otherwise.
     struct Built {
         std::shared_ptr<const runtime::CompiledKernel> kernel;
         int64_t threads = 1;
         double flops = 0;
+        std::vector<int64_t> vars;
     };
     std::vector<Built> built(kernels.size());
     const codegen::DeviceLimits limits = runtime::host_limits();
@@ -205,18 +253,38 @@ Plan build_plan(const UOp& root, const std::vector<UOp>& inputs) {
         built[i].kernel = runtime::compile_cpu_kernel(k.name, low.program);
         built[i].threads = low.threads;
         built[i].flops = count_flops(low.program) * static_cast<double>(low.threads);
+        for (const UOp& u : low.program) {
+            if (u.op() != Op::DefineVar) continue;
+            const std::string& name = u.arg_as<VarArg>().name;
+            auto it = std::find(plan.vars.begin(), plan.vars.end(), name);
+            if (it != plan.vars.end())
+                built[i].vars.push_back(it - plan.vars.begin());
+            else if (name == "core" && low.threads > 1)
+                built[i].vars.push_back(kCoreVar);
+            else
+                fail("realize", "internal: kernel " + k.name + " reads variable " + name +
+                                    ", which the graph does not bind");
+        }
     });
     for (size_t ki = 0; ki < kernels.size(); ++ki) {
         const ScheduledKernel& k = kernels[ki];
         const Shape& shape = k.output.shape();
         const Slot out{false, plan.outputs.size()};
         plan.outputs.emplace_back(k.output.dtype(), numel(shape));
+        UOp n_sym;
+        if (auto d = sym.dims.find(k.output); d != sym.dims.end()) {
+            n_sym = UOp::index(1);
+            for (const UOp& x : d->second) n_sym = n_sym * x;
+            n_sym = simplify(n_sym);
+        }
+        plan.output_numel.push_back(n_sym);
         slot_of.emplace(k.output, out);
-        Step step{nullptr, {out}, 0, static_cast<size_t>(numel(shape))};
+        Step step{nullptr, {out}, 0, static_cast<size_t>(numel(shape)), 0, 1, {}};
         if (!k.ast.is_null()) {
             step.kernel = built[ki].kernel;
             step.threads = built[ki].threads;
             step.flops = built[ki].flops;
+            step.vars = built[ki].vars;
             step.params.clear();
             for (const UOp& p : k.params) {
                 auto it = slot_of.find(p);
@@ -249,17 +317,34 @@ Plan build_plan(const UOp& root, const std::vector<UOp>& inputs) {
 constexpr size_t kParallelWork = size_t{1} << 16;
 
 void run_plan(const Plan& plan, const std::vector<std::shared_ptr<runtime::Buffer>>& inputs,
-              std::vector<std::shared_ptr<runtime::Buffer>>& outputs) {
+              std::vector<std::shared_ptr<runtime::Buffer>>& outputs,
+              const std::map<std::string, int64_t>& values) {
     outputs.clear();
     outputs.reserve(plan.outputs.size());
+    // The variables' values, in the plan's order; the outputs' sizes at those values.
+    std::vector<int64_t> var_values;
+    for (const std::string& v : plan.vars) var_values.push_back(values.at(v));
+    std::vector<std::pair<DType, int64_t>> sizes = plan.outputs;
+    for (size_t o = 0; o < sizes.size(); ++o)
+        if (!plan.output_numel[o].is_null())
+            sizes[o].second = evaluate(plan.output_numel[o], values);
+    std::vector<size_t> block_bytes = plan.blocks;
+    if (!plan.vars.empty()) {
+        std::fill(block_bytes.begin(), block_bytes.end(), 0);
+        for (size_t o = 0; o < sizes.size(); ++o)
+            if (plan.block_of[o] >= 0) {
+                size_t& b = block_bytes[static_cast<size_t>(plan.block_of[o])];
+                b = std::max(b, slot_bytes(sizes[o]));
+            }
+    }
     // Every kernel writes its whole output: no need to zero it first. Outputs that share a
     // block of the memory plan point into it; the others are buffers of their own.
     std::vector<std::shared_ptr<runtime::Buffer>> blocks;
-    for (size_t bytes : plan.blocks)
+    for (size_t bytes : block_bytes)
         blocks.push_back(runtime::make_buffer(DType::UInt8, static_cast<int64_t>(bytes), false));
     std::vector<void*> out_ptr(plan.outputs.size());
     for (size_t o = 0; o < plan.outputs.size(); ++o) {
-        const auto& [dt, n] = plan.outputs[o];
+        const auto& [dt, n] = sizes[o];
         if (plan.block_of[o] >= 0) {
             outputs.emplace_back();
             out_ptr[o] = blocks[static_cast<size_t>(plan.block_of[o])]->data();
@@ -287,17 +372,29 @@ void run_plan(const Plan& plan, const std::vector<std::shared_ptr<runtime::Buffe
                 bytes += inputs[sl.index]->nbytes();
             } else {
                 argv[p] = out_ptr[sl.index];
-                bytes += slot_bytes(plan.outputs[sl.index]);
+                bytes += slot_bytes(sizes[sl.index]);
             }
+        }
+        // The kernel's variables in its order (a few: no allocation); the core is per run.
+        int64_t vars[8];
+        if (s.vars.size() > 8) fail("realize", "internal: a kernel with more than 8 variables");
+        size_t core_at = SIZE_MAX;
+        for (size_t v = 0; v < s.vars.size(); ++v) {
+            if (s.vars[v] == kCoreVar)
+                core_at = v;
+            else
+                vars[v] = var_values[static_cast<size_t>(s.vars[v])];
         }
         const auto t0 = std::chrono::steady_clock::now();
         if (s.threads > 1) {
             runtime::parallel_for(static_cast<size_t>(s.threads), [&](size_t core) {
-                const int64_t var = static_cast<int64_t>(core);
-                s.kernel->run(argv, &var);
+                int64_t mine[8];
+                std::copy(vars, vars + s.vars.size(), mine);
+                if (core_at != SIZE_MAX) mine[core_at] = static_cast<int64_t>(core);
+                s.kernel->run(argv, mine);
             });
         } else {
-            s.kernel->run(argv, nullptr);
+            s.kernel->run(argv, vars);
         }
         if (dbg >= 1) {
             std::string line = "*** CPU  " + s.kernel->name();
@@ -349,9 +446,10 @@ size_t plan_bytes(const std::string& key, const Plan& plan) {
 // dead entries are dropped when the map has doubled since the last sweep.
 class Becomes {
   public:
-    void record(const UOp& root, const std::shared_ptr<runtime::Buffer>& b) {
+    void record(const UOp& root, const std::shared_ptr<runtime::Buffer>& b,
+                const std::vector<UOp>& dims) {
         std::lock_guard<std::mutex> l(mu_);
-        map_[root.id()] = Entry{b, root.shape()};
+        map_[root.id()] = Entry{b, root.shape(), dims};
         if (map_.size() >= sweep_at_) {
             std::erase_if(map_, [](const auto& kv) { return kv.second.buffer.expired(); });
             sweep_at_ = std::max<size_t>(256, 2 * map_.size());
@@ -374,7 +472,7 @@ class Becomes {
                 if (it == map_.end()) continue;
                 std::shared_ptr<runtime::Buffer> b = it->second.buffer.lock();
                 if (!b) continue;
-                const UOp leaf = UOp::make(Op::Buffer, b->dtype(), {},
+                const UOp leaf = UOp::make(Op::Buffer, b->dtype(), it->second.dims,
                                            std::vector<int64_t>{b->id(), b->numel()});
                 UOp view = UOp::make(Op::Reshape, b->dtype(), {leaf}, it->second.shape);
                 held.push_back(std::move(b));
@@ -394,6 +492,7 @@ class Becomes {
     struct Entry {
         std::weak_ptr<runtime::Buffer> buffer;
         Shape shape;
+        std::vector<UOp> dims; // symbolic dims (bound), or none
     };
     std::mutex mu_;
     std::unordered_map<uint64_t, Entry> map_;
@@ -422,10 +521,10 @@ PlanCacheStats plan_cache_stats() {
 namespace {
 // The cached plan of a graph (built and cached on a miss), and its BUFFER inputs in order.
 std::shared_ptr<const Plan> plan_of(const UOp& graph, const std::vector<UOp>& topo,
-                                    std::vector<UOp>& input_nodes) {
-    std::string key = plan_key(topo, input_nodes);
+                                    std::vector<UOp>& input_nodes, const SymbolicShapes& sym) {
+    std::string key = plan_key(topo, input_nodes, sym);
     if (auto hit = plans().find(key)) return std::move(*hit);
-    auto built = std::make_shared<const Plan>(build_plan(graph, input_nodes));
+    auto built = std::make_shared<const Plan>(build_plan(graph, input_nodes, sym));
     return plans().insert(key, built, plan_bytes(key, *built));
 }
 } // namespace
@@ -433,7 +532,8 @@ std::shared_ptr<const Plan> plan_of(const UOp& graph, const std::vector<UOp>& to
 PlanMemory plan_memory(const UOp& root) {
     if (root.op() == Op::Buffer) return {};
     std::vector<UOp> input_nodes;
-    return plan_of(root, root.toposort(), input_nodes)->memory;
+    const std::vector<UOp> topo = root.toposort();
+    return plan_of(root, topo, input_nodes, infer_symbolic_shapes(topo))->memory;
 }
 
 RealizeResult realize_graph(const UOp& root) {
@@ -453,15 +553,18 @@ RealizeResult realize_graph(const UOp& root) {
     }
     const std::vector<UOp> topo = graph.same(root) ? original_topo : graph.toposort();
     std::vector<UOp> input_nodes;
-    const std::shared_ptr<const Plan> plan = plan_of(graph, topo, input_nodes);
+    const SymbolicShapes sym = infer_symbolic_shapes(topo);
+    const std::shared_ptr<const Plan> plan = plan_of(graph, topo, input_nodes, sym);
     std::vector<std::shared_ptr<runtime::Buffer>> inputs, outputs;
     inputs.reserve(input_nodes.size());
     for (const UOp& b : input_nodes)
         inputs.push_back(runtime::lookup_buffer(b.arg_as<std::vector<int64_t>>().at(0)));
-    run_plan(*plan, inputs, outputs);
+    run_plan(*plan, inputs, outputs, sym.values);
     result.buffer = plan->result.input ? inputs[plan->result.index] : outputs[plan->result.index];
     result.kernels = plan->kernels;
-    becomes().record(root, result.buffer);
+    if (auto d = sym.dims.find(graph); d != sym.dims.end())
+        for (const UOp& x : d->second) result.dims.push_back(sym.bound(x));
+    becomes().record(root, result.buffer, result.dims);
     return result;
 }
 

@@ -1,6 +1,7 @@
 // Kernel split and rangeify (docs/KERNEL_IR.md §1 in, kernel ASTs out).
 #include "tempura/schedule/schedule.hpp"
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <set>
@@ -11,21 +12,41 @@
 #include "tempura/error.hpp"
 #include "tempura/rewrite/graph_rewrite.hpp"
 #include "tempura/schedule/rules.hpp"
+#include "tempura/schedule/symbolic_shapes.hpp"
 #include "tempura/support/hash.hpp"
+#include "tempura/symbolic/simplify.hpp"
 
 namespace tempura {
 
-std::vector<ScheduledKernel> schedule_rewritten(const UOp& root);
+std::vector<ScheduledKernel> schedule_rewritten(const UOp& root, const SymbolicShapes* sym);
 
 namespace {
 
-bool grows(const Shape& in, const Shape& out) {
+bool same_dims(const std::vector<UOp>& a, const std::vector<UOp>& b) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i)
+        if (!a[i].same(b[i])) return false;
+    return true;
+}
+
+bool is_one(const UOp& d) { return d.is_const() && d.const_value() == 1; }
+
+// Whether an EXPAND grows a dim (a fixed 1 becomes more, or a variable's size).
+bool grows(const UOp& expand, const SymbolicShapes* sym) {
+    const Shape& in = expand.src(0).shape();
+    const Shape& out = expand.shape();
+    if (sym != nullptr && !sym->empty()) {
+        const std::vector<UOp> i = sym->of(expand.src(0)), o = sym->of(expand);
+        for (size_t d = 0; d < i.size() && d < o.size(); ++d)
+            if (is_one(i[d]) && !is_one(o[d])) return true;
+        return false;
+    }
     for (size_t d = 0; d < in.size() && d < out.size(); ++d)
         if (in[d] == 1 && out[d] != 1) return true;
     return false;
 }
 
-std::vector<UOp> find_materialized(const UOp& root) {
+std::vector<UOp> find_materialized(const UOp& root, const SymbolicShapes* sym) {
     // A REDUCE_AXIS that two kernels would each recompute (a matmul's logits read by softmax's
     // max, sum and output kernels) is materialized too: found by counting which kernels reach
     // each inlined reduce, then repeated until no reduce is shared.
@@ -60,7 +81,7 @@ std::vector<UOp> find_materialized(const UOp& root) {
                     }
                 }
                 if (n.op() == Op::Buffer) continue;
-                bool e = expanded || (n.op() == Op::Expand && grows(n.src(0).shape(), n.shape()));
+                bool e = expanded || (n.op() == Op::Expand && grows(n, sym));
                 for (const UOp& s : n.srcs()) stack.emplace_back(s, e);
             }
         }
@@ -74,21 +95,95 @@ std::vector<UOp> find_materialized(const UOp& root) {
 
 UOp idx_const(int64_t v) { return UOp::index(v); }
 
-// Row-major linear index of `idx` in `shape` (dims of size 1 contribute nothing).
-UOp linear_index(const std::vector<UOp>& idx, const Shape& shape) {
-    UOp lin;
-    int64_t stride = 1;
-    for (size_t d = shape.size(); d-- > 0;) {
-        if (shape[d] != 1) {
-            UOp term = stride == 1 ? idx[d] : idx[d] * stride;
+UOp times(const UOp& a, const UOp& b) {
+    if (a.is_const() && b.is_const()) return idx_const(a.const_value() * b.const_value());
+    if (is_one(a)) return b;
+    if (is_one(b)) return a;
+    return a * b;
+}
+
+// Row-major linear index of `idx` over `dims` (dims of size 1 contribute nothing), from
+// position `from` to `to`.
+UOp linear_index(const std::vector<UOp>& idx, const std::vector<UOp>& dims, size_t from = 0,
+                 size_t to = SIZE_MAX) {
+    UOp lin, stride = idx_const(1);
+    for (size_t d = std::min(to, dims.size()); d-- > from;) {
+        if (!is_one(dims[d])) {
+            UOp term = times(idx[d], stride);
             lin = lin.is_null() ? term : term + lin;
         }
-        stride *= shape[d];
+        stride = times(stride, dims[d]);
     }
     return lin.is_null() ? idx_const(0) : lin;
 }
 
+UOp times_simplified(const UOp& a, const UOp& b) {
+    const UOp p = times(a, b);
+    return p.is_const() ? p : simplify(p);
+}
+
+// A RESHAPE's source and result dims in groups whose products are the same expression (so the
+// grouping holds for every value of the variables), in order; dims of a fixed size 1 belong to
+// none. The sizes at this graph's values only guide which side grows. nullopt when the products
+// do not meet (or a size is 0).
+std::optional<std::vector<ReshapeGroup>> dim_groups(const std::vector<UOp>& in,
+                                                    const std::vector<UOp>& out, const Shape& iv,
+                                                    const Shape& ov) {
+    for (int64_t v : iv)
+        if (v == 0) return std::nullopt;
+    std::vector<ReshapeGroup> gs;
+    size_t i = 0, j = 0;
+    while (i < in.size() || j < out.size()) {
+        if (i < in.size() && is_one(in[i])) {
+            ++i;
+            continue;
+        }
+        if (j < out.size() && is_one(out[j])) {
+            ++j;
+            continue;
+        }
+        if (i == in.size() || j == out.size()) return std::nullopt;
+        ReshapeGroup g{{i}, {j}};
+        UOp pi = in[i], po = out[j];
+        int64_t vi = iv[i++], vo = ov[j++];
+        while (!pi.same(po)) {
+            if (vi <= vo && i < in.size()) {
+                g.in.push_back(i);
+                pi = times_simplified(pi, in[i]);
+                vi *= iv[i++];
+            } else if (j < out.size()) {
+                g.out.push_back(j);
+                po = times_simplified(po, out[j]);
+                vo *= ov[j++];
+            } else {
+                return std::nullopt;
+            }
+        }
+        gs.push_back(std::move(g));
+    }
+    return gs;
+}
+
+// The dims of a node as Index UOps: symbolic ones (symbolic shapes) or its shape's CONSTs.
+std::vector<UOp> dims_of(const UOp& node, const SymbolicShapes* sym) {
+    if (sym != nullptr) return sym->of(node);
+    std::vector<UOp> d;
+    for (int64_t v : node.shape()) d.push_back(idx_const(v));
+    return d;
+}
+
+// The number of elements of `dims`, or -1 when it is symbolic.
+int64_t const_numel(const std::vector<UOp>& dims) {
+    int64_t n = 1;
+    for (const UOp& d : dims) {
+        if (!d.is_const()) return -1;
+        n *= d.const_value();
+    }
+    return n;
+}
+
 struct Rangeifier {
+    const SymbolicShapes* sym;
     std::unordered_set<const UOpNode*> materialized;
     UOp output;
     std::vector<UOp>& params;
@@ -113,9 +208,11 @@ struct Rangeifier {
         return p;
     }
 
+    std::vector<UOp> dims(const UOp& node) const { return dims_of(node, sym); }
+
     UOp load(const UOp& node, const std::vector<UOp>& idx, const UOp& gate) {
-        const Shape& shape = node.shape();
-        UOp p = param(node, node.dtype(), numel(shape));
+        const std::vector<UOp> shape = dims(node);
+        UOp p = param(node, node.dtype(), const_numel(shape));
         UOp index = UOp::make(Op::Index, p.dtype(), {p, linear_index(idx, shape)});
         if (gate.is_null()) return UOp::make(Op::Load, node.dtype(), {index});
         UOp alt = node.dtype().is_float() ? UOp::constant_f(node.dtype(), 0.0)
@@ -214,7 +311,7 @@ struct Rangeifier {
         const std::vector<UOp>& idx = t.idx;
         if (node.op() == Op::Buffer || (!node.same(output) && materialized.count(node.get())))
             return load(node, idx, t.gate);
-        const Shape& out = node.shape();
+        const std::vector<UOp> out = dims(node);
         auto pass = [&](std::vector<UOp> in_idx) -> std::optional<UOp> {
             t.node = node.src(0);
             t.idx = std::move(in_idx);
@@ -224,26 +321,47 @@ struct Rangeifier {
         case Op::Const: return node;
         case Op::Contiguous: return pass(idx);
         case Op::Reshape: {
-            const Shape& in = node.src(0).shape();
-            if (in == out) return pass(idx);
-            // Flatten over the new shape, unflatten over the old; symbolic folds the div/mod.
-            UOp lin = linear_index(idx, out);
-            std::vector<UOp> in_idx(in.size());
-            int64_t stride = 1;
-            for (size_t d = in.size(); d-- > 0;) {
-                if (in[d] == 1)
-                    in_idx[d] = idx_const(0);
-                else
-                    in_idx[d] = (stride == 1 ? lin : lin / stride) % in[d];
-                stride *= in[d];
+            const std::vector<UOp> in = dims(node.src(0));
+            if (same_dims(in, out)) return pass(idx);
+            // By groups of dims with equal products: a dim that is its own group keeps its
+            // index; in a group, flatten over the new dims and unflatten over the old (the
+            // outermost needs no modulo). Symbolic folds the div/mod.
+            std::vector<UOp> in_idx(in.size(), idx_const(0));
+            const auto groups = dim_groups(in, out, node.src(0).shape(), node.shape());
+            if (!groups) {
+                // No groups (a size 0, or dims whose products only agree at these values):
+                // one group of everything, right whenever the sizes agree.
+                const UOp lin = linear_index(idx, out);
+                UOp stride = idx_const(1);
+                for (size_t d = in.size(); d-- > 0;) {
+                    if (is_one(in[d])) continue;
+                    in_idx[d] = (is_one(stride) ? lin : lin / stride) % in[d];
+                    stride = times(stride, in[d]);
+                }
+                return pass(std::move(in_idx));
+            }
+            for (const ReshapeGroup& g : *groups) {
+                if (g.in.size() == 1 && g.out.size() == 1) {
+                    in_idx[g.in[0]] = idx[g.out[0]];
+                    continue;
+                }
+                const UOp lin = linear_index(idx, out, g.out.front(), g.out.back() + 1);
+                UOp stride = idx_const(1);
+                for (size_t k = g.in.size(); k-- > 0;) {
+                    const size_t d = g.in[k];
+                    if (is_one(in[d])) continue;
+                    const UOp q = is_one(stride) ? lin : lin / stride;
+                    in_idx[d] = k == 0 ? q : q % in[d];
+                    stride = times(stride, in[d]);
+                }
             }
             return pass(std::move(in_idx));
         }
         case Op::Expand: {
-            const Shape& in = node.src(0).shape();
+            const std::vector<UOp> in = dims(node.src(0));
             std::vector<UOp> in_idx(idx);
             for (size_t d = 0; d < in.size(); ++d)
-                if (in[d] == 1) in_idx[d] = idx_const(0);
+                if (is_one(in[d])) in_idx[d] = idx_const(0);
             return pass(std::move(in_idx));
         }
         case Op::Permute: {
@@ -268,7 +386,7 @@ struct Rangeifier {
         }
         case Op::Pad: {
             const auto& p = node.arg_as<std::vector<int64_t>>();
-            const Shape& in = node.src(0).shape();
+            const std::vector<UOp> in = dims(node.src(0));
             std::vector<UOp> in_idx(idx.size());
             UOp valid;
             for (size_t d = 0; d < idx.size(); ++d) {
@@ -288,17 +406,18 @@ struct Rangeifier {
         }
         case Op::ReduceAxis: {
             const auto& ra = node.arg_as<ReduceArg>();
-            const Shape& in = node.src(0).shape();
+            const std::vector<UOp> in = dims(node.src(0));
             std::vector<UOp> in_idx(idx);
             std::vector<UOp> ranges;
             for (int64_t a : ra.axes) {
                 const auto d = static_cast<size_t>(a);
-                if (in[d] == 0) return codegen::reduce_identity(ra.op, node.dtype());
-                if (in[d] == 1) {
+                if (in[d].is_const() && in[d].const_value() == 0)
+                    return codegen::reduce_identity(ra.op, node.dtype());
+                if (is_one(in[d])) {
                     in_idx[d] = idx_const(0);
                     continue;
                 }
-                UOp r = UOp::make(Op::Range, DType::Index, {idx_const(in[d])},
+                UOp r = UOp::make(Op::Range, DType::Index, {in[d]},
                                   RangeArg{next_axis++, AxisType::Reduce});
                 in_idx[d] = r;
                 ranges.push_back(r);
@@ -321,21 +440,26 @@ struct Rangeifier {
     }
 };
 
-std::string kernel_name(const UOp& ast, const Shape& out) {
-    bool has_reduce = false;
-    std::string reduce_dims;
+std::string kernel_name(const UOp& ast, const std::vector<UOp>& out) {
+    std::vector<UOp> reduces; // by axis id: the order rangeify made them in
     for (const UOp& u : ast.toposort())
-        if (u.op() == Op::Range && u.arg_as<RangeArg>().type == AxisType::Reduce) {
-            has_reduce = true;
-            reduce_dims += '_';
-            reduce_dims += std::to_string(u.src(0).const_value());
-        }
+        if (u.op() == Op::Range && u.arg_as<RangeArg>().type == AxisType::Reduce)
+            reduces.push_back(u);
+    std::sort(reduces.begin(), reduces.end(), [](const UOp& a, const UOp& b) {
+        return a.arg_as<RangeArg>().axis_id < b.arg_as<RangeArg>().axis_id;
+    });
+    const bool has_reduce = !reduces.empty();
+    std::string reduce_dims;
+    for (const UOp& r : reduces) {
+        reduce_dims += '_';
+        reduce_dims += r.src(0).render();
+    }
     std::string n = has_reduce ? "r" : "E";
     bool any = false;
-    for (int64_t d : out)
-        if (d != 1) {
+    for (const UOp& d : out)
+        if (!is_one(d)) {
             n += '_';
-            n += std::to_string(d);
+            n += d.render();
             any = true;
         }
     if (!any) n += "_1";
@@ -344,20 +468,22 @@ std::string kernel_name(const UOp& ast, const Shape& out) {
 
 } // namespace
 
-UOp rangeify(const UOp& output, const std::vector<UOp>& materialized, std::vector<UOp>& params) {
-    Rangeifier r{{}, output, params, {}, 0, {}, {}};
+UOp rangeify(const UOp& output, const std::vector<UOp>& materialized, std::vector<UOp>& params,
+             const SymbolicShapes* sym) {
+    if (sym != nullptr && sym->empty()) sym = nullptr;
+    Rangeifier r{sym, {}, output, params, {}, 0, {}, {}};
     for (const UOp& m : materialized) r.materialized.insert(m.get());
-    const Shape& out = output.shape();
+    const std::vector<UOp> out = dims_of(output, sym);
     params.clear();
-    UOp p0 = r.param(output, output.dtype(), numel(out));
+    UOp p0 = r.param(output, output.dtype(), const_numel(out));
     std::vector<UOp> idx(out.size()), ranges;
     for (size_t d = 0; d < out.size(); ++d) {
-        if (out[d] == 1) {
+        if (is_one(out[d])) {
             idx[d] = idx_const(0);
             continue;
         }
-        idx[d] = UOp::make(Op::Range, DType::Index, {idx_const(out[d])},
-                           RangeArg{r.next_axis++, AxisType::Loop});
+        idx[d] =
+            UOp::make(Op::Range, DType::Index, {out[d]}, RangeArg{r.next_axis++, AxisType::Loop});
         ranges.push_back(idx[d]);
     }
     UOp value = r.lower(output, idx, UOp());
@@ -369,15 +495,20 @@ UOp rangeify(const UOp& output, const std::vector<UOp>& materialized, std::vecto
     return UOp::sink({UOp::make(Op::End, DType::Void, std::move(end_srcs))});
 }
 
-std::vector<UOp> materialization_points(const UOp& root) { return find_materialized(root); }
+std::vector<UOp> materialization_points(const UOp& root) {
+    return find_materialized(root, nullptr);
+}
 
-std::vector<ScheduledKernel> schedule_graph(const UOp& original_root) {
+std::vector<ScheduledKernel> schedule_graph(const UOp& original_root, const SymbolicShapes* sym) {
+    // A graph with symbolic dims is scheduled as it is: its dims were inferred on these nodes
+    // (and its plan is keyed by them), and the early rewrites decide on concrete sizes.
+    if (sym != nullptr && !sym->empty()) return schedule_rewritten(original_root, sym);
     // The early rewrites (movement folds, split reduce) first; the kernel computing the
     // rewritten root reports the original root as its output.
     RewriteOptions o;
     o.bottom_up = true;
     const UOp root = graph_rewrite(original_root, early_rewrites(), {}, o);
-    std::vector<ScheduledKernel> kernels = schedule_rewritten(root);
+    std::vector<ScheduledKernel> kernels = schedule_rewritten(root, nullptr);
     if (!root.same(original_root))
         for (ScheduledKernel& k : kernels)
             if (k.output.same(root)) {
@@ -387,8 +518,8 @@ std::vector<ScheduledKernel> schedule_graph(const UOp& original_root) {
     return kernels;
 }
 
-std::vector<ScheduledKernel> schedule_rewritten(const UOp& root) {
-    std::vector<UOp> mat = find_materialized(root);
+std::vector<ScheduledKernel> schedule_rewritten(const UOp& root, const SymbolicShapes* sym) {
+    std::vector<UOp> mat = find_materialized(root, sym);
     std::unordered_set<const UOpNode*> is_mat;
     for (const UOp& m : mat) is_mat.insert(m.get());
     std::vector<ScheduledKernel> out;
@@ -403,8 +534,8 @@ std::vector<ScheduledKernel> schedule_rewritten(const UOp& root) {
             out.push_back(std::move(k)); // nothing to compute; the buffer is empty
             continue;
         }
-        k.ast = rangeify(u, mat, k.params);
-        k.name = kernel_name(k.ast, u.shape());
+        k.ast = rangeify(u, mat, k.params, sym);
+        k.name = kernel_name(k.ast, dims_of(u, sym != nullptr && !sym->empty() ? sym : nullptr));
         out.push_back(std::move(k));
     }
     return out;

@@ -156,8 +156,9 @@ Tensor Tensor::dot(const Tensor& other) const {
     x3.insert(x3.end(), {M, K, 1});
     y3.insert(y3.end(), {1, K, N});
     full.insert(full.end(), {M, K, N});
+    const bool sym = TensorAccess::symbolic(x) || TensorAccess::symbolic(y);
     const Tensor prod =
-        broadcast_to(reshape_node(x, x3), full) * broadcast_to(reshape_node(y, y3), full);
+        broadcast_to(reshape_node(x, x3), full, sym) * broadcast_to(reshape_node(y, y3), full, sym);
     Tensor r = reduce("dot", Op::Add, prod, Shape{static_cast<int64_t>(full.size()) - 2}, false);
     Shape out = batch;
     if (a.ndim() > 1) out.push_back(M);

@@ -353,14 +353,16 @@ ReferenceArray reference_eval_array(const UOp& root) {
     std::unordered_map<const UOpNode*, Arr> values;
     std::vector<const Arr*> srcs;
     for (const UOp& u : order) {
+        // A BUFFER's symbolic dims (Index expressions, no shape) are not values.
+        if (!u.has_shape() && u.dtype() == DType::Index && !u.same(root)) continue;
         srcs.clear();
-        for (const UOp& s : u.srcs()) {
-            srcs.push_back(&values.at(s.get()));
-        }
+        if (u.op() != Op::Buffer)
+            for (const UOp& s : u.srcs()) srcs.push_back(&values.at(s.get()));
         const Shape shape = tensor_shape(u);
         Arr v = eval_node(u, srcs, shape);
-        for (const UOp& s : u.srcs())
-            if (--users[s.get()] == 0) values.erase(s.get());
+        if (u.op() != Op::Buffer)
+            for (const UOp& s : u.srcs())
+                if (--users[s.get()] == 0) values.erase(s.get());
         values.emplace(u.get(), std::move(v));
     }
     return std::move(values.at(root.get()));

@@ -34,12 +34,17 @@ TensorAccess::merge(const std::shared_ptr<const Tensor::Buffers>& a,
     return out;
 }
 
-Tensor TensorAccess::make(UOp uop, Shape shape, std::shared_ptr<const Tensor::Buffers> buffers) {
-    return Tensor(std::move(uop), std::move(shape), std::move(buffers));
+Tensor TensorAccess::make(UOp uop, Shape shape, std::shared_ptr<const Tensor::Buffers> buffers,
+                          bool symbolic) {
+    Tensor t(std::move(uop), std::move(shape), std::move(buffers));
+    t.symbolic_ = symbolic;
+    return t;
 }
 
 Tensor TensorAccess::derive(const Tensor& x, UOp uop, Shape shape) {
-    return Tensor(std::move(uop), std::move(shape), x.buffers_);
+    Tensor t(std::move(uop), std::move(shape), x.buffers_);
+    t.symbolic_ = x.symbolic_;
+    return t;
 }
 
 void TensorAccess::set_buffer(Tensor& x, std::shared_ptr<runtime::Buffer> buffer) {
@@ -88,15 +93,16 @@ void check_same_dtype(const std::string& op, const Tensor& a, const Tensor& b) {
         fail(op, "dtype mismatch: " + a.dtype().name() + " and " + b.dtype().name());
 }
 
-Tensor broadcast_to(const Tensor& x, const Shape& target) {
-    if (x.shape() == target) return x;
+Tensor broadcast_to(const Tensor& x, const Shape& target, bool symbolic) {
+    const auto has_one = [](const Shape& s) { return std::find(s.begin(), s.end(), 1) != s.end(); };
+    if (x.shape() == target && (!symbolic || !has_one(target))) return x;
     Tensor y = x;
     if (y.shape().size() < target.size()) {
         Shape s(target.size() - y.shape().size(), 1);
         s.insert(s.end(), y.shape().begin(), y.shape().end());
         y = reshape_node(y, s);
     }
-    if (y.shape() == target) return y;
+    if (y.shape() == target && (!symbolic || !has_one(target))) return y;
     return TensorAccess::derive(y, UOp::make(Op::Expand, y.dtype(), {y.uop()}, target), target);
 }
 
@@ -120,10 +126,14 @@ Tensor unary(Op op, const Tensor& x) {
 Tensor binary(const std::string& name, Op op, const Tensor& a, const Tensor& b) {
     check_same_dtype(name, a, b);
     const Shape out = broadcast_shapes(a.shape(), b.shape());
-    const Tensor x = broadcast_to(a, out), y = broadcast_to(b, out);
+    // In a symbolic graph, an operand of fewer dims is broadcast along the new ones whatever
+    // their sizes (a bias added to [batch, n] rows, at batch 1 too).
+    const bool sym = TensorAccess::symbolic(a) || TensorAccess::symbolic(b);
+    const Tensor x = broadcast_to(a, out, sym && a.ndim() < static_cast<int64_t>(out.size())),
+                 y = broadcast_to(b, out, sym && b.ndim() < static_cast<int64_t>(out.size()));
     return TensorAccess::make(
         UOp::alu(op, {x.uop(), y.uop()}), out,
-        TensorAccess::merge(TensorAccess::buffers(a), TensorAccess::buffers(b)));
+        TensorAccess::merge(TensorAccess::buffers(a), TensorAccess::buffers(b)), sym);
 }
 
 Tensor scalar_like(const Tensor& x, double value) { return TensorAccess::scalar(x.dtype(), value); }
@@ -179,13 +189,18 @@ Tensor Tensor::ones(Shape shape, DType dtype) {
 
 namespace {
 
-UOp buffer_uop(const std::shared_ptr<runtime::Buffer>& b, const Shape& shape) {
-    UOp leaf = UOp::make(Op::Buffer, b->dtype(), {}, std::vector<int64_t>{b->id(), b->numel()});
+// RESHAPE(BUFFER) of a realized buffer; the BUFFER's sources are the tensor's dims when one of
+// them is a variable's (symbolic shapes), else none.
+UOp buffer_uop(const std::shared_ptr<runtime::Buffer>& b, const Shape& shape,
+               std::vector<UOp> dims = {}) {
+    UOp leaf = UOp::make(Op::Buffer, b->dtype(), std::move(dims),
+                         std::vector<int64_t>{b->id(), b->numel()});
     return UOp::make(Op::Reshape, b->dtype(), {leaf}, shape);
 }
 
-Tensor realized(const std::shared_ptr<runtime::Buffer>& b, const Shape& shape) {
-    return Tensor::from_uop(buffer_uop(b, shape));
+Tensor realized(const std::shared_ptr<runtime::Buffer>& b, const Shape& shape,
+                std::vector<UOp> dims = {}) {
+    return Tensor::from_uop(buffer_uop(b, shape, std::move(dims)));
 }
 
 } // namespace
@@ -201,6 +216,26 @@ Tensor Tensor::from_host(DType src_dtype, const void* data, int64_t count, Shape
     auto b = runtime::make_buffer(dtype, n);
     detail::convert_elements(src_dtype, data, dtype, b->data(), n);
     return realized(b, shape);
+}
+
+Shape Tensor::dim_values(const char* op, const Dims& dims) {
+    Shape shape;
+    shape.reserve(dims.size());
+    for (const Dim& d : dims) {
+        if (!d.is_bound()) fail(op, d.str() + " is not bound");
+        shape.push_back(d.value());
+    }
+    return shape;
+}
+
+Tensor Tensor::with_dims(const Tensor& t, const Dims& dims) {
+    bool any = false;
+    for (const Dim& d : dims) any = any || d.is_variable();
+    if (!any) return t;
+    std::vector<UOp> uops;
+    uops.reserve(dims.size());
+    for (const Dim& d : dims) uops.push_back(d.uop());
+    return realized(t.buffer_, t.shape_, std::move(uops));
 }
 
 Tensor Tensor::arange(int64_t n, DType dtype) {
@@ -229,8 +264,10 @@ Tensor Tensor::from_uop(const UOp& uop) {
     if (uop.is_null()) fail("from_uop", "null UOp");
     Shape shape = tensor_shape(uop);
     auto bufs = std::make_shared<Buffers>();
+    bool symbolic = false;
     for (const UOp& u : uop.toposort()) {
         if (u.op() != Op::Buffer) continue;
+        symbolic = symbolic || !u.srcs().empty();
         const auto& a = u.arg_as<std::vector<int64_t>>();
         auto b = runtime::lookup_buffer(a[0]);
         if (b->numel() != a[1] || b->dtype() != u.dtype())
@@ -242,6 +279,7 @@ Tensor Tensor::from_uop(const UOp& uop) {
     std::sort(bufs->begin(), bufs->end(),
               [](const auto& x, const auto& y) { return x->id() < y->id(); });
     Tensor t(uop, std::move(shape), std::move(bufs));
+    t.symbolic_ = symbolic;
     // RESHAPE(BUFFER) and BUFFER are realized already.
     const bool is_buffer_view =
         uop.op() == Op::Buffer || (uop.op() == Op::Reshape && uop.src(0).op() == Op::Buffer);
@@ -264,7 +302,8 @@ Tensor& Tensor::realize() {
                             std::to_string(r.buffer->numel()) + "] for a " + dtype().name() +
                             " tensor of shape " + shape_str(shape_));
     runtime::register_buffer(r.buffer);
-    uop_ = buffer_uop(r.buffer, shape_);
+    symbolic_ = !r.dims.empty();
+    uop_ = buffer_uop(r.buffer, shape_, std::move(r.dims));
     buffers_ = std::make_shared<const Buffers>(Buffers{r.buffer});
     buffer_ = std::move(r.buffer);
     kernels_ = std::move(r.kernels);
@@ -454,12 +493,17 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
         fail("where", "condition must be bool, got " + cond.dtype().name());
     detail::check_same_dtype("where", a, b);
     const Shape out = broadcast_shapes(broadcast_shapes(cond.shape(), a.shape()), b.shape());
-    const Tensor c = broadcast_to(cond, out), x = broadcast_to(a, out), y = broadcast_to(b, out);
+    const bool sym =
+        TensorAccess::symbolic(cond) || TensorAccess::symbolic(a) || TensorAccess::symbolic(b);
+    const auto n = static_cast<int64_t>(out.size());
+    const Tensor c = broadcast_to(cond, out, sym && cond.ndim() < n),
+                 x = broadcast_to(a, out, sym && a.ndim() < n),
+                 y = broadcast_to(b, out, sym && b.ndim() < n);
     auto bufs = TensorAccess::merge(
         TensorAccess::merge(TensorAccess::buffers(cond), TensorAccess::buffers(a)),
         TensorAccess::buffers(b));
     return TensorAccess::make(UOp::alu(Op::Where, {c.uop(), x.uop(), y.uop()}), out,
-                              std::move(bufs));
+                              std::move(bufs), sym);
 }
 
 Tensor maximum(const Tensor& a, const Tensor& b) { return a.maximum(b); }

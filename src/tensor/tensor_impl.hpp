@@ -14,7 +14,9 @@ struct TensorAccess {
     static std::shared_ptr<const Tensor::Buffers>
     merge(const std::shared_ptr<const Tensor::Buffers>& a,
           const std::shared_ptr<const Tensor::Buffers>& b);
-    static Tensor make(UOp uop, Shape shape, std::shared_ptr<const Tensor::Buffers> buffers);
+    static Tensor make(UOp uop, Shape shape, std::shared_ptr<const Tensor::Buffers> buffers,
+                       bool symbolic);
+    static bool symbolic(const Tensor& x) { return x.symbolic_; }
     // A tensor over `uop`, which reads what x reads.
     static Tensor derive(const Tensor& x, UOp uop, Shape shape);
     static const std::shared_ptr<const Tensor::Buffers>& buffers(const Tensor& x);
@@ -32,8 +34,10 @@ void check_arith(const std::string& op, const Tensor& x);
 void check_float(const std::string& op, const Tensor& x);
 void check_same_dtype(const std::string& op, const Tensor& a, const Tensor& b);
 
-// x broadcast to `target` (assumed compatible): RESHAPE adding leading 1s, then EXPAND.
-Tensor broadcast_to(const Tensor& x, const Shape& target);
+// x broadcast to `target` (assumed compatible): RESHAPE adding leading 1s, then EXPAND. With
+// `keep_ones` (graphs of symbolic dims), a tensor with a dim of size 1 gets its EXPAND even when
+// the sizes agree: the graph then has one structure for every value of a variable, 1 included.
+Tensor broadcast_to(const Tensor& x, const Shape& target, bool keep_ones = false);
 // A RESHAPE node (none if the shape is unchanged; RESHAPE of RESHAPE collapses).
 Tensor reshape_node(const Tensor& x, const Shape& shape);
 Tensor unary(Op op, const Tensor& x);

@@ -90,6 +90,7 @@ struct OpInfo {
     X(Const, "CONST", 0, 0, Const, 0, -1, Value)                                                   \
     /* definitions */                                                                              \
     X(DefineVar, "DEFINE_VAR", 0, 0, Define, 0, -1, Var)                                           \
+    X(Bind, "BIND", 1, 1, Define, 0, -1, Value)                                                    \
     X(DefineReg, "DEFINE_REG", 0, 0, Define, 0, -1, Ints)                                          \
     X(Param, "PARAM", kVariadic, 0, Define, 0, -1, Ints)                                           \
     /* program structure */                                                                        \

@@ -24,6 +24,10 @@ struct RealizeResult {
     // The kernels that ran, in order; shared with the cached plan (their LLVM IR is tens of
     // kilobytes: copying it on every realize() cost more than the launches).
     std::shared_ptr<const std::vector<KernelInfo>> kernels;
+    // Symbolic shapes: the root's dims as bound Index expressions (CONST or over BINDs) when
+    // one of them is a variable's, else empty. The realized tensor's BUFFER records them, so
+    // graphs built on the result stay symbolic.
+    std::vector<UOp> dims;
 };
 
 RealizeResult realize_graph(const UOp& root);

@@ -14,6 +14,8 @@
 
 namespace tempura {
 
+struct SymbolicShapes;
+
 struct ScheduledKernel {
     std::string name;
     UOp output;              // the tensor-level node this kernel computes (materializes)
@@ -22,14 +24,16 @@ struct ScheduledKernel {
 };
 
 // The kernels of a graph in dependency order (a kernel comes after those whose outputs it
-// reads). BUFFER leaves are inputs, not kernels.
-std::vector<ScheduledKernel> schedule_graph(const UOp& root);
+// reads). BUFFER leaves are inputs, not kernels. With symbolic dims (symbolic_shapes.hpp) the
+// kernels' loops and indices are expressions of the graph's variables (DEFINE_VARs).
+std::vector<ScheduledKernel> schedule_graph(const UOp& root, const SymbolicShapes* sym = nullptr);
 
 // The materialization points of a graph (the root first), for inspection and tests.
 std::vector<UOp> materialization_points(const UOp& root);
 
 // rangeify: the kernel AST computing `output`, reading the nodes in `materialized` (other than
 // output) and BUFFER leaves through PARAMs; fills `params` in slot order.
-UOp rangeify(const UOp& output, const std::vector<UOp>& materialized, std::vector<UOp>& params);
+UOp rangeify(const UOp& output, const std::vector<UOp>& materialized, std::vector<UOp>& params,
+             const SymbolicShapes* sym = nullptr);
 
 } // namespace tempura

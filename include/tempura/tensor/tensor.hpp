@@ -16,6 +16,7 @@
 #include "tempura/ir/uop.hpp"
 #include "tempura/realize/realize.hpp"
 #include "tempura/runtime/buffer.hpp"
+#include "tempura/tensor/dim.hpp"
 #include "tempura/tensor/shape.hpp"
 
 namespace tempura {
@@ -95,6 +96,27 @@ class Tensor {
             return from_host(dtype_of<T>(), data.data(), static_cast<int64_t>(data.size()),
                              std::move(shape), dtype);
         }
+    }
+    // Symbolic shapes: dims that are variables bound to a size (tempura/tensor/dim.hpp). The
+    // tensor's shape() holds the bound sizes; the plans and kernels built for its graphs serve
+    // every size in the variables' ranges. A list of plain sizes is a Shape as above.
+    // Throws "[from_vector] batch is not bound" for an unbound variable.
+    template <Number T>
+    static Tensor from_vector(const std::vector<T>& data, std::initializer_list<Dim> dims) {
+        return from_vector(data, Dims(dims), dtype_of<T>());
+    }
+    template <Number T>
+    static Tensor from_vector(const std::vector<T>& data, const Dims& dims) {
+        return from_vector(data, dims, dtype_of<T>());
+    }
+    template <Number T>
+    static Tensor from_vector(const std::vector<T>& data, std::initializer_list<Dim> dims,
+                              DType dtype) {
+        return from_vector(data, Dims(dims), dtype);
+    }
+    template <Number T>
+    static Tensor from_vector(const std::vector<T>& data, const Dims& dims, DType dtype) {
+        return with_dims(from_vector(data, dim_values("from_vector", dims), dtype), dims);
     }
     // A tensor of `shape` whose every element is `value` (lazy: CONST, RESHAPE, EXPAND).
     // The dtype follows T (double gives Float32, see default_dtype_of), or is given.
@@ -252,6 +274,10 @@ class Tensor {
     static UOp make_const_f(DType dtype, double value);
     static UOp make_const_i(DType dtype, int64_t value, double as_double);
     static Tensor full_const(Shape shape, const UOp& constant, const char* op = "full");
+    // The sizes of `dims` (throws "[op] batch is not bound"); a realized tensor's leaf with the
+    // variables of `dims` recorded on its BUFFER.
+    static Shape dim_values(const char* op, const Dims& dims);
+    static Tensor with_dims(const Tensor& realized, const Dims& dims);
     // Host copy of the realized buffer, converted element by element into `dst` of dtype `to`.
     void read_into(DType to, void* dst) const;
     void check_item() const;
@@ -272,6 +298,10 @@ class Tensor {
     Shape shape_;
     std::shared_ptr<const Buffers> buffers_;  // sorted by id, no duplicates; never null
     std::shared_ptr<runtime::Buffer> buffer_; // set while uop_ is RESHAPE(BUFFER) of it
+    // Whether the graph reads a tensor of symbolic dims: broadcasts then keep their EXPAND
+    // even where the sizes already agree (a variable at 1), so that the graph has one
+    // structure for every value of the variable.
+    bool symbolic_ = false;
     std::shared_ptr<const std::vector<KernelInfo>> kernels_; // shared with the cached plan
 };
 
