@@ -447,6 +447,37 @@ void BM_MlpSymbolicBatch(benchmark::State& state) {
 }
 BENCHMARK(BM_MlpSymbolicBatch)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(3);
 
+// tempura::realize({max, sum}) of one [4096, 1024] input (one kernel, one pass over it) against
+// the peer, the two realized one after the other (two kernels, two passes), warm, same run.
+void BM_MaxSumTogether(benchmark::State& state) {
+    const Tensor x = Tensor::from_vector(random_floats(4096 * 1024, 31), {4096, 1024});
+    auto together = [&] {
+        Tensor mx = x.max(1), sm = x.sum(1);
+        const auto t0 = Clock::now();
+        tempura::realize({mx, sm});
+        return ms_between(t0, Clock::now());
+    };
+    auto apart = [&] {
+        Tensor mx = x.max(1), sm = x.sum(1);
+        const auto t0 = Clock::now();
+        mx.realize();
+        sm.realize();
+        return ms_between(t0, Clock::now());
+    };
+    together();
+    apart();
+    std::vector<double> t, a;
+    for (auto _ : state) {
+        t.push_back(together());
+        a.push_back(apart());
+        state.SetIterationTime(t.back() / 1e3);
+    }
+    state.counters["median_ms"] = median(t);
+    state.counters["peer_apart_ms"] = median(a);
+    state.counters["ratio_vs_apart"] = median(t) / median(a);
+}
+BENCHMARK(BM_MaxSumTogether)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(20);
+
 // ---- (e) compile time per kernel
 // ------------------------------------------------------------------
 

@@ -44,11 +44,12 @@ struct Slot {
 
 struct Step {
     std::shared_ptr<const runtime::CompiledKernel> kernel; // null for an empty output
-    std::vector<Slot> params;                              // params[0] is the output
-    size_t level;                                          // independent steps share a level
-    size_t work;                                           // output elements (for parallelism)
-    double flops = 0;                                      // float ALU ops per run
-    int64_t threads = 1;                                   // runs, one per core (THREAD)
+    std::vector<Slot> params;                              // params[0 .. outputs) are written
+    size_t outputs;
+    size_t level;        // independent steps share a level
+    size_t work;         // output elements (for parallelism)
+    double flops = 0;    // float ALU ops per run
+    int64_t threads = 1; // runs, one per core (THREAD)
     // The kernel's DEFINE_VARs in program order: a variable of the plan (its index in
     // Plan::vars) or kCoreVar, the core a THREAD kernel's run is.
     std::vector<int64_t> vars;
@@ -85,7 +86,7 @@ struct Plan {
     std::vector<UOp> output_numel;
     std::vector<Step> steps;                 // dependency order
     std::vector<std::vector<size_t>> levels; // step indices per level
-    Slot result;
+    std::vector<Slot> results;               // per root (one, or the SINK's sources)
     std::shared_ptr<std::vector<KernelInfo>> kernels = std::make_shared<std::vector<KernelInfo>>();
     // Memory planning: intermediate outputs whose lifetimes do not overlap share a block.
     std::vector<int64_t> block_of; // per output: its block, or -1 for a buffer of its own
@@ -109,14 +110,17 @@ void plan_memory(Plan& plan) {
         for (size_t p = 0; p < st.params.size(); ++p) {
             if (st.params[p].input) continue;
             const size_t o = st.params[p].index;
-            if (p == 0)
+            if (p < st.outputs)
                 first[o] = last[o] = std::max(last[o], st.level);
             else
                 last[o] = std::max(last[o], st.level);
         }
+    std::vector<bool> is_result(n, false);
+    for (const Slot& r : plan.results)
+        if (!r.input) is_result[r.index] = true;
     std::vector<size_t> order;
     for (size_t o = 0; o < n; ++o)
-        if (plan.result.input || o != plan.result.index) order.push_back(o);
+        if (!is_result[o]) order.push_back(o);
     std::stable_sort(order.begin(), order.end(),
                      [&](size_t a, size_t b) { return first[a] < first[b]; });
     plan.block_of.assign(n, -1);
@@ -149,7 +153,8 @@ void plan_memory(Plan& plan) {
         plan.block_of[o] = best;
     }
     for (size_t o = 0; o < n; ++o) plan.memory.unplanned_bytes += slot_bytes(plan.outputs[o]);
-    plan.memory.planned_bytes = plan.result.input ? 0 : slot_bytes(plan.outputs[plan.result.index]);
+    for (size_t o = 0; o < n; ++o)
+        if (is_result[o]) plan.memory.planned_bytes += slot_bytes(plan.outputs[o]);
     for (size_t b : plan.blocks) plan.memory.planned_bytes += b;
 }
 
@@ -270,16 +275,19 @@ Plan build_plan(const UOp& root, const std::vector<UOp>& inputs, const SymbolicS
         const ScheduledKernel& k = kernels[ki];
         const Shape& shape = k.output.shape();
         const Slot out{false, plan.outputs.size()};
-        plan.outputs.emplace_back(k.output.dtype(), numel(shape));
-        UOp n_sym;
-        if (auto d = sym.dims.find(k.output); d != sym.dims.end()) {
-            n_sym = UOp::index(1);
-            for (const UOp& x : d->second) n_sym = n_sym * x;
-            n_sym = simplify(n_sym);
+        for (size_t o = 0; o < k.outputs; ++o) {
+            const UOp& node = k.params.at(o);
+            plan.outputs.emplace_back(node.dtype(), numel(node.shape()));
+            UOp n_sym;
+            if (auto d = sym.dims.find(node); d != sym.dims.end()) {
+                n_sym = UOp::index(1);
+                for (const UOp& x : d->second) n_sym = n_sym * x;
+                n_sym = simplify(n_sym);
+            }
+            plan.output_numel.push_back(n_sym);
+            slot_of.emplace(node, Slot{false, out.index + o});
         }
-        plan.output_numel.push_back(n_sym);
-        slot_of.emplace(k.output, out);
-        Step step{nullptr, {out}, 0, static_cast<size_t>(numel(shape)), 0, 1, {}};
+        Step step{nullptr, {out}, k.outputs, 0, static_cast<size_t>(numel(shape)), 0, 1, {}};
         if (!k.ast.is_null()) {
             step.kernel = built[ki].kernel;
             step.threads = built[ki].threads;
@@ -292,7 +300,7 @@ Plan build_plan(const UOp& root, const std::vector<UOp>& inputs, const SymbolicS
                     fail("realize", "internal: kernel " + k.name + " reads a " +
                                         std::string(op_name(p.op())) + " with no buffer");
                 step.params.push_back(it->second);
-                if (!it->second.input && !p.same(k.output)) {
+                if (!it->second.input && step.params.size() > k.outputs) {
                     // After every step that writes what this one reads.
                     auto s = step_of_output.find(p);
                     if (s != step_of_output.end())
@@ -301,14 +309,17 @@ Plan build_plan(const UOp& root, const std::vector<UOp>& inputs, const SymbolicS
             }
             plan.kernels->push_back(KernelInfo{k.name, "CPU", step.kernel->source()});
         }
-        step_of_output.emplace(k.output, plan.steps.size());
+        for (size_t o = 0; o < k.outputs; ++o)
+            step_of_output.emplace(k.params.at(o), plan.steps.size());
         if (plan.levels.size() <= step.level) plan.levels.resize(step.level + 1);
         plan.levels[step.level].push_back(plan.steps.size());
         plan.steps.push_back(std::move(step));
     }
-    auto it = slot_of.find(root);
-    if (it == slot_of.end()) fail("realize", "internal: the root has no buffer");
-    plan.result = it->second;
+    for (const UOp& r : root.op() == Op::Sink ? root.srcs() : std::vector<UOp>{root}) {
+        auto it = slot_of.find(r);
+        if (it == slot_of.end()) fail("realize", "internal: a root has no buffer");
+        plan.results.push_back(it->second);
+    }
     plan_memory(plan);
     return plan;
 }
@@ -536,22 +547,35 @@ PlanMemory plan_memory(const UOp& root) {
     return plan_of(root, topo, input_nodes, infer_symbolic_shapes(topo))->memory;
 }
 
-RealizeResult realize_graph(const UOp& root) {
-    RealizeResult result;
-    if (root.op() == Op::Buffer) {
-        result.buffer = runtime::lookup_buffer(root.arg_as<std::vector<int64_t>>().at(0));
-        return result;
-    }
+std::vector<RealizeResult> realize_graphs(const std::vector<UOp>& roots) {
+    std::vector<RealizeResult> results(roots.size());
+    if (roots.empty()) return results;
     // Shared work computed once: what an earlier realize computed is read from its buffer.
     std::vector<std::shared_ptr<runtime::Buffer>> held;
-    const std::vector<UOp> original_topo = root.toposort();
-    const UOp graph = becomes().substitute(root, original_topo, held);
-    if (held.size() == 1 && graph.op() == Op::Reshape && graph.src(0).op() == Op::Buffer &&
-        graph.src(0).arg_as<std::vector<int64_t>>()[0] == held[0]->id()) {
-        result.buffer = held[0]; // the root itself was realized before: nothing to run
-        return result;
+    const UOp all = roots.size() == 1 ? roots[0] : UOp::sink(roots);
+    const std::vector<UOp> original_topo = all.toposort();
+    const UOp substituted = becomes().substitute(all, original_topo, held);
+    // Roots that are buffers, or were realized before, need no kernel.
+    std::vector<UOp> todo;
+    std::vector<size_t> where;
+    for (size_t i = 0; i < roots.size(); ++i) {
+        const UOp& g = roots.size() == 1 ? substituted : substituted.src(i);
+        if (g.op() == Op::Buffer) {
+            results[i].buffer = runtime::lookup_buffer(g.arg_as<std::vector<int64_t>>().at(0));
+            continue;
+        }
+        if (!g.same(roots[i]) && g.op() == Op::Reshape && g.src(0).op() == Op::Buffer) {
+            const UOp& leaf = g.src(0); // a buffer an earlier realize computed
+            results[i].buffer = runtime::lookup_buffer(leaf.arg_as<std::vector<int64_t>>().at(0));
+            results[i].dims = leaf.srcs();
+            continue;
+        }
+        todo.push_back(g);
+        where.push_back(i);
     }
-    const std::vector<UOp> topo = graph.same(root) ? original_topo : graph.toposort();
+    if (todo.empty()) return results;
+    const UOp graph = todo.size() == 1 ? todo[0] : UOp::sink(todo);
+    const std::vector<UOp> topo = graph.same(all) ? original_topo : graph.toposort();
     std::vector<UOp> input_nodes;
     const SymbolicShapes sym = infer_symbolic_shapes(topo);
     const std::shared_ptr<const Plan> plan = plan_of(graph, topo, input_nodes, sym);
@@ -560,12 +584,18 @@ RealizeResult realize_graph(const UOp& root) {
     for (const UOp& b : input_nodes)
         inputs.push_back(runtime::lookup_buffer(b.arg_as<std::vector<int64_t>>().at(0)));
     run_plan(*plan, inputs, outputs, sym.values);
-    result.buffer = plan->result.input ? inputs[plan->result.index] : outputs[plan->result.index];
-    result.kernels = plan->kernels;
-    if (auto d = sym.dims.find(graph); d != sym.dims.end())
-        for (const UOp& x : d->second) result.dims.push_back(sym.bound(x));
-    becomes().record(root, result.buffer, result.dims);
-    return result;
+    for (size_t j = 0; j < todo.size(); ++j) {
+        RealizeResult& r = results[where[j]];
+        const Slot& slot = plan->results.at(j);
+        r.buffer = slot.input ? inputs[slot.index] : outputs[slot.index];
+        r.kernels = plan->kernels;
+        if (auto d = sym.dims.find(todo[j]); d != sym.dims.end())
+            for (const UOp& x : d->second) r.dims.push_back(sym.bound(x));
+        becomes().record(roots[where[j]], r.buffer, r.dims);
+    }
+    return results;
 }
+
+RealizeResult realize_graph(const UOp& root) { return std::move(realize_graphs({root})[0]); }
 
 } // namespace tempura

@@ -19,6 +19,9 @@
 namespace tempura {
 
 std::vector<ScheduledKernel> schedule_rewritten(const UOp& root, const SymbolicShapes* sym);
+std::vector<std::vector<UOp>> fusable_roots(const UOp& sink,
+                                            const std::unordered_set<const UOpNode*>& is_mat,
+                                            const SymbolicShapes* sym);
 
 namespace {
 
@@ -50,13 +53,17 @@ std::vector<UOp> find_materialized(const UOp& root, const SymbolicShapes* sym) {
     // A REDUCE_AXIS that two kernels would each recompute (a matmul's logits read by softmax's
     // max, sum and output kernels) is materialized too: found by counting which kernels reach
     // each inlined reduce, then repeated until no reduce is shared.
+    // A SINK root is several roots realized together (tempura::realize({a, b})).
+    const std::vector<UOp> roots = root.op() == Op::Sink ? root.srcs() : std::vector<UOp>{root};
     std::unordered_set<const UOpNode*> shared;
     for (;;) {
-        std::vector<UOp> mat{root};
-        std::unordered_set<const UOpNode*> is_mat{root.get()};
+        std::vector<UOp> mat;
+        std::unordered_set<const UOpNode*> is_mat;
+        for (const UOp& r : roots)
+            if (is_mat.insert(r.get()).second) mat.push_back(r);
         std::unordered_map<const UOpNode*, std::unordered_set<const UOpNode*>> reached_by;
         std::unordered_map<const UOpNode*, UOp> reduce_node;
-        std::vector<UOp> work{root};
+        std::vector<UOp> work = mat;
         while (!work.empty()) {
             UOp k = work.back();
             work.pop_back();
@@ -198,6 +205,7 @@ struct Rangeifier {
     };
     std::unordered_map<std::vector<const UOpNode*>, UOp, KeyHash> memo;
     std::vector<UOp> keep; // keeps memo keys alive
+    std::unordered_map<std::vector<const UOpNode*>, UOp, KeyHash> reduce_ranges;
 
     UOp param(const UOp& node, DType dt, int64_t numel) {
         if (auto it = param_of.find(node); it != param_of.end()) return it->second;
@@ -417,8 +425,19 @@ struct Rangeifier {
                     in_idx[d] = idx_const(0);
                     continue;
                 }
-                UOp r = UOp::make(Op::Range, DType::Index, {in[d]},
-                                  RangeArg{next_axis++, AxisType::Reduce});
+                // Reductions of one source at one index over one axis share the loop (a max
+                // and a sum of x: one pass over x).
+                std::vector<const UOpNode*> rkey{node.src(0).get(), nullptr};
+                rkey.push_back(reinterpret_cast<const UOpNode*>(static_cast<uintptr_t>(d) + 1));
+                for (const UOp& i : idx) rkey.push_back(i.get());
+                UOp& shared = reduce_ranges[rkey];
+                if (shared.is_null()) {
+                    shared = UOp::make(Op::Range, DType::Index, {in[d]},
+                                       RangeArg{next_axis++, AxisType::Reduce});
+                    keep.push_back(node.src(0));
+                    keep.insert(keep.end(), idx.begin(), idx.end());
+                }
+                UOp r = shared;
                 in_idx[d] = r;
                 ranges.push_back(r);
             }
@@ -470,12 +489,23 @@ std::string kernel_name(const UOp& ast, const std::vector<UOp>& out) {
 
 UOp rangeify(const UOp& output, const std::vector<UOp>& materialized, std::vector<UOp>& params,
              const SymbolicShapes* sym) {
+    return rangeify_outputs({output}, materialized, params, sym);
+}
+
+UOp rangeify_outputs(const std::vector<UOp>& outputs, const std::vector<UOp>& materialized,
+                     std::vector<UOp>& params, const SymbolicShapes* sym) {
     if (sym != nullptr && sym->empty()) sym = nullptr;
-    Rangeifier r{sym, {}, output, params, {}, 0, {}, {}};
+    const UOp& output = outputs.front();
+    Rangeifier r{sym, {}, outputs.size() == 1 ? output : UOp(), params, {}, 0, {}, {}, {}};
+    // The outputs of a multi-output kernel are computed here, each once (the lowering memo
+    // shares an output another one reads), not loaded.
     for (const UOp& m : materialized) r.materialized.insert(m.get());
+    if (outputs.size() > 1)
+        for (const UOp& o : outputs) r.materialized.erase(o.get());
     const std::vector<UOp> out = dims_of(output, sym);
     params.clear();
-    UOp p0 = r.param(output, output.dtype(), const_numel(out));
+    std::vector<UOp> out_params;
+    for (const UOp& o : outputs) out_params.push_back(r.param(o, o.dtype(), const_numel(out)));
     std::vector<UOp> idx(out.size()), ranges;
     for (size_t d = 0; d < out.size(); ++d) {
         if (is_one(out[d])) {
@@ -486,13 +516,81 @@ UOp rangeify(const UOp& output, const std::vector<UOp>& materialized, std::vecto
             UOp::make(Op::Range, DType::Index, {out[d]}, RangeArg{r.next_axis++, AxisType::Loop});
         ranges.push_back(idx[d]);
     }
-    UOp value = r.lower(output, idx, UOp());
-    UOp store = UOp::make(Op::Store, DType::Void,
-                          {UOp::make(Op::Index, p0.dtype(), {p0, linear_index(idx, out)}), value});
+    std::vector<UOp> stores;
+    for (size_t i = 0; i < outputs.size(); ++i) {
+        UOp value = r.lower(outputs[i], idx, UOp());
+        const UOp& p = out_params[i];
+        stores.push_back(UOp::make(
+            Op::Store, DType::Void,
+            {UOp::make(Op::Index, p.dtype(), {p, linear_index(idx, out)}), std::move(value)}));
+    }
+    const UOp store =
+        stores.size() == 1 ? stores[0] : UOp::make(Op::Group, DType::Void, std::move(stores));
     if (ranges.empty()) return UOp::sink({store});
     std::vector<UOp> end_srcs{store};
     end_srcs.insert(end_srcs.end(), ranges.begin(), ranges.end());
     return UOp::sink({UOp::make(Op::End, DType::Void, std::move(end_srcs))});
+}
+
+namespace {
+
+// Whether `from`'s kernel reads `to` through another kernel's output (a materialized node that is
+// neither): then the two cannot be one kernel.
+bool reads_through_other(const UOp& from, const UOp& to,
+                         const std::unordered_set<const UOpNode*>& is_mat,
+                         const std::unordered_set<const UOpNode*>& group) {
+    std::set<std::pair<const UOpNode*, bool>> seen;
+    std::vector<std::pair<UOp, bool>> stack;
+    for (const UOp& s : from.srcs()) stack.emplace_back(s, false);
+    while (!stack.empty()) {
+        auto [n, via] = stack.back();
+        stack.pop_back();
+        if (!seen.insert({n.get(), via}).second || n.op() == Op::Buffer) continue;
+        if (n.same(to)) {
+            if (via) return true;
+            continue;
+        }
+        const bool other = is_mat.count(n.get()) != 0 && group.count(n.get()) == 0;
+        for (const UOp& s : n.srcs()) stack.emplace_back(s, via || other);
+    }
+    return false;
+}
+
+} // namespace
+
+// The roots of a SINK that can share one kernel: groups (of two or more) with the same dims,
+// none of which reads another through a third kernel.
+std::vector<std::vector<UOp>> fusable_roots(const UOp& sink,
+                                            const std::unordered_set<const UOpNode*>& is_mat,
+                                            const SymbolicShapes* sym) {
+    std::vector<std::vector<UOp>> groups;
+    std::vector<std::vector<UOp>> dims;
+    std::unordered_set<const UOpNode*> seen;
+    for (const UOp& r : sink.srcs()) {
+        if (!seen.insert(r.get()).second || r.op() == Op::Buffer || !r.has_shape() ||
+            numel(r.shape()) == 0)
+            continue;
+        const std::vector<UOp> d = dims_of(r, sym);
+        size_t g = 0;
+        while (g < groups.size() && !same_dims(dims[g], d)) ++g;
+        if (g == groups.size()) {
+            groups.emplace_back();
+            dims.push_back(d);
+        }
+        groups[g].push_back(r);
+    }
+    std::vector<std::vector<UOp>> out;
+    for (std::vector<UOp>& g : groups) {
+        if (g.size() < 2) continue;
+        std::unordered_set<const UOpNode*> members;
+        for (const UOp& m : g) members.insert(m.get());
+        bool ok = true;
+        for (const UOp& a : g)
+            for (const UOp& b : g)
+                if (ok && !a.same(b)) ok = !reads_through_other(a, b, is_mat, members);
+        if (ok) out.push_back(std::move(g));
+    }
+    return out;
 }
 
 std::vector<UOp> materialization_points(const UOp& root) {
@@ -509,23 +607,53 @@ std::vector<ScheduledKernel> schedule_graph(const UOp& original_root, const Symb
     o.bottom_up = true;
     const UOp root = graph_rewrite(original_root, early_rewrites(), {}, o);
     std::vector<ScheduledKernel> kernels = schedule_rewritten(root, nullptr);
-    if (!root.same(original_root))
-        for (ScheduledKernel& k : kernels)
-            if (k.output.same(root)) {
-                k.output = original_root;
-                if (!k.params.empty()) k.params[0] = original_root;
+    if (root.same(original_root)) return kernels;
+    UOpMap<UOp> back;
+    if (root.op() == Op::Sink)
+        for (size_t i = 0; i < root.srcs().size(); ++i)
+            back.emplace(root.src(i), original_root.src(i));
+    else
+        back.emplace(root, original_root);
+    for (ScheduledKernel& k : kernels)
+        for (size_t o = 0; o < k.outputs && o < k.params.size(); ++o)
+            if (auto it = back.find(k.params[o]); it != back.end()) {
+                k.params[o] = it->second;
+                if (o == 0) k.output = it->second;
             }
     return kernels;
 }
 
 std::vector<ScheduledKernel> schedule_rewritten(const UOp& root, const SymbolicShapes* sym) {
+    if (sym != nullptr && sym->empty()) sym = nullptr;
     std::vector<UOp> mat = find_materialized(root, sym);
     std::unordered_set<const UOpNode*> is_mat;
     for (const UOp& m : mat) is_mat.insert(m.get());
+    const std::vector<UOp> topo = root.toposort();
+    // Roots realized together whose dims are the same become one kernel (one pass over what
+    // they read): several stores in one loop nest.
+    const std::vector<std::vector<UOp>> fused =
+        root.op() == Op::Sink ? fusable_roots(root, is_mat, sym) : std::vector<std::vector<UOp>>{};
+    std::unordered_map<const UOpNode*, size_t> group_of;
+    for (size_t g = 0; g < fused.size(); ++g)
+        for (const UOp& m : fused[g]) group_of[m.get()] = g;
+    std::vector<size_t> remaining(fused.size());
+    for (size_t g = 0; g < fused.size(); ++g) remaining[g] = fused[g].size();
     std::vector<ScheduledKernel> out;
     // Sources come before users in toposort: a kernel follows the kernels it reads.
-    for (const UOp& u : root.toposort()) {
+    for (const UOp& u : topo) {
         if (!is_mat.count(u.get()) || u.op() == Op::Buffer) continue;
+        if (auto g = group_of.find(u.get()); g != group_of.end()) {
+            // The fused kernel goes where its last output is: after all that they read.
+            if (--remaining[g->second] > 0) continue;
+            const std::vector<UOp>& outs = fused[g->second];
+            ScheduledKernel k;
+            k.output = outs.front();
+            k.outputs = outs.size();
+            k.ast = rangeify_outputs(outs, mat, k.params, sym);
+            k.name = kernel_name(k.ast, dims_of(k.output, sym));
+            out.push_back(std::move(k));
+            continue;
+        }
         ScheduledKernel k;
         k.output = u;
         if (numel(u.shape()) == 0) {
@@ -535,7 +663,7 @@ std::vector<ScheduledKernel> schedule_rewritten(const UOp& root, const SymbolicS
             continue;
         }
         k.ast = rangeify(u, mat, k.params, sym);
-        k.name = kernel_name(k.ast, dims_of(u, sym != nullptr && !sym->empty() ? sym : nullptr));
+        k.name = kernel_name(k.ast, dims_of(u, sym));
         out.push_back(std::move(k));
     }
     return out;

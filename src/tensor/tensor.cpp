@@ -295,7 +295,23 @@ const Tensor::Buffers& Tensor::buffers() const { return *buffers_; }
 
 Tensor& Tensor::realize() {
     if (buffer_) return *this;
-    RealizeResult r = realize_graph(uop_);
+    adopt(realize_graph(uop_));
+    return *this;
+}
+
+void realize(const std::vector<std::reference_wrapper<Tensor>>& tensors) {
+    std::vector<UOp> roots;
+    UOpMap<size_t> index; // a graph two of the tensors share is realized once
+    for (const Tensor& t : tensors)
+        if (!t.is_realized() && index.emplace(t.uop(), roots.size()).second)
+            roots.push_back(t.uop());
+    if (roots.empty()) return;
+    std::vector<RealizeResult> results = realize_graphs(roots);
+    for (Tensor& t : tensors)
+        if (!t.is_realized()) t.adopt(results[index.at(t.uop())]);
+}
+
+void Tensor::adopt(RealizeResult r) {
     if (!r.buffer) fail("realize", "the scheduler returned no buffer");
     if (r.buffer->numel() != numel() || r.buffer->dtype() != dtype())
         fail("realize", "the scheduler returned " + r.buffer->dtype().name() + " [" +
@@ -307,7 +323,6 @@ Tensor& Tensor::realize() {
     buffers_ = std::make_shared<const Buffers>(Buffers{r.buffer});
     buffer_ = std::move(r.buffer);
     kernels_ = std::move(r.kernels);
-    return *this;
 }
 
 const std::vector<KernelInfo>& Tensor::kernels() const {

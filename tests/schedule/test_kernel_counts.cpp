@@ -342,3 +342,69 @@ TEST_CASE("memory planning: intermediates whose lifetimes do not overlap share m
     // The values are the reference interpreter's with the blocks reused.
     CHECK(realized_kernels(q) == 9);
 }
+
+namespace {
+
+void check_close(const Tensor& t, const std::vector<double>& want) {
+    const std::vector<float> got = t.to_vector<float>();
+    REQUIRE(got.size() == want.size());
+    for (size_t i = 0; i < got.size(); ++i)
+        CHECK(std::fabs(got[i] - want[i]) <= 1e-4 * std::max(1.0, std::fabs(want[i])));
+}
+
+} // namespace
+
+TEST_CASE("realize({a, b}): a max and a sum of one input are one kernel") {
+    const Tensor x = input({64, 100});
+    Tensor mx = x.max(1), sm = x.sum(1);
+    const auto want_mx = tempura::reference_eval(mx.uop()),
+               want_sm = tempura::reference_eval(sm.uop());
+    tempura::realize({mx, sm});
+    REQUIRE(mx.kernels().size() == 1);
+    CHECK(mx.kernels()[0].name == "r_64_100");
+    CHECK(sm.kernels().size() == 1);
+    CHECK(mx.buffer() != sm.buffer());
+    check_close(mx, want_mx);
+    check_close(sm, want_sm);
+    // In one graph, the two reductions share their loop too.
+    Tensor both = x.max(1) + x.sum(1);
+    const auto want_both = tempura::reference_eval(both.uop());
+    REQUIRE(both.realize().kernels().size() == 1);
+    CHECK(both.kernels()[0].name == "r_64_100");
+    check_close(both, want_both);
+    // Apart, they are a kernel each.
+    Tensor mx2 = (x * 2.0f).max(1), sm2 = (x * 2.0f).sum(1);
+    CHECK(mx2.realize().kernels().size() == 1);
+    CHECK(sm2.realize().kernels().size() == 1);
+}
+
+TEST_CASE("realize({a, b}): a mean and the variance that reads it are one kernel") {
+    const Tensor x = input({32, 48});
+    Tensor m = x.mean(1);
+    Tensor v = ((x - m.reshape({32, 1})) * (x - m.reshape({32, 1}))).mean(1);
+    const auto want_m = tempura::reference_eval(m.uop()), want_v = tempura::reference_eval(v.uop());
+    // Realized alone, the variance's graph is two kernels: the mean is reduced, then expanded.
+    CHECK(planned(Tensor(v)) == 2);
+    tempura::realize({m, v});
+    REQUIRE(v.kernels().size() == 1);
+    check_close(m, want_m);
+    check_close(v, want_v);
+}
+
+TEST_CASE("realize({a, b, ...}): shared work once, realized and repeated tensors") {
+    const Tensor x = input({16, 24});
+    const Tensor r = (x * 3.0f).sum(1); // read by both roots: materialized once
+    Tensor b = r * 2.0f, c = r.max();
+    Tensor done = (x + 1.0f).realize();
+    const auto want_b = tempura::reference_eval(b.uop()), want_c = tempura::reference_eval(c.uop());
+    Tensor b_again = b;
+    tempura::realize({b, c, done, b_again});
+    // r's kernel, then b's and c's (different shapes: not fused).
+    CHECK(b.kernels().size() == 3);
+    CHECK(b_again.buffer() == b.buffer());
+    check_close(b, want_b);
+    check_close(c, want_c);
+    CHECK(done.kernels().size() == 1); // left as it was
+    tempura::realize({b, c});          // all realized: nothing runs
+    CHECK(b.kernels().size() == 3);
+}

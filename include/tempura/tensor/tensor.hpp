@@ -7,6 +7,8 @@
 // keeps alive every runtime::Buffer its graph reads, so a lazy graph never outlives its inputs.
 #include <concepts>
 #include <cstdint>
+#include <functional>
+#include <initializer_list>
 #include <memory>
 #include <type_traits>
 #include <utility>
@@ -267,6 +269,9 @@ class Tensor {
 
   private:
     friend struct TensorAccess;
+    friend void realize(const std::vector<std::reference_wrapper<Tensor>>& tensors);
+    // Takes a realize's result as this tensor's value (checked against its dtype and size).
+    void adopt(RealizeResult r);
     Tensor(UOp uop, Shape shape, std::shared_ptr<const Buffers> buffers);
 
     static Tensor from_host(DType src_dtype, const void* data, int64_t count, Shape shape,
@@ -352,6 +357,15 @@ Tensor where(const Tensor& cond, const Tensor& a, T b) {
 template <Number T>
 Tensor where(const Tensor& cond, T a, const Tensor& b) {
     return where(cond, Tensor::full(Shape{}, a, b.dtype()), b);
+}
+
+// Realizes several tensors in one schedule, each in place: work their graphs share is computed
+// once, and tensors of the same shape that do not read one another through a third kernel are
+// computed by one kernel (`tempura::realize({mx, sum})` for `x.max(1)` and `x.sum(1)` reads x
+// once). Realized tensors are left as they are; each one's kernels() lists the whole schedule.
+void realize(const std::vector<std::reference_wrapper<Tensor>>& tensors);
+inline void realize(std::initializer_list<std::reference_wrapper<Tensor>> tensors) {
+    realize(std::vector<std::reference_wrapper<Tensor>>(tensors));
 }
 
 inline Tensor& operator+=(Tensor& a, const Tensor& b) { return a = a + b; }
