@@ -132,7 +132,8 @@ inline constexpr auto boolean_algebra = rules(
     rule(x ^ 1, !x, is_bool(x)),              // x ^ true == !x
     rule(x & -1, x, is_int(x)),               // all ones
     rule(x & !x, 0),                          // contradiction
-    rule(x | !x, 1),                          // excluded middle
+    rule(x | !x, 1, is_bool(x)),              // excluded middle
+    rule(x | !x, -1, is_int(x)),              // x | ~x: all ones
     rule(!(!x), x),
     rule(x != x, 0, is_integral(x)),          // not for floats: NaN != NaN
     rule(x == x, 1, is_integral(x)),

@@ -105,6 +105,7 @@ class RuleTable {
     constexpr size_t size() const { return n_all_ + (next_ ? next_->size() : 0); }
     constexpr std::span<const CompiledRule> all() const { return {all_, n_all_}; } // each rule once
     std::string dump() const; // every rule, chained ones included, one per line
+    constexpr const RuleTable* next() const { return next_; } // the chained table, or null
 
     // A copy sliced from a table that owns its rules (compile()'s) would outlive them.
     template <class T>

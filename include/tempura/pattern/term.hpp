@@ -1,6 +1,7 @@
 #pragma once
 // Term: the run-time, walkable form of a rule's left side, right side and predicate.
-// Printing goes through it, and so can a translation of each rule to a solver (Z3).
+// Printing goes through it, and so does the translation of each rule to Z3 that proves it
+// (tests/symbolic/test_z3_rules.cpp).
 #include <cstdint>
 #include <string>
 #include <vector>
