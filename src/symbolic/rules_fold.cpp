@@ -107,11 +107,51 @@ inline constexpr auto identities = rules(
     rule(x % -1, 0, is_int(x)));              // x % -1 == 0
 
 // ---- where ------------------------------------------------------------------------------------
+// Inside a branch the condition's value is known: a subexpression of the true branch that is the
+// condition itself is true there, and false in the false branch (where(x < 5, where(x < 5, a, b)
+// * 2, c) -> where(x < 5, a * 2, c)). Only small branches are searched (the rule runs at every
+// WHERE the rewrite visits).
+std::optional<UOp> where_closure(const UOp& u) {
+    const UOp& c = u.src(0);
+    if (c.is_const() || c.dtype().count != 1) return std::nullopt; // a scalar condition
+    auto known = [&](const UOp& branch, bool value) -> std::optional<UOp> {
+        if (branch.same(c)) return UOp::boolean(value);
+        size_t seen = 0;
+        bool found = false;
+        for (const UOp& n : branch.toposort()) {
+            if (++seen > 64) return std::nullopt;
+            found = found || n.same(c);
+        }
+        if (!found) return std::nullopt;
+        return branch.substitute({{c.get(), UOp::boolean(value)}});
+    };
+    const std::optional<UOp> t = known(u.src(1), true), f = known(u.src(2), false);
+    if (!t && !f) return std::nullopt;
+    return u.replace_srcs({c, t ? *t : u.src(1), f ? *f : u.src(2)});
+}
+
 inline constexpr auto where_folding = rules(
     rule(where(x, y, y), y),                  // both branches equal
     rule(where(x, y, z), y, always(x)),       // a condition that is always true
     rule(where(x, y, z), z, never(x)),        // a condition that is always false
-    rule(where(!x, y, z), where(x, z, y)));   // no NOT in conditions
+    rule(where(!x, y, z), where(x, z, y)),    // no NOT in conditions
+    rule(where(x, c0, c1), x, is_bool(c0) && c0 > c1),  // where(c, true, false) == c
+    rule(where(x, c0, c1), !x, is_bool(c0) && c1 > c0), // where(c, false, true) == !c
+    rule(where(x, where(x, y, z), w), where(x, y, w)),  // the same condition inside
+    rule(where(x, y, where(x, z, w)), where(x, y, w)),
+    // An inner condition the outer one implies (x < c0 <= c1), or rules out (x >= c0 >= c1).
+    rule(where(x < c0, where(x < c1, y, z), w), where(x < c0, y, w), c0 <= c1),
+    rule(where(x < c0, y, where(x < c1, z, w)), where(x < c0, y, w), c1 <= c0),
+    // ... and its negation, c1 < x (what !(x < c1 + 1) becomes on integers).
+    rule(where(x < c0, y, where(c1 < x, z, w)), where(x < c0, y, z), c0 > c1),
+    rule(where(x < c0, where(c1 < x, y, z), w), where(x < c0, z, w), c1 >= c0 - 1),
+    // Wheres on one condition combine through + and max (a constant branch each).
+    rule(where(x, y, c0) + where(x, z, c1), where(x, y + z, fold(c0 + c1))),
+    rule(where(x, c0, y) + where(x, c1, z), where(x, fold(c0 + c1), y + z)),
+    rule(where(x, c0, y) + where(x, z, c1), where(x, z + c0, y + c1)), // where(c, 0, b) + ...
+    rule(maximum(where(x, y, c0), where(x, z, c1)), where(x, maximum(y, z), fold(maximum(c0, c1)))),
+    rule(maximum(where(x, c0, y), where(x, c1, z)), where(x, fold(maximum(c0, c1)), maximum(y, z))),
+    rule(where(x, y, z), where_closure));     // the condition's value inside its branches
 
 // ---- max --------------------------------------------------------------------------------------
 inline constexpr auto max_folding = rules(
