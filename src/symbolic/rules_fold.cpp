@@ -145,10 +145,11 @@ inline constexpr auto where_folding = rules(
     // ... and its negation, c1 < x (what !(x < c1 + 1) becomes on integers).
     rule(where(x < c0, y, where(c1 < x, z, w)), where(x < c0, y, z), c0 > c1),
     rule(where(x < c0, where(c1 < x, y, z), w), where(x < c0, z, w), c1 >= c0 - 1),
-    // Wheres on one condition combine through + and max (a constant branch each).
-    rule(where(x, y, c0) + where(x, z, c1), where(x, y + z, fold(c0 + c1))),
-    rule(where(x, c0, y) + where(x, c1, z), where(x, fold(c0 + c1), y + z)),
-    rule(where(x, c0, y) + where(x, z, c1), where(x, z + c0, y + c1)), // where(c, 0, b) + ...
+    // Wheres on one condition combine through + and max (a constant branch each). Integers
+    // only: index arithmetic is what needs it (and Z3's float proofs of these take minutes).
+    rule(where(x, y, c0) + where(x, z, c1), where(x, y + z, fold(c0 + c1)), is_int(y)),
+    rule(where(x, c0, y) + where(x, c1, z), where(x, fold(c0 + c1), y + z), is_int(y)),
+    rule(where(x, c0, y) + where(x, z, c1), where(x, z + c0, y + c1), is_int(y)), // cross-zero
     rule(maximum(where(x, y, c0), where(x, z, c1)), where(x, maximum(y, z), fold(maximum(c0, c1)))),
     rule(maximum(where(x, c0, y), where(x, c1, z)), where(x, fold(maximum(c0, c1)), maximum(y, z))),
     rule(where(x, y, z), where_closure));     // the condition's value inside its branches
