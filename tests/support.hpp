@@ -2,11 +2,22 @@
 // Helpers shared by the project's own tests.
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "tempura/error.hpp"
+
+// A float's place on the line of all floats in order (-0 and +0 at the same place).
+inline int64_t ordinal(float a) {
+    int32_t i;
+    std::memcpy(&i, &a, 4);
+    return i < 0 ? -static_cast<int64_t>(i & 0x7fffffff) : i;
+}
+
+// Distance in units in the last place between two finite floats: how many floats lie between.
+inline int64_t ulps(float a, float b) { return std::llabs(ordinal(a) - ordinal(b)); }
 
 // The message of the tempura::Error that f throws, or "<no error>".
 template <class F>

@@ -20,9 +20,8 @@ UOp cos32_of(const UOp& u) { return sin_cos_f32(u.src(0), true); }
 UOp sin64_of(const UOp& u) { return sin_cos_f64(u.src(0), false); }
 UOp cos64_of(const UOp& u) { return sin_cos_f64(u.src(0), true); }
 UOp erf_of(const UOp& u) { return erf_f32(u.src(0)); }
-std::optional<UOp> pow_unsupported(const UOp& u) {
-    fail("decompose", "POW of dtype " + u.dtype().name() + " is not supported");
-}
+UOp pow_float_of(const UOp& u) { return pow_float(u.src(0), u.src(1)); }
+UOp pow_int_of(const UOp& u) { return pow_int(u.src(0), u.src(1)); }
 
 // An Index-typed node (not a pointer) rebuilt with the dtype the context names.
 std::optional<UOp> lower_index(Match& m) {
@@ -99,8 +98,8 @@ std::optional<UOp> vectorize_of_geps(const UOp& u) {
 
 // clang-format off
 inline constexpr auto early = rules(
-    rule(op<Op::Pow>(x, y), op<Op::Exp2>(op<Op::Log2>(x) * y), is_float(x)), // x^y = 2^(log2(x)*y)
-    rule(op<Op::Pow>(x, y), pow_unsupported),                                 // no integer POW
+    rule(op<Op::Pow>(x, y), pow_float_of, is_float(x)),                       // 2^(y log2|x|)
+    rule(op<Op::Pow>(x, y), pow_int_of, is_int(x)),                           // squaring
     rule(op<Op::Exp2>(x), exp2_of, is_float32(x)),                            // Cephes exp2f
     rule(op<Op::Log2>(x), log2_of, is_float32(x)),                            // Cephes log2f
     rule(op<Op::Sin>(x), sin32_of, is_float32(x)),                            // full-range sin

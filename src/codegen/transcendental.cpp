@@ -430,6 +430,60 @@ UOp erf_f32_impl(const UOp& x0) {
 
 } // namespace
 
+// POW on floats: 2^(y * log2|x|), then std::pow's special cases. A negative base (by its sign
+// bit, so -0 too) keeps its sign for odd integer exponents; any other exponent of a finite
+// negative base is NaN; x^0 = 1, 1^y = 1 and (-1)^(+-inf) = 1 even for NaN operands.
+UOp pow_float(const UOp& x, const UOp& y) {
+    const DType dt = x.dtype();
+    const DType it = dt.bits() == 64 ? DType::Int64 : dt.bits() == 32 ? DType::Int32 : DType::Int16;
+    auto c = [&](double v) { return UOp::constant_f(dt, v); };
+    auto alu = [](Op op, std::vector<UOp> s) { return UOp::alu(op, std::move(s)); };
+    auto sel = [&](const UOp& k, const UOp& a, const UOp& b) { return alu(Op::Where, {k, a, b}); };
+    auto eq = [&](const UOp& a, const UOp& b) { return alu(Op::CmpEq, {a, b}); };
+    auto lt = [&](const UOp& a, const UOp& b) { return alu(Op::CmpLt, {a, b}); };
+    auto band = [&](const UOp& a, const UOp& b) { return alu(Op::And, {a, b}); };
+    auto bor = [&](const UOp& a, const UOp& b) { return alu(Op::Or, {a, b}); };
+    const double inf = std::numeric_limits<double>::infinity();
+    const UOp ax = alu(Op::Max, {x, alu(Op::Neg, {x})});
+    const UOp r = alu(Op::Exp2, {alu(Op::Mul, {alu(Op::Log2, {ax}), y})});
+    const UOp integral = eq(alu(Op::Trunc, {y}), y);
+    const UOp half = alu(Op::Mul, {y, c(0.5)});
+    const UOp odd = band(integral, alu(Op::CmpNe, {alu(Op::Trunc, {half}), half}));
+    const UOp sign_bit =
+        lt(UOp::make(Op::BitCast, it, {x}), UOp::constant(it, 0)); // -0 and -NaN too
+    const UOp negative = lt(x, c(0.0));
+    const UOp nan_case =
+        band(band(negative, alu(Op::CmpNe, {x, c(-inf)})), eq(integral, UOp::boolean(false)));
+    const UOp ay = alu(Op::Max, {y, alu(Op::Neg, {y})});
+    const UOp one_case =
+        bor(bor(eq(y, c(0.0)), eq(x, c(1.0))), band(eq(ax, c(1.0)), eq(ay, c(inf))));
+    const UOp signed_r = sel(band(sign_bit, odd), alu(Op::Neg, {r}), r);
+    return sel(one_case, c(1.0),
+               sel(nan_case, c(std::numeric_limits<double>::quiet_NaN()), signed_r));
+}
+
+// POW on integers by repeated squaring over the exponent's bits (wrapping, as the scalar
+// semantics); a negative exponent gives 0 except for bases 1 and -1 (1 / x^|y| truncated).
+UOp pow_int(const UOp& x, const UOp& y) {
+    const DType dt = x.dtype();
+    auto c = [&](int64_t v) { return UOp::constant(dt, v); };
+    auto alu = [](Op op, std::vector<UOp> s) { return UOp::alu(op, std::move(s)); };
+    auto bit = [&](int k) {
+        return alu(Op::CmpNe, {alu(Op::And, {alu(Op::Shr, {y, c(k)}), c(1)}), c(0)});
+    };
+    UOp r = c(1), b = x;
+    const int bits = dt.is_unsigned() ? dt.bits() : dt.bits() - 1;
+    for (int k = 0; k < bits; ++k) {
+        r = alu(Op::Where, {bit(k), alu(Op::Mul, {r, b}), r});
+        if (k + 1 < bits) b = alu(Op::Mul, {b, b});
+    }
+    if (dt.is_unsigned()) return r;
+    const UOp neg = alu(Op::Where, {alu(Op::CmpEq, {x, c(1)}), c(1),
+                                    alu(Op::Where, {alu(Op::CmpEq, {x, c(-1)}),
+                                                    alu(Op::Where, {bit(0), c(-1), c(1)}), c(0)})});
+    return alu(Op::Where, {alu(Op::CmpLt, {y, c(0)}), neg, r});
+}
+
 UOp erf_f32(const UOp& x) { return erf_f32_impl(x); }
 UOp exp2_f32(const UOp& x) { return exp2_f32_impl(x); }
 UOp log2_f32(const UOp& x) { return log2_f32_impl(x); }

@@ -28,6 +28,13 @@ std::optional<int64_t> exec_int_alu(Op op, DType dt, const int64_t* v, size_t n)
         if (uns) return w(u(v[0]) % u(v[1]));
         if (v[1] == -1) return 0;
         return w(u(v[0] % v[1]));
+    case Op::Pow: { // repeated squaring, wrapping; x^-n truncates 1 / x^n
+        if (!uns && v[1] < 0) return v[0] == 1 ? 1 : v[0] == -1 ? (v[1] % 2 ? w(u(-1)) : 1) : 0;
+        uint64_t r = 1, b = u(v[0]), e = u(v[1]);
+        for (; e; e >>= 1, b *= b)
+            if (e & 1) r *= b;
+        return w(r);
+    }
     case Op::Max:
         if (uns) return u(v[0]) > u(v[1]) ? v[0] : v[1];
         return v[0] > v[1] ? v[0] : v[1];

@@ -236,7 +236,13 @@ std::optional<UOp> canonical_product(const UOp& u) {
     std::vector<UOp> factors;
     int64_t k = 1;
     std::vector<const UOp*> stack{&u};
+    // A product tree is walked as a tree: shared factors (y = y * y, repeated) would make the
+    // walk and the flat product exponential in the graph's size. Index products have a few
+    // factors; past kMaxFactors the product is left as it is.
+    constexpr size_t kMaxFactors = 32;
+    size_t visited = 0;
     while (!stack.empty()) {
+        if (++visited > 2 * kMaxFactors) return std::nullopt;
         const UOp* n = stack.back();
         stack.pop_back();
         if (n->op() == Op::Mul) {

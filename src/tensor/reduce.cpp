@@ -95,6 +95,71 @@ Tensor Tensor::mean(Shape axes, bool keepdim) const {
 
 namespace {
 
+// The shape of a reduction's result (keepdim: reduced dims as 1).
+Shape reduced_shape(const Shape& shape, const Shape& axes, bool keepdim) {
+    Shape out;
+    for (int64_t i = 0; i < static_cast<int64_t>(shape.size()); ++i) {
+        const bool r = std::binary_search(axes.begin(), axes.end(), i);
+        if (!r)
+            out.push_back(shape[i]);
+        else if (keepdim)
+            out.push_back(1);
+    }
+    return out;
+}
+
+// any: the max of x != 0 (an empty reduction has no max: false, as NumPy).
+Tensor any_of(const std::string& op, const Tensor& x, const Shape& axes_in, bool keepdim) {
+    const Shape axes = reduce_axes(op, x, axes_in);
+    const Tensor nz = x.dtype().is_bool() ? x : binary(op, Op::CmpNe, x, detail::scalar_like(x, 0));
+    for (int64_t a : axes)
+        if (x.shape()[a] == 0) return Tensor::full(reduced_shape(x.shape(), axes, keepdim), false);
+    if (axes.empty()) return nz;
+    return reduce(op, Op::Max, nz.cast(DType::UInt8), axes, keepdim).cast(DType::Bool);
+}
+
+} // namespace
+
+Tensor Tensor::any(Shape axes, bool keepdim) const { return any_of("any", *this, axes, keepdim); }
+
+Tensor Tensor::all(Shape axes, bool keepdim) const {
+    const Tensor zero = dtype().is_bool()
+                            ? logical_not()
+                            : binary("all", Op::CmpEq, *this, detail::scalar_like(*this, 0));
+    return any_of("all", zero, axes, keepdim).logical_not();
+}
+
+Tensor Tensor::var(Shape axes_in, bool keepdim, int64_t correction) const {
+    detail::check_float("var", *this);
+    const Shape axes = reduce_axes("var", *this, axes_in);
+    int64_t n = 1;
+    for (int64_t a : axes) n *= shape_[a];
+    const Tensor d = *this - mean(axes, true);
+    // sum / (N - correction): 0 or fewer degrees of freedom give inf or NaN, as PyTorch.
+    const double dof = static_cast<double>(n - correction);
+    return reduce("var", Op::Add, d * d, axes, keepdim) * detail::scalar_like(*this, 1.0 / dof);
+}
+
+Tensor Tensor::std(Shape axes, bool keepdim, int64_t correction) const {
+    detail::check_float("std", *this);
+    return var(std::move(axes), keepdim, correction).sqrt();
+}
+
+Tensor Tensor::logsumexp(int64_t axis, bool keepdim) const {
+    detail::check_float("logsumexp", *this);
+    const int64_t a = normalize_axis("logsumexp", axis, ndim());
+    if (shape_[a] == 0) // log(0)
+        return Tensor::full(reduced_shape(shape_, Shape{a}, keepdim), -INFINITY, dtype());
+    const Tensor m = reduce("logsumexp", Op::Max, *this, Shape{a}, true);
+    // An infinite max (every element -inf, or one +inf) shifts by 0 instead: x - m would be NaN.
+    const Tensor shift = where(m.isinf(), detail::scalar_like(m, 0.0), m);
+    const Tensor r =
+        reduce("logsumexp", Op::Add, (*this - shift).exp(), Shape{a}, true).log() + shift;
+    return keepdim ? r : r.squeeze(a);
+}
+
+namespace {
+
 // The first index along `axis` where x holds its max: where(x == max, index, n), then the min
 // over the axis. A NaN is the max (MAX propagates it) and equals nothing, so on floats
 // `x != x` marks it: the first NaN's index, as NumPy returns.

@@ -78,18 +78,6 @@ Arr remap(const Arr& in, const Shape& out_shape, F&& map) {
     return out;
 }
 
-int64_t int_pow(DType dt, int64_t base, int64_t exp) {
-    if (exp < 0) return base == 1 ? 1 : base == -1 ? (exp % 2 ? -1 : 1) : 0;
-    uint64_t r = 1, b = static_cast<uint64_t>(base);
-    auto e = static_cast<uint64_t>(exp);
-    while (e) {
-        if (e & 1) r *= b;
-        b *= b;
-        e >>= 1;
-    }
-    return wrap_u(dt, r);
-}
-
 // Float ops compute in double with the one definition of their scalar semantics
 // (exec_float_alu, tempura/ir/scalar.hpp); the caller rounds to the node's dtype.
 double float_binary(const UOp& u, Op op, double a, double b) {
@@ -127,7 +115,10 @@ int64_t int_binary(const UOp& u, Op op, DType dt, int64_t a, int64_t b) {
     case Op::CmpLt: return uns ? ua < ub : a < b;
     case Op::CmpNe: return a != b;
     case Op::CmpEq: return a == b;
-    case Op::Pow: return int_pow(dt, a, b);
+    case Op::Pow: {
+        const int64_t v[2] = {a, b};
+        return *exec_int_alu(op, dt, v, 2); // the one definition (tempura/ir/scalar.hpp)
+    }
     default: bad(u, "is not defined on integers");
     }
 }

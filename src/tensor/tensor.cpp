@@ -402,13 +402,6 @@ Tensor Tensor::sigmoid() const {
     return unary(Op::Recip, scalar_like(*this, 1.0) + (-*this).exp());
 }
 
-Tensor Tensor::tanh() const {
-    check_float("tanh", *this);
-    // tanh x = 2 sigmoid(2x) - 1
-    return scalar_like(*this, 2.0) * (*this * scalar_like(*this, 2.0)).sigmoid() -
-           scalar_like(*this, 1.0);
-}
-
 Tensor Tensor::abs() const {
     check_arith("abs", *this);
     if (dtype().is_unsigned()) return *this;

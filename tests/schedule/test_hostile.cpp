@@ -122,6 +122,23 @@ TEST_CASE("hostile: 20,000 chained adds realize, and 100,000 in linear time") {
     CHECK(y.to_vector<float>() == std::vector<float>(3, 100000.5f));
 }
 
+// y = y * y, 40 times: a 40-node DAG whose tree has 2^40 leaves. The simplifier flattened
+// integer products as trees, so this hung (x.pow(y) on integers, repeated squaring, hit it).
+TEST_CASE("hostile: repeated squaring of integers and floats realizes") {
+    Tensor y = Tensor::from_vector<int32_t>({3, -1, 2});
+    Tensor f = Tensor::from_vector<float>({1.0f, 0.5f});
+    for (int i = 0; i < 40; ++i) {
+        y = y * y;
+        f = f * f;
+    }
+    // 3^(2^40) mod 2^32: 3 has order 2^30 modulo 2^32, so 3^(2^40) == 1; 2^(2^40) wraps to 0.
+    CHECK(y.to_vector<int32_t>() == std::vector<int32_t>{1, 1, 0});
+    CHECK(f.to_vector<float>() == std::vector<float>{1.0f, 0.0f});
+    const Tensor base = Tensor::from_vector<int64_t>({3, 2});
+    CHECK(base.pow(Tensor::from_vector<int64_t>({40, 62})).to_vector<int64_t>() ==
+          std::vector<int64_t>{-6289078614652622815, int64_t{1} << 62}); // 3^40 wraps
+}
+
 // A chain that does not fold to a constant reaches the linearizer, which also walked sources
 // recursively: 3,000 ops lowered on a thread with a 512 KiB stack.
 TEST_CASE("hostile: a deep chain over a buffer lowers without recursion") {

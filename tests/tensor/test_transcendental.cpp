@@ -12,22 +12,13 @@
 #include <string>
 #include <vector>
 
+#include "../support.hpp"
 #include "tempura/backend/llvm_cpu.hpp"
 #include "tempura/tempura.hpp"
 
 using tempura::Tensor;
 
 namespace {
-
-// A float's place on the line of all floats in order (-0 and +0 at the same place).
-int64_t ordinal(float a) {
-    int32_t i;
-    std::memcpy(&i, &a, 4);
-    return i < 0 ? -static_cast<int64_t>(i & 0x7fffffff) : i;
-}
-
-// Distance in units in the last place between two finite floats: how many floats lie between.
-int64_t ulps(float a, float b) { return std::llabs(ordinal(a) - ordinal(b)); }
 
 float from_bits(uint32_t b) {
     float f;

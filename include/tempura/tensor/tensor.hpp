@@ -68,6 +68,15 @@ constexpr DType default_dtype_of() {
         return dtype_of<T>();
 }
 
+// One dim of Tensor::slice, as Python's start:stop:step. Negative start and stop count from the
+// end; out-of-range ones are clamped. Slice::end stands for Python's None: the first element in
+// walking order as start (the last one for a negative step), past the last as stop, so
+// Slice{Slice::end, Slice::end, -1} reverses a dim.
+struct Slice {
+    static constexpr int64_t end = INT64_MAX;
+    int64_t start = 0, stop = end, step = 1;
+};
+
 class Tensor {
   public:
     using Buffers = std::vector<std::shared_ptr<runtime::Buffer>>;
@@ -170,7 +179,7 @@ class Tensor {
     Tensor erf() const; // ERF(x): the error function
     Tensor relu() const;
     Tensor sigmoid() const; // 1 / (1 + exp(-x))
-    Tensor tanh() const;    // 2 * sigmoid(2x) - 1
+    Tensor tanh() const;    // E / (E + 2), E = e^(2x) - 1: within 8 ulp, also near 0
     Tensor abs() const;
     Tensor reciprocal() const;
     Tensor square() const;
@@ -178,6 +187,35 @@ class Tensor {
     Tensor maximum(const Tensor& other) const;
     Tensor minimum(const Tensor& other) const;
     Tensor cast(DType dtype) const;
+    // x^y, as std::pow: 0^0 = 1, a negative base with an integer exponent keeps its sign
+    // rule, otherwise NaN. On integers, repeated squaring (wrapping); a negative exponent gives
+    // 0 except for bases 1 and -1. Floats: within 32 ulp where |y * log2|x|| <= 32.
+    Tensor pow(const Tensor& exponent) const;
+    Tensor pow(double exponent) const; // small integer exponents multiply; 0.5 is sqrt
+    Tensor rsqrt() const;              // 1 / sqrt(x)
+    Tensor gelu() const;               // x/2 * (1 + erf(x / sqrt 2))
+    Tensor silu() const;               // x * sigmoid(x)
+    Tensor softplus() const;           // log(1 + e^x), without overflow or cancellation
+    Tensor mish() const;               // x * tanh(softplus(x))
+    Tensor leaky_relu(double slope = 0.01) const;
+    Tensor elu(double alpha = 1.0) const;    // x > 0 ? x : alpha * (e^x - 1)
+    Tensor clip(double lo, double hi) const; // min(max(x, lo), hi)
+    // Rounding; integers are returned as they are.
+    Tensor floor() const;
+    Tensor ceil() const;
+    Tensor round() const; // half to even
+    Tensor trunc() const;
+    Tensor sign() const;  // -1, 0 or 1 (floats: signed zeros and NaN kept)
+    Tensor isnan() const; // -> Bool
+    Tensor isinf() const; // -> Bool
+    Tensor tan() const;   // within 4 ulp (float32)
+    // sinh and cosh: within 12 ulp for |x| <= 10 (float32); beyond, within 100 ulp, as e^x
+    // itself (2^(x log2 e), the product rounded to float).
+    Tensor sinh() const;
+    Tensor cosh() const;
+    Tensor atan() const; // within 4 ulp (float32)
+    // Where mask (bool, broadcast to x) is true, `value`; elsewhere x.
+    Tensor masked_fill(const Tensor& mask, double value) const;
 
     // ---- movement -------------------------------------------------------------------------
     Tensor reshape(Shape shape) const; // one -1 allowed
@@ -191,6 +229,24 @@ class Tensor {
     Tensor squeeze() const; // every size-1 dim
     Tensor unsqueeze(int64_t axis) const;
     Tensor flatten() const;
+    // Python slicing per dim (trailing dims not given are whole); see Slice.
+    Tensor slice(const std::vector<Slice>& slices) const;
+    // Pieces of `size` along axis (the last one shorter); chunk: n pieces of equal size, the
+    // last one shorter (fewer than n when the size does not divide, as PyTorch).
+    std::vector<Tensor> split(int64_t size, int64_t axis = 0) const;
+    std::vector<Tensor> chunk(int64_t n, int64_t axis = 0) const;
+    // Tiles x `times[i]` along dim i; more entries than dims add leading dims (PyTorch repeat).
+    Tensor repeat(Shape times) const;
+    // The lower (upper) triangle of the last two dims: j - i <= k (j - i >= k) kept, else 0.
+    Tensor tril(int64_t k = 0) const;
+    Tensor triu(int64_t k = 0) const;
+    // Joins tensors of one shape along a new axis.
+    static Tensor stack(const std::vector<Tensor>& tensors, int64_t axis = 0);
+    // n values from start to stop, both included (float32 unless given).
+    static Tensor linspace(double start, double stop, int64_t n, DType dtype = DType::Float32);
+    static Tensor zeros_like(const Tensor& x);
+    static Tensor ones_like(const Tensor& x);
+    static Tensor full_like(const Tensor& x, double value);
     // A materialization point (CONTIGUOUS): the scheduler writes this value to a buffer.
     Tensor contiguous() const;
 
@@ -221,6 +277,31 @@ class Tensor {
     Tensor mean(I axis, bool keepdim = false) const {
         return mean(Shape{static_cast<int64_t>(axis)}, keepdim);
     }
+    // Whether any (every) element is nonzero, as Bool; an empty reduction gives false (true).
+    Tensor any(Shape axes = {}, bool keepdim = false) const;
+    Tensor all(Shape axes = {}, bool keepdim = false) const;
+    // Variance and standard deviation: sum((x - mean)^2) / (N - correction).
+    Tensor var(Shape axes = {}, bool keepdim = false, int64_t correction = 1) const;
+    Tensor std(Shape axes = {}, bool keepdim = false, int64_t correction = 1) const;
+    template <std::integral I>
+    Tensor any(I axis, bool keepdim = false) const {
+        return any(Shape{static_cast<int64_t>(axis)}, keepdim);
+    }
+    template <std::integral I>
+    Tensor all(I axis, bool keepdim = false) const {
+        return all(Shape{static_cast<int64_t>(axis)}, keepdim);
+    }
+    template <std::integral I>
+    Tensor var(I axis, bool keepdim = false, int64_t correction = 1) const {
+        return var(Shape{static_cast<int64_t>(axis)}, keepdim, correction);
+    }
+    template <std::integral I>
+    Tensor std(I axis, bool keepdim = false, int64_t correction = 1) const {
+        return std(Shape{static_cast<int64_t>(axis)}, keepdim, correction);
+    }
+    // log(sum(exp(x))) along axis, shifted by the max so that it neither overflows nor
+    // underflows (all -inf gives -inf).
+    Tensor logsumexp(int64_t axis, bool keepdim = false) const;
     // The index of the first maximum (minimum) along `axis`, as Int32.
     Tensor argmax(int64_t axis, bool keepdim = false) const;
     Tensor argmin(int64_t axis, bool keepdim = false) const;
@@ -323,6 +404,21 @@ Tensor operator==(const Tensor& a, const Tensor& b);
 Tensor operator!=(const Tensor& a, const Tensor& b);
 Tensor operator-(const Tensor& a);
 Tensor operator!(const Tensor& a); // logical not of a bool tensor
+// Integers: % takes the divisor's sign and floor_div rounds down, as Python (floats: fmod-based
+// % with the divisor's sign, floor(a / b)). Bitwise ops on integers and bools; shifts on
+// integers (a shift by the width or more gives 0, or the sign for >> of a negative).
+Tensor operator%(const Tensor& a, const Tensor& b);
+Tensor floor_div(const Tensor& a, const Tensor& b);
+Tensor operator&(const Tensor& a, const Tensor& b);
+Tensor operator|(const Tensor& a, const Tensor& b);
+Tensor operator^(const Tensor& a, const Tensor& b);
+Tensor operator~(const Tensor& a); // bitwise not; logical not on bools
+Tensor operator<<(const Tensor& a, const Tensor& b);
+Tensor operator>>(const Tensor& a, const Tensor& b);
+// Logical ops on any dtype (nonzero is true) -> Bool.
+Tensor logical_and(const Tensor& a, const Tensor& b);
+Tensor logical_or(const Tensor& a, const Tensor& b);
+Tensor logical_not(const Tensor& a);
 
 // where(cond, a, b): elementwise cond ? a : b, all three broadcast together; cond is bool.
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
@@ -348,7 +444,22 @@ TEMPURA_TENSOR_SCALAR_OP(>)
 TEMPURA_TENSOR_SCALAR_OP(>=)
 TEMPURA_TENSOR_SCALAR_OP(==)
 TEMPURA_TENSOR_SCALAR_OP(!=)
+TEMPURA_TENSOR_SCALAR_OP(%)
+TEMPURA_TENSOR_SCALAR_OP(&)
+TEMPURA_TENSOR_SCALAR_OP(|)
+TEMPURA_TENSOR_SCALAR_OP(^)
+TEMPURA_TENSOR_SCALAR_OP(<<)
+TEMPURA_TENSOR_SCALAR_OP(>>)
 #undef TEMPURA_TENSOR_SCALAR_OP
+
+template <Number T>
+Tensor floor_div(const Tensor& a, T b) {
+    return floor_div(a, Tensor::full(Shape{}, b, a.dtype()));
+}
+template <Number T>
+Tensor floor_div(T a, const Tensor& b) {
+    return floor_div(Tensor::full(Shape{}, a, b.dtype()), b);
+}
 
 template <Number T>
 Tensor where(const Tensor& cond, const Tensor& a, T b) {
