@@ -14,23 +14,6 @@ using detail::reshape_node;
 
 namespace {
 
-// Python's slice.indices(n) then len(range(...)): the first index and the count.
-std::pair<int64_t, int64_t> slice_indices(const Slice& s, int64_t n) {
-    const bool back = s.step < 0;
-    auto clamp = [&](int64_t v, bool is_start) {
-        if (v == Slice::end) return back ? (is_start ? n - 1 : -1) : (is_start ? 0 : n);
-        if (v < 0) v += n;
-        if (v < 0) return back ? int64_t{-1} : int64_t{0};
-        if (v >= n) return back ? n - 1 : n;
-        return v;
-    };
-    const int64_t start = clamp(s.start, true), stop = clamp(s.stop, false);
-    int64_t count = 0;
-    if (!back && stop > start) count = (stop - start + s.step - 1) / s.step;
-    if (back && start > stop) count = (start - stop - s.step - 1) / -s.step;
-    return {start, count};
-}
-
 // Every `step`-th element along axis a, from element 0 (count of them): pad the axis to
 // count * step, split it into [count, step] and keep column 0.
 Tensor every_nth(const Tensor& x, int64_t a, int64_t step, int64_t count) {
@@ -85,7 +68,7 @@ Tensor Tensor::slice(const std::vector<Slice>& slices) const {
         if (s.step == std::numeric_limits<int64_t>::min())
             fail("slice", "step " + std::to_string(s.step) + " is out of range");
         const int64_t n = x.shape()[a];
-        auto [start, count] = slice_indices(s, n);
+        auto [start, count] = slice_range(s, n);
         int64_t step = s.step;
         if (step < 0) { // walk the flipped axis forward
             Shape ax{static_cast<int64_t>(a)};

@@ -508,15 +508,56 @@ class Gen : RandomChoices {
         const Val a = vals[ai];
         if (is_b(a)) return add(!a.t, "!" + a.name, {1, 0, true, false});
         if (is_i(a)) {
-            const int k = static_cast<int>(irange(0, 2));
-            if (k == 0) return add(a.t.neg(), a.name + ".neg()", info_of(a));
-            if (k == 1) return add(a.t.abs(), a.name + ".abs()", info_of(a));
-            return add(a.t.relu(), a.name + ".relu()", info_of(a));
+            const int k = static_cast<int>(irange(0, 7));
+            const Info i = info_of(a);
+            // Python's % and //, bitwise ops and >> by a scalar (never 0 for % and //).
+            auto c = static_cast<int32_t>(iscalar());
+            if (c == 0) c = 3;
+            const std::string cs = num_str(c);
+            switch (k) {
+            case 0: return add(a.t.neg(), a.name + ".neg()", i);
+            case 1: return add(a.t.abs(), a.name + ".abs()", i);
+            case 2: return add(a.t % c, a.name + " % " + cs, {std::fabs(c), 0, true, false});
+            case 3:
+                return add(floor_div(a.t, c), "floor_div(" + a.name + ", " + cs + ")",
+                           {i.bound + 1, 0, true, false});
+            case 4: {
+                const double b = 2 * std::max(i.bound, std::fabs(c)) + 1;
+                if (chance(0.5)) return add(a.t & c, a.name + " & " + cs, {b, 0, true, false});
+                if (chance(0.5)) return add(a.t | c, a.name + " | " + cs, {b, 0, true, false});
+                return add(a.t ^ c, a.name + " ^ " + cs, {b, 0, true, false});
+            }
+            case 5: {
+                const auto sh = static_cast<int32_t>(irange(0, 4));
+                return add(a.t >> sh, a.name + " >> " + num_str(sh), i);
+            }
+            case 6: return add(a.t.sign(), a.name + ".sign()", {1, 0, true, false});
+            default: return add(a.t.relu(), a.name + ".relu()", i);
+            }
         }
         const double B = a.bound, E = a.err;
         const bool finite = std::isfinite(B);
-        const int k = static_cast<int>(irange(0, 8));
+        const int k = static_cast<int>(irange(0, 14));
         switch (k) {
+        case 8: // |gelu(x)| <= |x|, |gelu'| <= 1.13
+            return add(a.t.gelu(), a.name + ".gelu()",
+                       {B, 1.13 * E + 8 * kU * std::max(1.0, B), false, false});
+        case 9: // |silu(x)| <= |x|, |silu'| <= 1.1
+            return add(a.t.silu(), a.name + ".silu()",
+                       {B, 1.1 * E + 8 * kU * std::max(1.0, B), false, false});
+        case 10: // softplus(x) <= |x| + ln 2, |softplus'| <= 1
+            return add(a.t.softplus(), a.name + ".softplus()",
+                       {B + 1, E + 8 * kU * (B + 1), false, false});
+        case 11: // |atan'| <= 1
+            return add(a.t.atan(), a.name + ".atan()",
+                       {std::min(B, 1.5708), E + 4 * kU, false, false});
+        case 12:
+            return add(a.t.clip(-1, 1), a.name + ".clip(-1, 1)",
+                       {std::min(B, 1.0), E, a.exact, false});
+        case 13: // discontinuous: exact values only
+            if (!a.exact) return -1;
+            if (chance(0.5)) return add(a.t.floor(), a.name + ".floor()", {B + 1, 0, true, false});
+            return add(a.t.round(), a.name + ".round()", {B + 1, 0, true, false});
         case 0: // exp
             if (!finite || B > 8) return -1;
             return add(a.t.exp(), a.name + ".exp()",
@@ -679,7 +720,7 @@ class Gen : RandomChoices {
         const Info inf = info_of(a);
         const std::string& n = a.name;
         auto axis = [&](int64_t ax) { return chance(0.3) ? ax - nd : ax; }; // maybe negative
-        switch (weighted({20, 12, 10, 14, 12, 12, 10, 10})) {
+        switch (weighted({20, 12, 10, 14, 12, 12, 10, 10, 10})) {
         case 0: { // reshape
             const Shape r = random_reshape(numel_of(s), s);
             return add(a.t.reshape(r), n + ".reshape(" + tempura::shape_str(r) + ")", inf);
@@ -753,6 +794,36 @@ class Gen : RandomChoices {
                 if (chance(0.5)) axes.push_back(axis(d));
             if (axes.empty()) axes.push_back(axis(irange(0, nd - 1)));
             return add(a.t.flip(axes), n + ".flip(" + tempura::shape_str(axes) + ")", inf);
+        }
+        case 8: { // slice with steps of either sign, or repeat
+            if (nd < 1) return -1;
+            if (chance(0.2)) {
+                Shape times;
+                for (int64_t d = 0; d < nd; ++d) times.push_back(irange(1, 2));
+                Shape out = s;
+                for (int64_t d = 0; d < nd; ++d) out[d] *= times[d];
+                if (numel_of(out) > kMaxNumel) return -1;
+                return add(a.t.repeat(times), n + ".repeat(" + tempura::shape_str(times) + ")",
+                           inf);
+            }
+            std::vector<tempura::Slice> sl;
+            std::string ss;
+            for (int64_t d = 0; d < nd; ++d) {
+                tempura::Slice x;
+                x.step = chance(0.5) ? irange(1, 3) : -irange(1, 3);
+                if (x.step < 0)
+                    x.start = chance(0.5) ? tempura::Slice::end : irange(-s[d], s[d]);
+                else if (chance(0.5))
+                    x.start = irange(-s[d], s[d]);
+                if (chance(0.5)) x.stop = irange(-s[d], s[d]);
+                sl.push_back(x);
+                auto v = [](int64_t e) {
+                    return e == tempura::Slice::end ? std::string("end") : std::to_string(e);
+                };
+                ss += (d ? ", {" : "{") + v(x.start) + ", " + v(x.stop) + ", " +
+                      std::to_string(x.step) + "}";
+            }
+            return add(a.t.slice(sl), n + ".slice({" + ss + "})", inf);
         }
         default: { // squeeze / unsqueeze
             std::vector<int64_t> ones;

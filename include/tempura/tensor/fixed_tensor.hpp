@@ -34,6 +34,7 @@
 #include <cassert>
 #include <cstddef>
 #include <cstdint>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -583,19 +584,29 @@ enum class Binary {
     Equal,
     NotEqual,
     Maximum,
-    Minimum
+    Minimum,
+    Mod,
+    And,
+    Or,
+    Xor,
+    Shl,
+    Shr,
+    FloorDiv
 };
 
 // The names of Tensor's run-time errors ("add", ...) and the C++ operators.
 constexpr const char* binary_name(Binary op) {
-    constexpr const char* names[] = {"add",   "sub",        "mul",     "div",
-                                     "less",  "less_equal", "greater", "greater_equal",
-                                     "equal", "not_equal",  "maximum", "minimum"};
+    constexpr const char* names[] = {"add",   "sub",        "mul",      "div",
+                                     "less",  "less_equal", "greater",  "greater_equal",
+                                     "equal", "not_equal",  "maximum",  "minimum",
+                                     "mod",   "and",        "or",       "xor",
+                                     "shl",   "shr",        "floor_div"};
     return names[static_cast<int>(op)];
 }
 constexpr const char* binary_symbol(Binary op) {
-    constexpr const char* symbols[] = {
-        "+", "-", "*", "/", "<", "<=", ">", ">=", "==", "!=", "maximum", "minimum"};
+    constexpr const char* symbols[] = {"+",  "-",  "*",  "/",       "<",        "<=", ">",
+                                       ">=", "==", "!=", "maximum", "minimum",  "%",  "&",
+                                       "|",  "^",  "<<", ">>",      "floor_div"};
     return symbols[static_cast<int>(op)];
 }
 
@@ -616,21 +627,43 @@ inline Tensor apply(Binary op, const Tensor& a, const Tensor& b) {
     case Binary::NotEqual: return a != b;
     case Binary::Maximum: return a.maximum(b);
     case Binary::Minimum: return a.minimum(b);
+    case Binary::Mod: return a % b;
+    case Binary::And: return a & b;
+    case Binary::Or: return a | b;
+    case Binary::Xor: return a ^ b;
+    case Binary::Shl: return a << b;
+    case Binary::Shr: return a >> b;
+    case Binary::FloorDiv: return floor_div(a, b);
     }
     return a + b; // unreachable
 }
 
-// Same element type; arithmetic (not comparisons) refuses bool, as Tensor does; broadcasting.
+// The element types an op takes, as Tensor checks them: comparisons any, bitwise ops integers
+// and bool, shifts integers, arithmetic anything but bool.
+template <Binary Op, class T, size_t N>
+constexpr Checked<0> operand_rule(const char* name, const Dims<N>& a) {
+    Checked<0> r;
+    if constexpr (Op == Binary::And || Op == Binary::Or || Op == Binary::Xor) {
+        if (std::is_floating_point_v<T>)
+            r.fail(name, ": needs an integer or bool tensor, got ", type_name<T>(), " ", a);
+    } else if constexpr (Op == Binary::Shl || Op == Binary::Shr) {
+        if (std::is_floating_point_v<T> || std::is_same_v<T, bool>)
+            r.fail(name, ": needs an integer tensor, got ", type_name<T>(), " ", a);
+    } else if constexpr (!is_comparison(Op)) {
+        return need_arith<T>(name, a);
+    }
+    return r;
+}
+
+// Same element type; the op's operand rule; broadcasting.
 template <Binary Op, class TA, class TB, size_t A, size_t B>
 constexpr Checked<max_of<A, B>> check_binary(const Dims<A>& a, const Dims<B>& b) {
     Checked<max_of<A, B>> r;
     const char* name = binary_name(Op);
     const auto t = need_same_type<TA, TB>(name, a, b);
     if (!t.ok) return r.fail(t.message.text);
-    if (!is_comparison(Op)) {
-        const auto u = need_arith<TA>(name, a);
-        if (!u.ok) return r.fail(u.message.text);
-    }
+    const auto u = operand_rule<Op, TA>(name, a);
+    if (!u.ok) return r.fail(u.message.text);
     return broadcast(name, a, b);
 }
 
@@ -663,10 +696,8 @@ auto binary(const A& a, const B& b) {
 template <Binary Op, class A, Number S>
 auto binary_scalar(const A& a, S s, bool scalar_first) {
     using T = typename A::value_type;
-    if constexpr (!is_comparison(Op)) {
-        constexpr auto r = need_arith<T>(binary_name(Op), A::shape());
-        if constexpr (!r.ok) report<r.message>();
-    }
+    if constexpr (constexpr auto r = operand_rule<Op, T>(binary_name(Op), A::shape()); !r.ok)
+        report<r.message>();
     using Out = std::conditional_t<is_comparison(Op), bool, T>;
     const Tensor c = Tensor::full(Shape{}, s, dtype_of<T>());
     return typename A::template Rebind<Out>(Unchecked{}, scalar_first ? apply(Op, c, a.tensor())
@@ -718,6 +749,93 @@ constexpr Checked<N> check_cat(int64_t axis, const Dims<N>& first, const Dims<M>
     (void)one;
     if (!r.ok) return r;
     return cat(axis, first, rest...);
+}
+
+template <class T, class... Rest, size_t N, size_t... M>
+constexpr Checked<N + 1> check_stack(int64_t axis, const Dims<N>& first, const Dims<M>&... rest) {
+    Checked<N + 1> r;
+    const auto n = static_cast<int64_t>(N);
+    if (axis < -(n + 1) || axis > n)
+        return r.fail("stack: axis ", axis, " is out of range for ", N + 1, " dims");
+    const auto one = [&](auto tag, const auto& other) {
+        using U = typename decltype(tag)::type;
+        constexpr size_t K = std::tuple_size_v<std::remove_cvref_t<decltype(other)>>;
+        if (!r.ok) return;
+        if (!std::is_same_v<T, U>)
+            r.fail("stack: element types differ: ", type_name<T>(), " ", first, " and ",
+                   type_name<U>(), " ", other);
+        bool same = K == N;
+        if constexpr (K == N)
+            for (size_t i = 0; same && i < N; ++i) same = other[i] == first[i];
+        if (r.ok && !same) r.fail("stack: shapes ", first, " and ", other, " differ");
+    };
+    (one(std::type_identity<Rest>{}, rest), ...);
+    (void)one;
+    if (!r.ok) return r;
+    const int64_t a = axis < 0 ? axis + n + 1 : axis;
+    for (int64_t i = 0; i <= n; ++i) {
+        if (i == a) r.push(static_cast<int64_t>(1 + sizeof...(Rest)));
+        if (i < n) r.push(first[static_cast<size_t>(i)]);
+    }
+    return r;
+}
+
+// tril and triu: at least 2 dims; the shape is kept.
+template <size_t N>
+constexpr Checked<N> matrix(const char* op, const Dims<N>& shape) {
+    Checked<N> r;
+    if (N < 2) return r.fail(op, ": needs at least 2 dims, got ", shape);
+    for (int64_t d : shape) r.push(d);
+    return r;
+}
+
+// PyTorch repeat: as many counts as dims or more (leading new dims).
+template <size_t N, size_t K>
+constexpr Checked<max_of<N, K>> repeat(const Dims<N>& shape, const Dims<K>& times) {
+    Checked<max_of<N, K>> r;
+    if (K < N)
+        return r.fail("repeat: needs at least ", N, " repeat counts for ", shape, ", got ", times);
+    for (size_t i = 0; i < K; ++i) {
+        if (times[i] < 0) return r.fail("repeat: negative repeat count in ", times);
+        r.push(times[i] * (i < K - N ? 1 : shape[i - (K - N)]));
+    }
+    return r;
+}
+
+// Python slicing of the first K dims (slice_range in tensor.hpp, as Tensor::slice).
+template <size_t N, size_t K>
+constexpr Checked<N> slice(const Dims<N>& shape, const std::array<Slice, K>& slices) {
+    Checked<N> r;
+    if (K > N) return r.fail("slice: ", K, " slices for ", N, " dims ", shape);
+    for (size_t i = 0; i < N; ++i) {
+        if (i >= K) {
+            r.push(shape[i]);
+            continue;
+        }
+        if (slices[i].step == 0) return r.fail("slice: step must not be 0 (axis ", i, ")");
+        r.push(slice_range(slices[i], shape[i]).second);
+    }
+    return r;
+}
+
+// split<Size, Axis>: Size > 0, Axis in range; the pieces' dims come from split_piece.
+template <size_t N>
+constexpr Checked<0> split(const char* op, const Dims<N>& shape, int64_t size, int64_t axis,
+                           const char* what) {
+    Checked<0> r;
+    if (normalize(axis, N) < 0)
+        return r.fail(op, ": axis ", axis, " is out of range for ", shape, " (", N, " dims)");
+    if (size <= 0) return r.fail(op, ": ", what, " must be positive, got ", size);
+    return r;
+}
+
+template <size_t N>
+constexpr Dims<N> split_piece(const Dims<N>& shape, int64_t axis, int64_t size, size_t i) {
+    Dims<N> d = shape;
+    const auto a = static_cast<size_t>(normalize(axis, N));
+    const int64_t begin = static_cast<int64_t>(i) * size;
+    d[a] = shape[a] - begin < size ? shape[a] - begin : size;
+    return d;
 }
 
 template <class T, class TB, size_t A, size_t B>
@@ -796,6 +914,62 @@ class InvalidFixedTensor {
     InvalidFixedTensor reciprocal() const { return *this; }
     InvalidFixedTensor square() const { return *this; }
     InvalidFixedTensor logical_not() const { return *this; }
+    InvalidFixedTensor rsqrt() const { return *this; }
+    InvalidFixedTensor gelu() const { return *this; }
+    InvalidFixedTensor silu() const { return *this; }
+    InvalidFixedTensor softplus() const { return *this; }
+    InvalidFixedTensor mish() const { return *this; }
+    InvalidFixedTensor tan() const { return *this; }
+    InvalidFixedTensor sinh() const { return *this; }
+    InvalidFixedTensor cosh() const { return *this; }
+    InvalidFixedTensor atan() const { return *this; }
+    InvalidFixedTensor floor() const { return *this; }
+    InvalidFixedTensor ceil() const { return *this; }
+    InvalidFixedTensor round() const { return *this; }
+    InvalidFixedTensor trunc() const { return *this; }
+    InvalidFixedTensor sign() const { return *this; }
+    InvalidFixedTensor pow(const auto&) const { return *this; }
+    InvalidFixedTensor leaky_relu(double = 0.01) const { return *this; }
+    InvalidFixedTensor elu(double = 1.0) const { return *this; }
+    InvalidFixedTensor clip(double, double) const { return *this; }
+    InvalidFixedTensor<bool> isnan() const { return {}; }
+    InvalidFixedTensor<bool> isinf() const { return {}; }
+    template <int64_t = 0>
+    InvalidFixedTensor tril() const {
+        return *this;
+    }
+    template <int64_t = 0>
+    InvalidFixedTensor triu() const {
+        return *this;
+    }
+    template <Slice...>
+    InvalidFixedTensor slice() const {
+        return *this;
+    }
+    template <int64_t...>
+    InvalidFixedTensor repeat() const {
+        return *this;
+    }
+    template <int64_t...>
+    InvalidFixedTensor any(std::same_as<KeepDim> auto...) const {
+        return *this;
+    }
+    template <int64_t...>
+    InvalidFixedTensor all(std::same_as<KeepDim> auto...) const {
+        return *this;
+    }
+    template <int64_t...>
+    InvalidFixedTensor var(std::same_as<KeepDim> auto...) const {
+        return *this;
+    }
+    template <int64_t...>
+    InvalidFixedTensor std(std::same_as<KeepDim> auto...) const {
+        return *this;
+    }
+    template <int64_t>
+    InvalidFixedTensor logsumexp(std::same_as<KeepDim> auto...) const {
+        return *this;
+    }
     InvalidFixedTensor contiguous() const { return *this; }
     InvalidFixedTensor flatten() const { return *this; }
     InvalidFixedTensor squeeze() const { return *this; }
@@ -1060,6 +1234,72 @@ class FixedTensor {
             fixed_detail::report<r.message>();
         return same(tensor_.logical_not());
     }
+    // Elementwise ops of one shape (float-only ones check the element type at compile time).
+#define TEMPURA_FIXED_UNARY(name, rule)                                                            \
+    FixedTensor name() const {                                                                     \
+        if constexpr (constexpr auto r = rule(#name); !r.ok) fixed_detail::report<r.message>();    \
+        return same(tensor_.name());                                                               \
+    }
+    TEMPURA_FIXED_UNARY(rsqrt, floating)
+    TEMPURA_FIXED_UNARY(gelu, floating)
+    TEMPURA_FIXED_UNARY(silu, floating)
+    TEMPURA_FIXED_UNARY(softplus, floating)
+    TEMPURA_FIXED_UNARY(mish, floating)
+    TEMPURA_FIXED_UNARY(tan, floating)
+    TEMPURA_FIXED_UNARY(sinh, floating)
+    TEMPURA_FIXED_UNARY(cosh, floating)
+    TEMPURA_FIXED_UNARY(atan, floating)
+    TEMPURA_FIXED_UNARY(floor, arith)
+    TEMPURA_FIXED_UNARY(ceil, arith)
+    TEMPURA_FIXED_UNARY(round, arith)
+    TEMPURA_FIXED_UNARY(trunc, arith)
+    TEMPURA_FIXED_UNARY(sign, arith)
+#undef TEMPURA_FIXED_UNARY
+    FixedTensor pow(double exponent) const {
+        if constexpr (constexpr auto r = arith("pow"); !r.ok) fixed_detail::report<r.message>();
+        return same(tensor_.pow(exponent));
+    }
+    template <AnyFixedTensor Other>
+    FixedTensor pow(const Other& exponent) const {
+        if constexpr (constexpr auto r = arith("pow"); !r.ok) fixed_detail::report<r.message>();
+        if constexpr (constexpr auto r =
+                          fixed_detail::need_same_type<T, typename Other::value_type>(
+                              "pow", shape(), Other::shape());
+                      !r.ok)
+            fixed_detail::report<r.message>();
+        if constexpr (constexpr auto r = fixed_detail::broadcast("pow", shape(), Other::shape());
+                      !r.ok || r.rank != sizeof...(Dims))
+            fixed_detail::report<fixed_detail::sentence("pow: the exponent ", Other::shape(),
+                                                        " must broadcast to ", shape())>();
+        return same(tensor_.pow(exponent.tensor()));
+    }
+    FixedTensor leaky_relu(double slope = 0.01) const {
+        if constexpr (constexpr auto r = arith("leaky_relu"); !r.ok)
+            fixed_detail::report<r.message>();
+        return same(tensor_.leaky_relu(slope));
+    }
+    FixedTensor elu(double alpha = 1.0) const {
+        if constexpr (constexpr auto r = floating("elu"); !r.ok) fixed_detail::report<r.message>();
+        return same(tensor_.elu(alpha));
+    }
+    FixedTensor clip(double lo, double hi) const {
+        if constexpr (constexpr auto r = arith("clip"); !r.ok) fixed_detail::report<r.message>();
+        return same(tensor_.clip(lo, hi));
+    }
+    Rebind<bool> isnan() const { return {Unchecked{}, tensor_.isnan()}; }
+    Rebind<bool> isinf() const { return {Unchecked{}, tensor_.isinf()}; }
+    template <int64_t K = 0>
+    FixedTensor tril() const {
+        if constexpr (constexpr auto r = fixed_detail::matrix("tril", shape()); !r.ok)
+            fixed_detail::report<r.message>();
+        return same(tensor_.tril(K));
+    }
+    template <int64_t K = 0>
+    FixedTensor triu() const {
+        if constexpr (constexpr auto r = fixed_detail::matrix("triu", shape()); !r.ok)
+            fixed_detail::report<r.message>();
+        return same(tensor_.triu(K));
+    }
     template <fixed_detail::Invalid Other>
     InvalidFixedTensor<T> maximum(const Other&) const {
         return {};
@@ -1195,6 +1435,43 @@ class FixedTensor {
         }
     }
     FixedTensor<T, numel()> flatten() const { return {Unchecked{}, tensor_.flatten()}; }
+    // Python slicing of the leading dims: x.slice<Slice{1, 5, 2}, Slice{Slice::end, Slice::end,
+    // -1}>() (see Slice); the shape is computed at compile time.
+    template <Slice... S>
+    auto slice() const {
+        constexpr auto r = fixed_detail::slice(shape(), std::array<Slice, sizeof...(S)>{S...});
+        if constexpr (!r.ok) {
+            fixed_detail::report<r.message>();
+            return InvalidFixedTensor<T>{};
+        } else {
+            return Result<r>(Unchecked{}, tensor_.slice({S...}));
+        }
+    }
+    // Tiles the tensor Times[i] times along dim i (more counts than dims add leading dims).
+    template <int64_t... Times>
+    auto repeat() const {
+        constexpr auto r = fixed_detail::repeat(shape(), dims<Times...>());
+        if constexpr (!r.ok) {
+            fixed_detail::report<r.message>();
+            return InvalidFixedTensor<T>{};
+        } else {
+            return Result<r>(Unchecked{}, tensor_.repeat(Shape{Times...}));
+        }
+    }
+    // Pieces of Size along Axis (the last one shorter), as a std::tuple of FixedTensors.
+    template <int64_t Size, int64_t Axis = 0>
+    auto split() const {
+        return split_as<Size, Axis, false, Size>();
+    }
+    // N pieces of equal size along Axis (the last one shorter; fewer when the size does not
+    // divide, as PyTorch), as a std::tuple.
+    template <int64_t N, int64_t Axis = 0>
+    auto chunk() const {
+        constexpr int64_t a = fixed_detail::normalize(Axis, sizeof...(Dims));
+        constexpr int64_t d = a < 0 ? 0 : shape()[static_cast<size_t>(a < 0 ? 0 : a)];
+        constexpr int64_t size = N <= 0 ? N : (d + N - 1) / N < 1 ? 1 : (d + N - 1) / N;
+        return split_as<size, Axis, true, N>();
+    }
     // A materialization point (CONTIGUOUS), as Tensor::contiguous().
     FixedTensor contiguous() const { return same(tensor_.contiguous()); }
 
@@ -1220,7 +1497,26 @@ class FixedTensor {
     TEMPURA_FIXED_REDUCTION(max, T)
     TEMPURA_FIXED_REDUCTION(min, T)
     TEMPURA_FIXED_REDUCTION(mean, MeanType)
+    TEMPURA_FIXED_REDUCTION(any, bool)
+    TEMPURA_FIXED_REDUCTION(all, bool)
+    TEMPURA_FIXED_REDUCTION(var, T) // correction 1; floats only (checked when run)
+    TEMPURA_FIXED_REDUCTION(std, T)
 #undef TEMPURA_FIXED_REDUCTION
+    // log(sum(exp(x))) along Axis, without overflow.
+    template <int64_t Axis>
+    auto logsumexp(std::same_as<KeepDim> auto... keep) const {
+        static_assert(sizeof...(keep) <= 1, "logsumexp: give tempura::keepdim at most once");
+        constexpr bool kKeep = sizeof...(keep) == 1;
+        if constexpr (constexpr auto f = floating("logsumexp"); !f.ok)
+            fixed_detail::report<f.message>();
+        constexpr auto r = fixed_detail::reduce("logsumexp", shape(), dims<Axis>(), kKeep);
+        if constexpr (!r.ok) {
+            fixed_detail::report<r.message>();
+            return InvalidFixedTensor<T>{};
+        } else {
+            return Result<r>(Unchecked{}, tensor_.logsumexp(Axis, kKeep));
+        }
+    }
 
     // The index of the first maximum (minimum) along Axis, as int32.
 #define TEMPURA_FIXED_ARG_REDUCTION(name)                                                          \
@@ -1327,6 +1623,27 @@ class FixedTensor {
         return out;
     }
     FixedTensor same(Tensor t) const { return {Unchecked{}, std::move(t)}; }
+    // Size: the pieces' size; Given: the template argument to check (Size, or chunk's N).
+    template <int64_t Size, int64_t Axis, bool Chunk, int64_t Given>
+    auto split_as() const {
+        constexpr auto r = fixed_detail::split(Chunk ? "chunk" : "split", shape(), Given, Axis,
+                                               Chunk ? "number of chunks" : "split size");
+        if constexpr (!r.ok) {
+            fixed_detail::report<r.message>();
+            return std::tuple<InvalidFixedTensor<T>>{};
+        } else {
+            constexpr auto a = static_cast<size_t>(fixed_detail::normalize(Axis, sizeof...(Dims)));
+            constexpr int64_t n = shape()[a];
+            constexpr size_t pieces = n == 0 ? 1 : static_cast<size_t>((n + Size - 1) / Size);
+            const std::vector<Tensor> parts = tensor_.split(Size, Axis);
+            return [&]<size_t... I>(std::index_sequence<I...>) {
+                return std::tuple{
+                    fixed_detail::FixedOf<T, fixed_detail::split_piece(shape(), Axis, Size, I),
+                                          sizeof...(Dims)>(Unchecked{}, parts[I])...};
+            }
+            (std::make_index_sequence<pieces>{});
+        }
+    }
 
     Tensor tensor_;
 };
@@ -1365,6 +1682,12 @@ TEMPURA_FIXED_BINARY_OP(>, Greater)
 TEMPURA_FIXED_BINARY_OP(>=, GreaterEqual)
 TEMPURA_FIXED_BINARY_OP(==, Equal)
 TEMPURA_FIXED_BINARY_OP(!=, NotEqual)
+TEMPURA_FIXED_BINARY_OP(%, Mod)
+TEMPURA_FIXED_BINARY_OP(&, And)
+TEMPURA_FIXED_BINARY_OP(|, Or)
+TEMPURA_FIXED_BINARY_OP(^, Xor)
+TEMPURA_FIXED_BINARY_OP(<<, Shl)
+TEMPURA_FIXED_BINARY_OP(>>, Shr)
 #undef TEMPURA_FIXED_BINARY_OP
 
 // a op= b: b broadcasts into a (the result must have a's shape).
@@ -1399,6 +1722,35 @@ auto maximum(const A& a, const B& b) {
 template <AnyFixedTensor A, AnyFixedTensor B>
 auto minimum(const A& a, const B& b) {
     return a.minimum(b);
+}
+// Integer division rounding down and % with the divisor's sign, as Python (and Tensor).
+template <AnyFixedTensor A, AnyFixedTensor B>
+auto floor_div(const A& a, const B& b) {
+    return fixed_detail::binary<fixed_detail::Binary::FloorDiv>(a, b);
+}
+template <AnyFixedTensor A, Number S>
+auto floor_div(const A& a, S s) {
+    return fixed_detail::binary_scalar<fixed_detail::Binary::FloorDiv>(a, s, false);
+}
+template <Number S, AnyFixedTensor B>
+auto floor_div(S s, const B& b) {
+    return fixed_detail::binary_scalar<fixed_detail::Binary::FloorDiv>(b, s, true);
+}
+
+// Joins tensors of one element type and shape along a new axis Axis: stack<0>(a, b) of two
+// FixedTensor<float, 3> is a FixedTensor<float, 2, 3>.
+template <int64_t Axis = 0, AnyFixedTensor First, AnyFixedTensor... Rest>
+auto stack(const First& first, const Rest&... rest) {
+    using T = typename First::value_type;
+    constexpr auto r = fixed_detail::check_stack<T, typename Rest::value_type...>(
+        Axis, First::shape(), Rest::shape()...);
+    if constexpr (!r.ok) {
+        fixed_detail::report<r.message>();
+        return InvalidFixedTensor<T>{};
+    } else {
+        return fixed_detail::FixedOf<T, r.dims, r.rank>(
+            fixed_detail::Unchecked{}, Tensor::stack({first.tensor(), rest.tensor()...}, Axis));
+    }
 }
 
 // where(cond, a, b): cond ? a : b elementwise, the three broadcast together; cond is bool, a and b
@@ -1459,6 +1811,12 @@ TEMPURA_INVALID_BINARY_OP(>, InvalidFixedTensor<bool>)
 TEMPURA_INVALID_BINARY_OP(>=, InvalidFixedTensor<bool>)
 TEMPURA_INVALID_BINARY_OP(==, InvalidFixedTensor<bool>)
 TEMPURA_INVALID_BINARY_OP(!=, InvalidFixedTensor<bool>)
+TEMPURA_INVALID_BINARY_OP(%, fixed_detail::PoisonedType<A, B>)
+TEMPURA_INVALID_BINARY_OP(&, fixed_detail::PoisonedType<A, B>)
+TEMPURA_INVALID_BINARY_OP(|, fixed_detail::PoisonedType<A, B>)
+TEMPURA_INVALID_BINARY_OP(^, fixed_detail::PoisonedType<A, B>)
+TEMPURA_INVALID_BINARY_OP(<<, fixed_detail::PoisonedType<A, B>)
+TEMPURA_INVALID_BINARY_OP(>>, fixed_detail::PoisonedType<A, B>)
 #undef TEMPURA_INVALID_BINARY_OP
 
 #define TEMPURA_INVALID_ASSIGN_OP(sym)                                                             \
@@ -1490,5 +1848,11 @@ auto where(const C&, const A&, const B&) { return fixed_detail::PoisonedType<A, 
 template <int64_t Axis = 0, class First, class... Rest>
 requires fixed_detail::Poisoned<First, Rest...>
 auto cat(const First&, const Rest&...) { return fixed_detail::PoisonedType<First, Rest...>{}; }
+template <int64_t Axis = 0, class First, class... Rest>
+requires fixed_detail::Poisoned<First, Rest...>
+auto stack(const First&, const Rest&...) { return fixed_detail::PoisonedType<First, Rest...>{}; }
+template <class A, class B>
+requires fixed_detail::Poisoned<A, B>
+auto floor_div(const A&, const B&) { return fixed_detail::PoisonedType<A, B>{}; }
 
 } // namespace tempura

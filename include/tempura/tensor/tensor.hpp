@@ -77,6 +77,24 @@ struct Slice {
     int64_t start = 0, stop = end, step = 1;
 };
 
+// The first index a Slice takes from a dim of size n and how many it takes (Python's
+// slice.indices(n) and len(range(...))); the step must not be 0.
+constexpr std::pair<int64_t, int64_t> slice_range(const Slice& s, int64_t n) {
+    const bool back = s.step < 0;
+    auto clamp = [&](int64_t v, bool is_start) -> int64_t {
+        if (v == Slice::end) return back ? (is_start ? n - 1 : -1) : (is_start ? 0 : n);
+        if (v < 0) v += n;
+        if (v < 0) return back ? -1 : 0;
+        if (v >= n) return back ? n - 1 : n;
+        return v;
+    };
+    const int64_t start = clamp(s.start, true), stop = clamp(s.stop, false);
+    int64_t count = 0;
+    if (!back && stop > start) count = (stop - start - 1) / s.step + 1;
+    if (back && start > stop) count = (start - stop - 1) / -s.step + 1;
+    return {start, count};
+}
+
 class Tensor {
   public:
     using Buffers = std::vector<std::shared_ptr<runtime::Buffer>>;
