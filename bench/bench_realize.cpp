@@ -37,53 +37,26 @@
 #include <tempura/schedule/schedule.hpp>
 #include <tempura/tempura.hpp>
 
+#include "bench_common.hpp"
+
 #if defined(TEMPURA_HAVE_OPENBLAS)
 #include <cblas.h>
 #endif
 
 namespace {
 
+using bench::Clock;
+using bench::median;
+using bench::median_ms;
+using bench::ms_between;
+using bench::random_floats;
 using tempura::Shape;
 using tempura::Tensor;
-using Clock = std::chrono::steady_clock;
 
 constexpr int64_t kBig = int64_t{1} << 20; // 1M floats
 constexpr int64_t kTiny = 16;
 constexpr double kTargetOverheadUs = 5.0; // DESIGN: per-kernel launch overhead
 constexpr double kTargetCompileMs = 10.0; // DESIGN: compile time of a small kernel
-
-double ms_between(Clock::time_point a, Clock::time_point b) {
-    return std::chrono::duration<double, std::milli>(b - a).count();
-}
-
-double median(std::vector<double> v) {
-    if (v.empty()) return 0;
-    std::sort(v.begin(), v.end());
-    const size_t n = v.size();
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-// Median wall time of fn() over `reps` runs, after one warm-up run.
-double median_ms(const std::function<void()>& fn, int reps) {
-    fn();
-    std::vector<double> ms;
-    for (int i = 0; i < reps; ++i) {
-        const auto t0 = Clock::now();
-        fn();
-        ms.push_back(ms_between(t0, Clock::now()));
-    }
-    return median(ms);
-}
-
-std::vector<float> random_floats(int64_t n, uint64_t seed) {
-    std::vector<float> v(static_cast<size_t>(n));
-    uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
-    for (float& x : v) {
-        s = s * 6364136223846793005ull + 1442695040888963407ull;
-        x = static_cast<float>(static_cast<int64_t>(s >> 40) % 2001 - 1000) / 1000.0f; // [-1, 1]
-    }
-    return v;
-}
 
 // A constant that never repeats within the process, so a graph holding it misses every cache.
 float g_next_constant = 1.0f;

@@ -9,4 +9,5 @@
 #include "tempura/symbolic/eval.hpp"
 #include "tempura/symbolic/simplify.hpp"
 #include "tempura/tensor/fixed_tensor.hpp"
+#include "tempura/tensor/nn.hpp"
 #include "tempura/tensor/tensor.hpp"

@@ -170,6 +170,18 @@ Tensor Tensor::linspace(double start, double stop, int64_t n, DType dtype) {
     return v.cast(dtype);
 }
 
+Tensor Tensor::one_hot(int64_t classes) const {
+    if (!dtype().is_int() || dtype().is_bool())
+        fail("one_hot", "needs an integer tensor, got " + dtype().name());
+    if (classes < 0) fail("one_hot", "negative number of classes " + std::to_string(classes));
+    Shape s = shape_;
+    s.push_back(1);
+    Shape cls(shape_.size(), 1);
+    cls.push_back(classes);
+    const Tensor idx = arange(classes, dtype()).reshape(cls);
+    return (reshape_node(*this, s) == idx).cast(DType::Int32);
+}
+
 Tensor Tensor::zeros_like(const Tensor& x) { return zeros(x.shape(), x.dtype()); }
 Tensor Tensor::ones_like(const Tensor& x) { return ones(x.shape(), x.dtype()); }
 Tensor Tensor::full_like(const Tensor& x, double value) {

@@ -258,6 +258,9 @@ class Tensor {
     // The lower (upper) triangle of the last two dims: j - i <= k (j - i >= k) kept, else 0.
     Tensor tril(int64_t k = 0) const;
     Tensor triu(int64_t k = 0) const;
+    // [..., classes] of Int32: 1 at each element's value, 0 elsewhere (and everywhere for a value
+    // outside [0, classes)). Integer tensors only.
+    Tensor one_hot(int64_t classes) const;
     // Joins tensors of one shape along a new axis.
     static Tensor stack(const std::vector<Tensor>& tensors, int64_t axis = 0);
     // n values from start to stop, both included (float32 unless given).

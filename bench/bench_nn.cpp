@@ -1,0 +1,134 @@
+// The tensor surface's layers against their peers, in one run (medians; ratio = Tempura / peer,
+// below 1 is faster):
+//   BM_Conv2d     3x3 conv, 64 -> 64 channels, 56x56, batch 8, padding 1, float32; the peer is
+//                 im2col + OpenBLAS sgemm in this binary (skipped without OpenBLAS).
+//   BM_LayerNorm  layer_norm over [4096, 1024]; the peer is the time to read the input once and
+//                 write the output once (memcpy of the bytes).
+//   BM_Softmax    softmax over [4096, 1024], same peer.
+//   BM_Gelu       gelu over 2^24 floats; the peer is a*b+c over 2^24 floats in Tempura (the
+//                 bandwidth figure the issue compares it with).
+// Each benchmark checks Tempura's values once against a direct computation before timing.
+//
+// Run:  OPENBLAS_CORETYPE=SkylakeX build/release/bench/bench_nn
+#include <benchmark/benchmark.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include <tempura/tempura.hpp>
+
+#include "bench_common.hpp"
+
+#if defined(TEMPURA_HAVE_OPENBLAS)
+#include <cblas.h>
+#endif
+
+namespace {
+
+using bench::median_ms;
+using bench::random_floats;
+using tempura::Shape;
+using tempura::Tensor;
+namespace nn = tempura::nn;
+
+constexpr int64_t kN = 8, kC = 64, kH = 56, kW = 56, kK = 3;
+
+void BM_Conv2d(benchmark::State& state) {
+#if !defined(TEMPURA_HAVE_OPENBLAS)
+    state.SkipWithError("built without OpenBLAS: no peer");
+    return;
+#else
+    const auto x = random_floats(kN * kC * kH * kW, 1), w = random_floats(kC * kC * kK * kK, 2);
+    const Tensor xt = Tensor::from_vector(x, {kN, kC, kH, kW});
+    const Tensor wt = Tensor::from_vector(w, {kC, kC, kK, kK});
+    nn::ConvOptions o;
+    o.padding = {1};
+    std::vector<float> got;
+    auto run = [&] { got = nn::conv2d(xt, wt, o).to_vector<float>(); };
+    // im2col [C*K*K, H*W] per image, then W [C, C*K*K] @ cols.
+    std::vector<float> cols(static_cast<size_t>(kC * kK * kK * kH * kW)),
+        peer(static_cast<size_t>(kN * kC * kH * kW));
+    auto im2col_gemm = [&] {
+        for (int64_t n = 0; n < kN; ++n) {
+            const float* img = x.data() + n * kC * kH * kW;
+            for (int64_t c = 0; c < kC; ++c)
+                for (int64_t a = 0; a < kK; ++a)
+                    for (int64_t e = 0; e < kK; ++e) {
+                        float* row = cols.data() + ((c * kK + a) * kK + e) * kH * kW;
+                        for (int64_t i = 0; i < kH; ++i)
+                            for (int64_t j = 0; j < kW; ++j) {
+                                const int64_t y = i + a - 1, z = j + e - 1;
+                                row[i * kW + j] = y < 0 || y >= kH || z < 0 || z >= kW
+                                                      ? 0.0f
+                                                      : img[(c * kH + y) * kW + z];
+                            }
+                    }
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, kC, kH * kW, kC * kK * kK, 1.0f,
+                        w.data(), kC * kK * kK, cols.data(), kH * kW, 0.0f,
+                        peer.data() + n * kC * kH * kW, kH * kW);
+        }
+    };
+    run();
+    im2col_gemm();
+    for (size_t i = 0; i < got.size(); ++i)
+        if (std::fabs(got[i] - peer[i]) > 1e-3f * std::max(1.0f, std::fabs(peer[i]))) {
+            state.SkipWithError("conv2d differs from im2col + sgemm");
+            return;
+        }
+    const double ms = median_ms(run, 5), blas = median_ms(im2col_gemm, 5);
+    for (auto _ : state) state.SetIterationTime(ms / 1e3);
+    state.counters["ms"] = ms;
+    state.counters["peer_im2col_sgemm_ms"] = blas;
+    state.counters["ratio_vs_im2col_sgemm"] = ms / blas;
+#endif
+}
+BENCHMARK(BM_Conv2d)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
+
+// Median time of f(x) realized, against a memcpy of the input's and the output's bytes.
+template <class F>
+void vs_memcpy(benchmark::State& state, F f, int64_t rows, int64_t cols) {
+    const auto x = random_floats(rows * cols, 3);
+    const Tensor xt = Tensor::from_vector(x, {rows, cols});
+    std::vector<float> dst(x.size());
+    const double ms = median_ms([&] { f(xt).realize(); }, 9);
+    const double copy = median_ms([&] { std::memcpy(dst.data(), x.data(), x.size() * 4); }, 9);
+    benchmark::DoNotOptimize(dst.data());
+    for (auto _ : state) state.SetIterationTime(ms / 1e3);
+    state.counters["ms"] = ms;
+    state.counters["peer_read_write_ms"] = copy;
+    state.counters["ratio_vs_read_write"] = ms / copy;
+}
+
+void BM_LayerNorm(benchmark::State& state) {
+    vs_memcpy(
+        state, [](const Tensor& t) { return nn::layer_norm(t, {1024}); }, 4096, 1024);
+}
+BENCHMARK(BM_LayerNorm)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
+
+void BM_Softmax(benchmark::State& state) {
+    vs_memcpy(
+        state, [](const Tensor& t) { return t.softmax(-1); }, 4096, 1024);
+}
+BENCHMARK(BM_Softmax)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
+
+void BM_Gelu(benchmark::State& state) {
+    constexpr int64_t n = int64_t{1} << 24;
+    const Tensor x = Tensor::from_vector(random_floats(n, 4));
+    const Tensor a = Tensor::from_vector(random_floats(n, 5)),
+                 b = Tensor::from_vector(random_floats(n, 6));
+    const double ms = median_ms([&] { x.gelu().realize(); }, 7);
+    const double fma = median_ms([&] { (a * b + x).realize(); }, 7);
+    // Bytes moved: gelu reads 4n and writes 4n; a*b+c reads 12n and writes 4n.
+    const double gelu_gbs = 8.0 * n / ms / 1e6, fma_gbs = 16.0 * n / fma / 1e6;
+    for (auto _ : state) state.SetIterationTime(ms / 1e3);
+    state.counters["gelu_GBps"] = gelu_gbs;
+    state.counters["peer_fma_GBps"] = fma_gbs;
+    state.counters["bandwidth_ratio"] = gelu_gbs / fma_gbs;
+}
+BENCHMARK(BM_Gelu)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
+
+} // namespace
+
+BENCHMARK_MAIN();
