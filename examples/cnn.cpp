@@ -7,21 +7,10 @@
 #include <vector>
 
 #include <tempura/tempura.hpp>
-#include <tempura/tensor/reference.hpp>
 
-namespace {
+#include "example_check.hpp"
 
-std::vector<float> synthetic(int64_t n, float scale, unsigned seed) {
-    std::vector<float> v(static_cast<size_t>(n));
-    unsigned s = seed;
-    for (float& x : v) {
-        s = s * 1103515245u + 12345u;
-        x = (static_cast<float>((s >> 16) % 2001) / 1000.0f - 1.0f) * scale;
-    }
-    return v;
-}
-
-} // namespace
+using example::synthetic;
 
 int main() {
     using tempura::Tensor;
@@ -44,13 +33,8 @@ int main() {
     h = nn::adaptive_avg_pool2d(h, {1, 1}).reshape({4, 16}); // [4, 16]
     Tensor out = nn::linear(h, wf, bf).log_softmax(-1);      // [4, 10]
 
-    const std::vector<double> want = tempura::reference_eval(out.uop());
-    out.realize();
-    std::printf("CNN forward: %zu kernels\n", out.kernels().size());
-    for (const auto& k : out.kernels()) std::printf("  %s\n", k.name.c_str());
+    const double worst = example::realize_and_check(out, "CNN forward");
     const std::vector<float> got = out.to_vector<float>();
-    double worst = 0;
-    for (size_t i = 0; i < got.size(); ++i) worst = std::fmax(worst, std::fabs(got[i] - want[i]));
     std::printf("log-probabilities of image 0:");
     for (int j = 0; j < 10; ++j) std::printf(" %.4f", static_cast<double>(got[j]));
     std::printf("\nlargest difference from the reference interpreter: %.3g\n", worst);

@@ -6,21 +6,10 @@
 #include <vector>
 
 #include <tempura/tempura.hpp>
-#include <tempura/tensor/reference.hpp>
 
-namespace {
+#include "example_check.hpp"
 
-std::vector<float> synthetic(int64_t n, float scale, unsigned seed) {
-    std::vector<float> v(static_cast<size_t>(n));
-    unsigned s = seed;
-    for (float& x : v) {
-        s = s * 1103515245u + 12345u;
-        x = (static_cast<float>((s >> 16) % 2001) / 1000.0f - 1.0f) * scale;
-    }
-    return v;
-}
-
-} // namespace
+using example::synthetic;
 
 int main() {
     using tempura::Tensor;
@@ -43,13 +32,8 @@ int main() {
     const Tensor h = x + nn::linear(att.permute({0, 2, 1, 3}).reshape({B, L, D}), wo);
     Tensor out = h + nn::linear(nn::linear(nn::layer_norm(h, {D}), w1).gelu(), w2);
 
-    const std::vector<double> want = tempura::reference_eval(out.uop());
-    out.realize();
-    std::printf("transformer block: %zu kernels\n", out.kernels().size());
-    for (const auto& k : out.kernels()) std::printf("  %s\n", k.name.c_str());
+    const double worst = example::realize_and_check(out, "transformer block");
     const std::vector<float> got = out.to_vector<float>();
-    double worst = 0;
-    for (size_t i = 0; i < got.size(); ++i) worst = std::fmax(worst, std::fabs(got[i] - want[i]));
     std::printf("token 0 of sequence 0:");
     for (int j = 0; j < 6; ++j) std::printf(" %.4f", static_cast<double>(got[j]));
     std::printf(" ...\nlargest difference from the reference interpreter: %.3g\n", worst);
