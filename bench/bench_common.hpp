@@ -33,15 +33,21 @@ inline double median_ms(const std::function<void()>& fn, int reps) {
     return median(ms);
 }
 
-// n floats in [-1, 1] from a fixed generator (the same on every machine).
-inline std::vector<float> random_floats(int64_t n, uint64_t seed) {
+// n multiples of 1/steps in [-1, 1] from a fixed generator (the same on every machine).
+inline std::vector<float> grid_floats(int64_t n, uint64_t seed, int64_t steps) {
     std::vector<float> v(static_cast<size_t>(n));
     uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
     for (float& x : v) {
         s = s * 6364136223846793005ull + 1442695040888963407ull;
-        x = static_cast<float>(static_cast<int64_t>(s >> 40) % 2001 - 1000) / 1000.0f;
+        x = static_cast<float>(static_cast<int64_t>(s >> 40) % (2 * steps + 1) - steps) /
+            static_cast<float>(steps);
     }
     return v;
+}
+
+// n floats in [-1, 1], multiples of 1/1000.
+inline std::vector<float> random_floats(int64_t n, uint64_t seed) {
+    return grid_floats(n, seed, 1000);
 }
 
 } // namespace bench

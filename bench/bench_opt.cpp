@@ -84,6 +84,7 @@
 #include <tempura/tempura.hpp>
 
 #include "../examples/mnist_synthetic.hpp"
+#include "bench_common.hpp"
 
 #if defined(TEMPURA_HAVE_OPENMP)
 #include <omp.h>
@@ -107,9 +108,11 @@
 
 namespace {
 
+using bench::Clock;
+using bench::median;
+using bench::ms_between;
 using tempura::Shape;
 using tempura::Tensor;
-using Clock = std::chrono::steady_clock;
 
 constexpr int64_t kStreamN = int64_t{1} << 24;
 constexpr int64_t kSoftmaxRows = 4096, kSoftmaxCols = 1024;
@@ -123,17 +126,6 @@ constexpr double kSoftmaxTargetRatio = 2.0;
 constexpr int64_t kChunkElems = kStreamN / 64, kChunkRows = kSoftmaxRows / 64;
 
 // ---- helpers ------------------------------------------------------------------------------------
-
-double ms_between(Clock::time_point a, Clock::time_point b) {
-    return std::chrono::duration<double, std::milli>(b - a).count();
-}
-
-double median(std::vector<double> v) {
-    if (v.empty()) return 0;
-    std::sort(v.begin(), v.end());
-    const size_t n = v.size();
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 // Peer threads (libgomp, OpenBLAS) spin for a while after their work; let them go to sleep so
 // they do not steal the cores from what is measured next.
@@ -185,13 +177,7 @@ std::string tempura_label() {
 // of them stay exact while the partial sums stay below 2^16, so the sums of these checks do not
 // depend on the order of the additions.
 std::vector<float> dyadic_floats(int64_t n, uint64_t seed) {
-    std::vector<float> v(static_cast<size_t>(n));
-    uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
-    for (float& x : v) {
-        s = s * 6364136223846793005ull + 1442695040888963407ull;
-        x = static_cast<float>(static_cast<int64_t>(s >> 40) % 513 - 256) / 256.0f;
-    }
-    return v;
+    return bench::grid_floats(n, seed, 256);
 }
 
 const float* data_of(const Tensor& t) { return static_cast<const float*>(t.buffer()->data()); }

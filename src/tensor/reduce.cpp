@@ -34,6 +34,19 @@ Shape reduce_axes(const std::string& op, const Tensor& x, const Shape& axes) {
     return out;
 }
 
+// The shape of a reduction's result (keepdim: reduced dims as 1).
+Shape reduced_shape(const Shape& shape, const Shape& axes, bool keepdim) {
+    Shape out;
+    for (int64_t i = 0; i < static_cast<int64_t>(shape.size()); ++i) {
+        const bool r = std::binary_search(axes.begin(), axes.end(), i);
+        if (!r)
+            out.push_back(shape[i]);
+        else if (keepdim)
+            out.push_back(1);
+    }
+    return out;
+}
+
 // REDUCE_AXIS (reduced dims kept as 1), then a RESHAPE dropping them unless keepdim.
 Tensor reduce(const std::string& op, Op rop, const Tensor& x, const Shape& axes_in, bool keepdim) {
     const Shape axes = reduce_axes(op, x, axes_in);
@@ -43,15 +56,11 @@ Tensor reduce(const std::string& op, Op rop, const Tensor& x, const Shape& axes_
         for (int64_t a : axes)
             if (x.shape()[a] == 0)
                 fail(op, "cannot reduce an empty axis of " + shape_str(x.shape()));
-    Shape kept = x.shape();
-    for (int64_t a : axes) kept[a] = 1;
     Tensor r = TensorAccess::derive(
-        x, UOp::make(Op::ReduceAxis, x.dtype(), {x.uop()}, ReduceArg{rop, axes}), kept);
+        x, UOp::make(Op::ReduceAxis, x.dtype(), {x.uop()}, ReduceArg{rop, axes}),
+        reduced_shape(x.shape(), axes, true));
     if (keepdim) return r;
-    Shape out;
-    for (int64_t i = 0; i < x.ndim(); ++i)
-        if (!std::binary_search(axes.begin(), axes.end(), i)) out.push_back(x.shape()[i]);
-    return reshape_node(r, out);
+    return reshape_node(r, reduced_shape(x.shape(), axes, false));
 }
 
 // min over axes: -max(-x) on floats, ~max(~x) on integers (exact at INT_MIN and for unsigned).
@@ -95,27 +104,14 @@ Tensor Tensor::mean(Shape axes, bool keepdim) const {
 
 namespace {
 
-// The shape of a reduction's result (keepdim: reduced dims as 1).
-Shape reduced_shape(const Shape& shape, const Shape& axes, bool keepdim) {
-    Shape out;
-    for (int64_t i = 0; i < static_cast<int64_t>(shape.size()); ++i) {
-        const bool r = std::binary_search(axes.begin(), axes.end(), i);
-        if (!r)
-            out.push_back(shape[i]);
-        else if (keepdim)
-            out.push_back(1);
-    }
-    return out;
-}
-
-// any: the max of x != 0 (an empty reduction has no max: false, as NumPy).
+// any: the max of x != 0 (Tensor::max reduces bools); an empty reduction has no max: false,
+// as NumPy.
 Tensor any_of(const std::string& op, const Tensor& x, const Shape& axes_in, bool keepdim) {
     const Shape axes = reduce_axes(op, x, axes_in);
-    const Tensor nz = x.dtype().is_bool() ? x : binary(op, Op::CmpNe, x, detail::scalar_like(x, 0));
     for (int64_t a : axes)
         if (x.shape()[a] == 0) return Tensor::full(reduced_shape(x.shape(), axes, keepdim), false);
-    if (axes.empty()) return nz;
-    return reduce(op, Op::Max, nz.cast(DType::UInt8), axes, keepdim).cast(DType::Bool);
+    const Tensor nz = x.dtype().is_bool() ? x : binary(op, Op::CmpNe, x, detail::scalar_like(x, 0));
+    return nz.max(axes, keepdim);
 }
 
 } // namespace

@@ -591,22 +591,23 @@ enum class Binary {
     Xor,
     Shl,
     Shr,
-    FloorDiv
+    FloorDiv,
+    Pow
 };
 
 // The names of Tensor's run-time errors ("add", ...) and the C++ operators.
 constexpr const char* binary_name(Binary op) {
-    constexpr const char* names[] = {"add",   "sub",        "mul",      "div",
-                                     "less",  "less_equal", "greater",  "greater_equal",
-                                     "equal", "not_equal",  "maximum",  "minimum",
-                                     "mod",   "and",        "or",       "xor",
-                                     "shl",   "shr",        "floor_div"};
+    constexpr const char* names[] = {"add",   "sub",        "mul",       "div",
+                                     "less",  "less_equal", "greater",   "greater_equal",
+                                     "equal", "not_equal",  "maximum",   "minimum",
+                                     "mod",   "and",        "or",        "xor",
+                                     "shl",   "shr",        "floor_div", "pow"};
     return names[static_cast<int>(op)];
 }
 constexpr const char* binary_symbol(Binary op) {
-    constexpr const char* symbols[] = {"+",  "-",  "*",  "/",       "<",        "<=", ">",
-                                       ">=", "==", "!=", "maximum", "minimum",  "%",  "&",
-                                       "|",  "^",  "<<", ">>",      "floor_div"};
+    constexpr const char* symbols[] = {"+",  "-",  "*",  "/",       "<",         "<=", ">",
+                                       ">=", "==", "!=", "maximum", "minimum",   "%",  "&",
+                                       "|",  "^",  "<<", ">>",      "floor_div", "pow"};
     return symbols[static_cast<int>(op)];
 }
 
@@ -634,6 +635,7 @@ inline Tensor apply(Binary op, const Tensor& a, const Tensor& b) {
     case Binary::Shl: return a << b;
     case Binary::Shr: return a >> b;
     case Binary::FloorDiv: return floor_div(a, b);
+    case Binary::Pow: return a.pow(b);
     }
     return a + b; // unreachable
 }
@@ -736,18 +738,27 @@ constexpr Checked<max_of<C, max_of<A, B>>> check_where(const Dims<C>& c, const D
     return r.fail("where: shapes ", c, ", ", a, " and ", b, " cannot be broadcast");
 }
 
+// One element type for every tensor that cat or stack joins.
 template <class T, class... Rest, size_t N, size_t... M>
-constexpr Checked<N> check_cat(int64_t axis, const Dims<N>& first, const Dims<M>&... rest) {
-    Checked<N> r;
+constexpr Checked<0> same_element_types(const char* op, const Dims<N>& first,
+                                        const Dims<M>&... rest) {
+    Checked<0> r;
     const auto one = [&](auto tag, const auto& other) {
         using U = typename decltype(tag)::type;
         if (r.ok && !std::is_same_v<T, U>)
-            r.fail("cat: element types differ: ", type_name<T>(), " ", first, " and ",
+            r.fail(op, ": element types differ: ", type_name<T>(), " ", first, " and ",
                    type_name<U>(), " ", other);
     };
     (one(std::type_identity<Rest>{}, rest), ...);
     (void)one;
-    if (!r.ok) return r;
+    return r;
+}
+
+template <class T, class... Rest, size_t N, size_t... M>
+constexpr Checked<N> check_cat(int64_t axis, const Dims<N>& first, const Dims<M>&... rest) {
+    Checked<N> r;
+    if (const auto t = same_element_types<T, Rest...>("cat", first, rest...); !t.ok)
+        return r.fail(t.message.text);
     return cat(axis, first, rest...);
 }
 
@@ -757,19 +768,16 @@ constexpr Checked<N + 1> check_stack(int64_t axis, const Dims<N>& first, const D
     const auto n = static_cast<int64_t>(N);
     if (axis < -(n + 1) || axis > n)
         return r.fail("stack: axis ", axis, " is out of range for ", N + 1, " dims");
-    const auto one = [&](auto tag, const auto& other) {
-        using U = typename decltype(tag)::type;
+    if (const auto t = same_element_types<T, Rest...>("stack", first, rest...); !t.ok)
+        return r.fail(t.message.text);
+    const auto one = [&](const auto& other) {
         constexpr size_t K = std::tuple_size_v<std::remove_cvref_t<decltype(other)>>;
-        if (!r.ok) return;
-        if (!std::is_same_v<T, U>)
-            r.fail("stack: element types differ: ", type_name<T>(), " ", first, " and ",
-                   type_name<U>(), " ", other);
         bool same = K == N;
         if constexpr (K == N)
             for (size_t i = 0; same && i < N; ++i) same = other[i] == first[i];
         if (r.ok && !same) r.fail("stack: shapes ", first, " and ", other, " differ");
     };
-    (one(std::type_identity<Rest>{}, rest), ...);
+    (one(rest), ...);
     (void)one;
     if (!r.ok) return r;
     const int64_t a = axis < 0 ? axis + n + 1 : axis;
@@ -854,6 +862,18 @@ constexpr Checked<N> check_softmax(const char* op, const Dims<N>& shape, int64_t
     const auto t = need_float<T>(op, shape);
     if (!t.ok) return r.fail(t.message.text);
     return same_shape_axis(op, shape, axis);
+}
+
+// The FixedTensor of cat or stack whose check R passed (make() builds its Tensor), or the
+// report of R's sentence.
+template <auto R, class T, class Make>
+auto joined(Make make) {
+    if constexpr (!R.ok) {
+        report<R.message>();
+        return InvalidFixedTensor<T>{};
+    } else {
+        return FixedOf<T, R.dims, R.rank>(Unchecked{}, make());
+    }
 }
 
 } // namespace fixed_detail
@@ -946,26 +966,6 @@ class InvalidFixedTensor {
     InvalidFixedTensor slice() const {
         return *this;
     }
-    template <int64_t...>
-    InvalidFixedTensor repeat() const {
-        return *this;
-    }
-    template <int64_t...>
-    InvalidFixedTensor any(std::same_as<KeepDim> auto...) const {
-        return *this;
-    }
-    template <int64_t...>
-    InvalidFixedTensor all(std::same_as<KeepDim> auto...) const {
-        return *this;
-    }
-    template <int64_t...>
-    InvalidFixedTensor var(std::same_as<KeepDim> auto...) const {
-        return *this;
-    }
-    template <int64_t...>
-    InvalidFixedTensor std(std::same_as<KeepDim> auto...) const {
-        return *this;
-    }
     template <int64_t>
     InvalidFixedTensor logsumexp(std::same_as<KeepDim> auto...) const {
         return *this;
@@ -977,32 +977,22 @@ class InvalidFixedTensor {
     InvalidFixedTensor<U> cast() const {
         return {};
     }
-    template <int64_t...>
-    InvalidFixedTensor reshape() const {
-        return *this;
+    // Movement ops whose arguments are a list of integers.
+#define TEMPURA_INVALID_MOVEMENT(name)                                                             \
+    template <int64_t...>                                                                          \
+    InvalidFixedTensor name() const {                                                              \
+        return *this;                                                                              \
     }
-    template <int64_t...>
-    InvalidFixedTensor permute() const {
-        return *this;
-    }
+    TEMPURA_INVALID_MOVEMENT(reshape)
+    TEMPURA_INVALID_MOVEMENT(permute)
+    TEMPURA_INVALID_MOVEMENT(expand)
+    TEMPURA_INVALID_MOVEMENT(pad)
+    TEMPURA_INVALID_MOVEMENT(shrink)
+    TEMPURA_INVALID_MOVEMENT(flip)
+    TEMPURA_INVALID_MOVEMENT(repeat)
+#undef TEMPURA_INVALID_MOVEMENT
     template <int64_t = -2, int64_t = -1>
     InvalidFixedTensor transpose() const {
-        return *this;
-    }
-    template <int64_t...>
-    InvalidFixedTensor expand() const {
-        return *this;
-    }
-    template <int64_t...>
-    InvalidFixedTensor pad() const {
-        return *this;
-    }
-    template <int64_t...>
-    InvalidFixedTensor shrink() const {
-        return *this;
-    }
-    template <int64_t...>
-    InvalidFixedTensor flip() const {
         return *this;
     }
     template <int64_t>
@@ -1013,26 +1003,21 @@ class InvalidFixedTensor {
     InvalidFixedTensor unsqueeze() const {
         return *this;
     }
-    template <int64_t...>
-    InvalidFixedTensor sum(std::same_as<KeepDim> auto...) const {
-        return *this;
+#define TEMPURA_INVALID_REDUCTION(name, U)                                                         \
+    template <int64_t...>                                                                          \
+    InvalidFixedTensor<U> name(std::same_as<KeepDim> auto...) const {                              \
+        return {};                                                                                 \
     }
-    template <int64_t...>
-    InvalidFixedTensor prod(std::same_as<KeepDim> auto...) const {
-        return *this;
-    }
-    template <int64_t...>
-    InvalidFixedTensor max(std::same_as<KeepDim> auto...) const {
-        return *this;
-    }
-    template <int64_t...>
-    InvalidFixedTensor min(std::same_as<KeepDim> auto...) const {
-        return *this;
-    }
-    template <int64_t...>
-    InvalidFixedTensor mean(std::same_as<KeepDim> auto...) const {
-        return *this;
-    }
+    TEMPURA_INVALID_REDUCTION(sum, T)
+    TEMPURA_INVALID_REDUCTION(prod, T)
+    TEMPURA_INVALID_REDUCTION(max, T)
+    TEMPURA_INVALID_REDUCTION(min, T)
+    TEMPURA_INVALID_REDUCTION(mean, T)
+    TEMPURA_INVALID_REDUCTION(any, bool)
+    TEMPURA_INVALID_REDUCTION(all, bool)
+    TEMPURA_INVALID_REDUCTION(var, T)
+    TEMPURA_INVALID_REDUCTION(std, T)
+#undef TEMPURA_INVALID_REDUCTION
     template <int64_t>
     InvalidFixedTensor<int32_t> argmax(std::same_as<KeepDim> auto...) const {
         return {};
@@ -1259,19 +1244,10 @@ class FixedTensor {
         if constexpr (constexpr auto r = arith("pow"); !r.ok) fixed_detail::report<r.message>();
         return same(tensor_.pow(exponent));
     }
+    // x^y elementwise, y broadcast with x (NumPy rules, as the operators).
     template <AnyFixedTensor Other>
-    FixedTensor pow(const Other& exponent) const {
-        if constexpr (constexpr auto r = arith("pow"); !r.ok) fixed_detail::report<r.message>();
-        if constexpr (constexpr auto r =
-                          fixed_detail::need_same_type<T, typename Other::value_type>(
-                              "pow", shape(), Other::shape());
-                      !r.ok)
-            fixed_detail::report<r.message>();
-        if constexpr (constexpr auto r = fixed_detail::broadcast("pow", shape(), Other::shape());
-                      !r.ok || r.rank != sizeof...(Dims))
-            fixed_detail::report<fixed_detail::sentence("pow: the exponent ", Other::shape(),
-                                                        " must broadcast to ", shape())>();
-        return same(tensor_.pow(exponent.tensor()));
+    auto pow(const Other& exponent) const {
+        return fixed_detail::binary<fixed_detail::Binary::Pow>(*this, exponent);
     }
     FixedTensor leaky_relu(double slope = 0.01) const {
         if constexpr (constexpr auto r = arith("leaky_relu"); !r.ok)
@@ -1744,13 +1720,9 @@ auto stack(const First& first, const Rest&... rest) {
     using T = typename First::value_type;
     constexpr auto r = fixed_detail::check_stack<T, typename Rest::value_type...>(
         Axis, First::shape(), Rest::shape()...);
-    if constexpr (!r.ok) {
-        fixed_detail::report<r.message>();
-        return InvalidFixedTensor<T>{};
-    } else {
-        return fixed_detail::FixedOf<T, r.dims, r.rank>(
-            fixed_detail::Unchecked{}, Tensor::stack({first.tensor(), rest.tensor()...}, Axis));
-    }
+    return fixed_detail::joined<r, T>([&] {
+        return Tensor::stack({first.tensor(), rest.tensor()...}, Axis);
+    });
 }
 
 // where(cond, a, b): cond ? a : b elementwise, the three broadcast together; cond is bool, a and b
@@ -1786,13 +1758,9 @@ auto cat(const First& first, const Rest&... rest) {
     using T = typename First::value_type;
     constexpr auto r = fixed_detail::check_cat<T, typename Rest::value_type...>(
         Axis, First::shape(), Rest::shape()...);
-    if constexpr (!r.ok) {
-        fixed_detail::report<r.message>();
-        return InvalidFixedTensor<T>{};
-    } else {
-        return fixed_detail::FixedOf<T, r.dims, r.rank>(
-            fixed_detail::Unchecked{}, Tensor::cat({first.tensor(), rest.tensor()...}, Axis));
-    }
+    return fixed_detail::joined<r, T>([&] {
+        return Tensor::cat({first.tensor(), rest.tensor()...}, Axis);
+    });
 }
 
 // ---- operations on an InvalidFixedTensor: silent (the mistake was reported) ---------------------
