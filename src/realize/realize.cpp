@@ -307,6 +307,16 @@ Plan build_plan(const UOp& root, const std::vector<UOp>& inputs, const SymbolicS
                         step.level = std::max(step.level, plan.steps[s->second].level + 1);
                 }
             }
+            // The kernel reads buffers[0 .. buffer_count) and vars[0 .. var_count): a slot past
+            // what the plan passes would be read from beyond the argument array.
+            if (step.kernel->buffer_count() > step.params.size() ||
+                step.kernel->var_count() != step.vars.size())
+                fail("realize", "internal: kernel " + k.name + " reads " +
+                                    std::to_string(step.kernel->buffer_count()) + " buffers and " +
+                                    std::to_string(step.kernel->var_count()) +
+                                    " variables, the plan passes " +
+                                    std::to_string(step.params.size()) + " and " +
+                                    std::to_string(step.vars.size()));
             plan.kernels->push_back(KernelInfo{k.name, "CPU", step.kernel->source()});
         }
         for (size_t o = 0; o < k.outputs; ++o)
