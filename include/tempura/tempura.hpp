@@ -10,4 +10,5 @@
 #include "tempura/symbolic/simplify.hpp"
 #include "tempura/tensor/fixed_tensor.hpp"
 #include "tempura/tensor/nn.hpp"
+#include "tempura/tensor/optim.hpp"
 #include "tempura/tensor/tensor.hpp"

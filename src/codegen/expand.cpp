@@ -295,7 +295,9 @@ class Expander {
             same = same && e.same(s);
             srcs.push_back(std::move(e));
         }
-        if (!vec) return same ? u : u.replace_srcs(std::move(srcs));
+        // GROUP gathers the stores of a kernel that writes several outputs: its sources were
+        // expanded above, and it stays one GROUP.
+        if (!vec || u.op() == Op::Group) return same ? u : u.replace_srcs(std::move(srcs));
         if (!is_alu(u.op()))
             fail("expander",
                  "cannot expand " + std::string(op_name(u.op())) + " along a vector axis");

@@ -137,7 +137,8 @@ std::optional<Shape> infer_shape(Op op, const std::vector<UOp>& srcs, const Arg&
         }
         return out;
     }
-    case Op::Contiguous: return src(0);
+    case Op::Contiguous:
+    case Op::Detach: return src(0);
     default: break;
     }
     if (is_alu(op) && !srcs.empty()) {

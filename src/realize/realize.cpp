@@ -548,12 +548,27 @@ std::shared_ptr<const Plan> plan_of(const UOp& graph, const std::vector<UOp>& to
     auto built = std::make_shared<const Plan>(build_plan(graph, input_nodes, sym));
     return plans().insert(key, built, plan_bytes(key, *built));
 }
+
+// DETACH only steers autograd; its value is its source's, so the scheduler never sees it.
+// Returns whether the graph had any (then root and topo are the graph without them).
+bool strip_detach(UOp& root, std::vector<UOp>& topo) {
+    bool any = false;
+    for (const UOp& u : topo) any = any || u.op() == Op::Detach;
+    if (!any) return false;
+    root = rebuild_graph(root, [](const UOp& u, std::vector<UOp> srcs) {
+        return u.op() == Op::Detach ? srcs[0] : with_srcs(u, std::move(srcs));
+    });
+    topo = root.toposort();
+    return true;
+}
 } // namespace
 
-PlanMemory plan_memory(const UOp& root) {
+PlanMemory plan_memory(const UOp& graph) {
+    UOp root = graph;
     if (root.op() == Op::Buffer) return {};
     std::vector<UOp> input_nodes;
-    const std::vector<UOp> topo = root.toposort();
+    std::vector<UOp> topo = root.toposort();
+    strip_detach(root, topo);
     return plan_of(root, topo, input_nodes, infer_symbolic_shapes(topo))->memory;
 }
 
@@ -562,8 +577,8 @@ std::vector<RealizeResult> realize_graphs(const std::vector<UOp>& roots) {
     if (roots.empty()) return results;
     // Shared work computed once: what an earlier realize computed is read from its buffer.
     std::vector<std::shared_ptr<runtime::Buffer>> held;
-    const UOp all = roots.size() == 1 ? roots[0] : UOp::sink(roots);
-    const std::vector<UOp> original_topo = all.toposort();
+    UOp all = roots.size() == 1 ? roots[0] : UOp::sink(roots);
+    std::vector<UOp> original_topo = all.toposort();
     const UOp substituted = becomes().substitute(all, original_topo, held);
     // Roots that are buffers, or were realized before, need no kernel.
     std::vector<UOp> todo;
@@ -584,8 +599,10 @@ std::vector<RealizeResult> realize_graphs(const std::vector<UOp>& roots) {
         where.push_back(i);
     }
     if (todo.empty()) return results;
-    const UOp graph = todo.size() == 1 ? todo[0] : UOp::sink(todo);
-    const std::vector<UOp> topo = graph.same(all) ? original_topo : graph.toposort();
+    UOp graph = todo.size() == 1 ? todo[0] : UOp::sink(todo);
+    std::vector<UOp> topo = graph.same(all) ? std::move(original_topo) : graph.toposort();
+    if (strip_detach(graph, topo)) // the roots are the new graph's (or its SINK's sources)
+        for (size_t j = 0; j < todo.size(); ++j) todo[j] = todo.size() == 1 ? graph : graph.src(j);
     std::vector<UOp> input_nodes;
     const SymbolicShapes sym = infer_symbolic_shapes(topo);
     const std::shared_ptr<const Plan> plan = plan_of(graph, topo, input_nodes, sym);

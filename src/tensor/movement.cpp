@@ -196,7 +196,7 @@ Tensor Tensor::unsqueeze(int64_t axis) const {
 Tensor Tensor::flatten() const { return reshape_node(*this, Shape{numel()}); }
 
 Tensor Tensor::contiguous() const {
-    return TensorAccess::derive(*this, UOp::make(Op::Contiguous, dtype(), {uop_}), shape_);
+    return TensorAccess::derive(*this, UOp::make(Op::Contiguous, dtype(), {uop()}), shape_);
 }
 
 Tensor Tensor::cat(const std::vector<Tensor>& tensors, int64_t axis) {

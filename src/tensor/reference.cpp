@@ -294,7 +294,8 @@ Arr eval_node(const UOp& u, const std::vector<const Arr*>& s, const Shape& shape
         out.shape = shape;
         return out;
     }
-    case Op::Contiguous: return *s[0];
+    case Op::Contiguous:
+    case Op::Detach: return *s[0];
     case Op::Expand:
     case Op::Permute:
     case Op::Pad:

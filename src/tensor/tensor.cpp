@@ -35,24 +35,37 @@ TensorAccess::merge(const std::shared_ptr<const Tensor::Buffers>& a,
 }
 
 Tensor TensorAccess::make(UOp uop, Shape shape, std::shared_ptr<const Tensor::Buffers> buffers,
-                          bool symbolic) {
+                          bool symbolic, bool tracks) {
+    if (tracks && NoGrad::active()) {
+        uop = UOp::make(Op::Detach, uop.dtype(), {uop});
+        tracks = false;
+    }
     Tensor t(std::move(uop), std::move(shape), std::move(buffers));
-    t.symbolic_ = symbolic;
+    t.core_.symbolic = symbolic;
+    t.core_.tracks_grad = tracks;
     return t;
 }
 
 Tensor TensorAccess::derive(const Tensor& x, UOp uop, Shape shape) {
-    Tensor t(std::move(uop), std::move(shape), x.buffers_);
-    t.symbolic_ = x.symbolic_;
-    return t;
+    const Tensor::Core& c = x.core();
+    return make(std::move(uop), std::move(shape), c.buffers, c.symbolic, c.tracks_grad);
 }
 
 void TensorAccess::set_buffer(Tensor& x, std::shared_ptr<runtime::Buffer> buffer) {
-    x.buffer_ = std::move(buffer);
+    x.core_mut().buffer = std::move(buffer);
 }
 
 const std::shared_ptr<const Tensor::Buffers>& TensorAccess::buffers(const Tensor& x) {
-    return x.buffers_;
+    return x.core().buffers;
+}
+
+Tensor::Shared& TensorAccess::share(Tensor& x) {
+    if (!x.shared_) {
+        x.shared_ = std::make_shared<Tensor::Shared>();
+        x.shared_->core = std::move(x.core_);
+        x.core_ = Tensor::Core{};
+    }
+    return *x.shared_;
 }
 
 Tensor TensorAccess::scalar(DType dtype, double value) {
@@ -108,7 +121,7 @@ Tensor broadcast_to(const Tensor& x, const Shape& target, bool symbolic) {
 
 Tensor reshape_node(const Tensor& x, const Shape& shape) {
     if (x.shape() == shape) return x;
-    if (x.is_realized()) {
+    if (x.is_realized() && !(TensorAccess::tracks(x) && NoGrad::active())) {
         // A realized tensor is RESHAPE(BUFFER): reshaping it is another view of the same
         // contiguous buffer, RESHAPE(BUFFER, shape), and still realized.
         const UOp& leaf = x.uop().op() == Op::Reshape ? x.uop().src(0) : x.uop();
@@ -133,7 +146,8 @@ Tensor binary(const std::string& name, Op op, const Tensor& a, const Tensor& b) 
                  y = broadcast_to(b, out, sym && b.ndim() < static_cast<int64_t>(out.size()));
     return TensorAccess::make(
         UOp::alu(op, {x.uop(), y.uop()}), out,
-        TensorAccess::merge(TensorAccess::buffers(a), TensorAccess::buffers(b)), sym);
+        TensorAccess::merge(TensorAccess::buffers(a), TensorAccess::buffers(b)), sym,
+        TensorAccess::tracks(a) || TensorAccess::tracks(b));
 }
 
 Tensor scalar_like(const Tensor& x, double value) { return TensorAccess::scalar(x.dtype(), value); }
@@ -157,7 +171,13 @@ using detail::unary;
 Tensor::Tensor() : Tensor(make_const_f(DType::Float32, 0.0), Shape{}, TensorAccess::no_buffers()) {}
 
 Tensor::Tensor(UOp uop, Shape shape, std::shared_ptr<const Buffers> buffers)
-    : uop_(std::move(uop)), shape_(std::move(shape)), buffers_(std::move(buffers)) {}
+    : shape_(std::move(shape)) {
+    core_.uop = std::move(uop);
+    core_.buffers = std::move(buffers);
+}
+
+const Tensor::Core& Tensor::core() const { return shared_ ? shared_->core : core_; }
+Tensor::Core& Tensor::core_mut() { return shared_ ? shared_->core : core_; }
 
 UOp Tensor::make_const_f(DType dtype, double value) {
     detail::check_element_dtype("full", dtype);
@@ -198,9 +218,12 @@ UOp buffer_uop(const std::shared_ptr<runtime::Buffer>& b, const Shape& shape,
     return UOp::make(Op::Reshape, b->dtype(), {leaf}, shape);
 }
 
+// A tensor made realized has shared state from the start: its copies see an assign().
 Tensor realized(const std::shared_ptr<runtime::Buffer>& b, const Shape& shape,
                 std::vector<UOp> dims = {}) {
-    return Tensor::from_uop(buffer_uop(b, shape, std::move(dims)));
+    Tensor t = Tensor::from_uop(buffer_uop(b, shape, std::move(dims)));
+    TensorAccess::share(t);
+    return t;
 }
 
 } // namespace
@@ -235,7 +258,7 @@ Tensor Tensor::with_dims(const Tensor& t, const Dims& dims) {
     std::vector<UOp> uops;
     uops.reserve(dims.size());
     for (const Dim& d : dims) uops.push_back(d.uop());
-    return realized(t.buffer_, t.shape_, std::move(uops));
+    return realized(t.buffer(), t.shape_, std::move(uops));
 }
 
 Tensor Tensor::arange(int64_t n, DType dtype) {
@@ -279,11 +302,11 @@ Tensor Tensor::from_uop(const UOp& uop) {
     std::sort(bufs->begin(), bufs->end(),
               [](const auto& x, const auto& y) { return x->id() < y->id(); });
     Tensor t(uop, std::move(shape), std::move(bufs));
-    t.symbolic_ = symbolic;
+    t.core_.symbolic = symbolic;
     // RESHAPE(BUFFER) and BUFFER are realized already.
     const bool is_buffer_view =
         uop.op() == Op::Buffer || (uop.op() == Op::Reshape && uop.src(0).op() == Op::Buffer);
-    if (is_buffer_view) t.buffer_ = t.buffers_->front();
+    if (is_buffer_view) t.core_.buffer = t.core_.buffers->front();
     return t;
 }
 
@@ -291,11 +314,11 @@ Tensor Tensor::from_uop(const UOp& uop) {
 
 int64_t Tensor::numel() const { return tempura::numel(shape_); }
 
-const Tensor::Buffers& Tensor::buffers() const { return *buffers_; }
+const Tensor::Buffers& Tensor::buffers() const { return *core().buffers; }
 
 Tensor& Tensor::realize() {
-    if (buffer_) return *this;
-    adopt(realize_graph(uop_));
+    if (is_realized()) return *this;
+    adopt(realize_graph(uop()));
     return *this;
 }
 
@@ -318,21 +341,31 @@ void Tensor::adopt(RealizeResult r) {
                             std::to_string(r.buffer->numel()) + "] for a " + dtype().name() +
                             " tensor of shape " + shape_str(shape_));
     runtime::register_buffer(r.buffer);
-    symbolic_ = !r.dims.empty();
-    uop_ = buffer_uop(r.buffer, shape_, std::move(r.dims));
-    buffers_ = std::make_shared<const Buffers>(Buffers{r.buffer});
-    buffer_ = std::move(r.buffer);
-    kernels_ = std::move(r.kernels);
+    const bool keep_graph = core().tracks_grad && !(shared_ && shared_->requires_grad);
+    if (keep_graph) TensorAccess::share(*this); // copies from now on share the graph too
+    Core& c = core_mut();
+    if (keep_graph) {
+        c.graph = c.uop;
+        c.graph_buffers = c.buffers;
+    }
+    c.symbolic = !r.dims.empty();
+    c.uop = buffer_uop(r.buffer, shape_, std::move(r.dims));
+    c.buffers = std::make_shared<const Buffers>(Buffers{r.buffer});
+    c.buffer = std::move(r.buffer);
+    c.kernels = std::move(r.kernels);
+    if (shared_ && (shared_->requires_grad || keep_graph)) detail::register_leaf(shared_);
 }
 
 const std::vector<KernelInfo>& Tensor::kernels() const {
     static const std::vector<KernelInfo> none;
-    return kernels_ ? *kernels_ : none;
+    const auto& k = core().kernels;
+    return k ? *k : none;
 }
 
 void Tensor::read_into(DType to, void* dst) const {
-    if (!buffer_) fail("to_vector", "tensor is not realized");
-    detail::convert_elements(buffer_->dtype(), buffer_->data(), to, dst, buffer_->numel());
+    const auto& b = core().buffer;
+    if (!b) fail("to_vector", "tensor is not realized");
+    detail::convert_elements(b->dtype(), b->data(), to, dst, b->numel());
 }
 
 void Tensor::check_item() const {
@@ -444,7 +477,7 @@ Tensor Tensor::minimum(const Tensor& other) const {
 Tensor Tensor::cast(DType dtype) const {
     detail::check_element_dtype("cast", dtype);
     if (dtype == this->dtype()) return *this;
-    return TensorAccess::derive(*this, UOp::make(Op::Cast, dtype, {uop_}), shape_);
+    return TensorAccess::derive(*this, UOp::make(Op::Cast, dtype, {uop()}), shape_);
 }
 
 // ---- operators -----------------------------------------------------------------------------
@@ -511,7 +544,8 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
         TensorAccess::merge(TensorAccess::buffers(cond), TensorAccess::buffers(a)),
         TensorAccess::buffers(b));
     return TensorAccess::make(UOp::alu(Op::Where, {c.uop(), x.uop(), y.uop()}), out,
-                              std::move(bufs), sym);
+                              std::move(bufs), sym,
+                              TensorAccess::tracks(a) || TensorAccess::tracks(b));
 }
 
 Tensor maximum(const Tensor& a, const Tensor& b) { return a.maximum(b); }

@@ -1,6 +1,8 @@
 #pragma once
 // Internals shared by the translation units of src/tensor (not installed).
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 
 #include "tempura/tensor/tensor.hpp"
@@ -14,9 +16,19 @@ struct TensorAccess {
     static std::shared_ptr<const Tensor::Buffers>
     merge(const std::shared_ptr<const Tensor::Buffers>& a,
           const std::shared_ptr<const Tensor::Buffers>& b);
+    // A tensor over `uop`; `tracks`: gradients flow through it (an input does). Under NoGrad a
+    // tracking result is wrapped in DETACH and does not track.
     static Tensor make(UOp uop, Shape shape, std::shared_ptr<const Tensor::Buffers> buffers,
-                       bool symbolic);
-    static bool symbolic(const Tensor& x) { return x.symbolic_; }
+                       bool symbolic, bool tracks = false);
+    static bool symbolic(const Tensor& x) { return x.core().symbolic; }
+    static bool tracks(const Tensor& x) { return x.core().tracks_grad; }
+    static const Tensor::Core& core(const Tensor& x) { return x.core(); }
+    static const std::shared_ptr<Tensor::Shared>& shared(const Tensor& x) { return x.shared_; }
+    // x's Shared state, made (from x's core) if it has none.
+    static Tensor::Shared& share(Tensor& x);
+    // Gives t (and every copy sharing its state) the realized `value`'s buffer (assign without
+    // the checks; optimizers realize their updates together, then rebind).
+    static void rebind(Tensor& t, const Tensor& value);
     // A tensor over `uop`, which reads what x reads.
     static Tensor derive(const Tensor& x, UOp uop, Shape shape);
     static const std::shared_ptr<const Tensor::Buffers>& buffers(const Tensor& x);
@@ -26,7 +38,19 @@ struct TensorAccess {
     static Tensor scalar_int(DType dtype, int64_t value);
 };
 
+// The state copies of a tensor share: its core, and its autograd leaf state.
+struct Tensor::Shared {
+    Core core;
+    bool requires_grad = false;
+    std::mutex mu;               // guards grad and pending
+    std::optional<Tensor> grad;  // accumulated (lazy until realized)
+    std::vector<Tensor> pending; // losses whose backward() added to grad since it was realized
+};
+
 namespace detail {
+
+// Autograd's leaf registry (autograd.cpp): a requires-grad tensor's buffer -> its shared state.
+void register_leaf(const std::shared_ptr<Tensor::Shared>& s);
 
 void check_element_dtype(const std::string& op, DType dtype);
 void check_shape(const std::string& op, const Shape& shape);

@@ -35,7 +35,7 @@ static_assert(tempura::op_info(Op::Add).arity == 2);
 static_assert(tempura::op_info(Op::Sink).arity == tempura::kVariadic);
 static_assert(tempura::is_commutative(Op::Add) && !tempura::is_commutative(Op::Sub));
 static_assert(tempura::op_info(Op::Store).range_start == 2);
-static_assert(tempura::kNumOps == static_cast<size_t>(Op::Contiguous) + 1);
+static_assert(tempura::kNumOps == static_cast<size_t>(Op::Detach) + 1);
 
 // Every Op enumerator, by walking the table (the enum is dense from 0).
 constexpr Op op_at(size_t i) { return static_cast<Op>(i); }

@@ -121,7 +121,9 @@ struct OpInfo {
     X(Shrink, "SHRINK", 1, 1, Movement, 0, -1, Ints)                                               \
     X(Flip, "FLIP", 1, 1, Movement, 0, -1, Ints)                                                   \
     /* tensor-level markers */                                                                     \
-    X(Contiguous, "CONTIGUOUS", kVariadic, 1, Tensor, 0, -1, None)
+    X(Contiguous, "CONTIGUOUS", kVariadic, 1, Tensor, 0, -1, None)                                 \
+    /* DETACH(x): x's value, through which no gradient flows (autograd); realize strips it */      \
+    X(Detach, "DETACH", 1, 1, Tensor, 0, -1, None)
 
 enum class Op : uint8_t {
 #define TEMPURA_X(e, n, a, m, c, f, r, k) e,
@@ -129,7 +131,7 @@ enum class Op : uint8_t {
 #undef TEMPURA_X
 };
 
-inline constexpr std::array<OpInfo, static_cast<size_t>(Op::Contiguous) + 1> kOpTable = {{
+inline constexpr std::array<OpInfo, static_cast<size_t>(Op::Detach) + 1> kOpTable = {{
 #define TEMPURA_X(e, n, a, m, c, f, r, k)                                                          \
     OpInfo{n, a, m, OpCategory::c, static_cast<uint8_t>(f), r, ArgKind::k},
     TEMPURA_OPS(TEMPURA_X)

@@ -1134,6 +1134,24 @@ class FixedTensor {
         return *this;
     }
     const std::vector<KernelInfo>& kernels() const { return tensor_.kernels(); }
+
+    // ---- autograd (Tensor's, with this type) ---------------------------------------------------
+    FixedTensor& requires_grad(bool on = true) {
+        tensor_.requires_grad(on);
+        return *this;
+    }
+    void backward() const {
+        static_assert(numel() == 1, "backward: the loss must have exactly one element");
+        tensor_.backward();
+    }
+    FixedTensor grad() const { return {Unchecked{}, tensor_.grad()}; }
+    void zero_grad() const { tensor_.zero_grad(); }
+    FixedTensor detach() const { return {Unchecked{}, tensor_.detach()}; }
+    FixedTensor& assign(const FixedTensor& value) {
+        tensor_.assign(value.tensor());
+        return *this;
+    }
+
     // The elements in row-major order (converted to U if given); realizes first.
     template <Number U = T>
     std::vector<U> to_vector() {

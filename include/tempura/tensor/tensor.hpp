@@ -175,13 +175,13 @@ class Tensor {
 
     // ---- properties -----------------------------------------------------------------------
     const Shape& shape() const { return shape_; }
-    DType dtype() const { return uop_.dtype(); }
+    DType dtype() const { return core().uop.dtype(); }
     int64_t numel() const;
     int64_t ndim() const { return static_cast<int64_t>(shape_.size()); }
     // The lazy graph (after realize(): RESHAPE(BUFFER)); printable with tree().
-    const UOp& uop() const { return uop_; }
+    const UOp& uop() const { return core().uop; }
     // Whether the tensor is a buffer already (from_vector, arange, eye, or after realize()).
-    bool is_realized() const { return buffer_ != nullptr; }
+    bool is_realized() const { return core().buffer != nullptr; }
     // The buffers this tensor's graph reads (kept alive by the tensor).
     const Buffers& buffers() const;
 
@@ -367,10 +367,67 @@ class Tensor {
     }
 
     // The buffer of a realized tensor (null when lazy).
-    const std::shared_ptr<runtime::Buffer>& buffer() const { return buffer_; }
+    const std::shared_ptr<runtime::Buffer>& buffer() const { return core().buffer; }
+
+    // ---- autograd (tempura/tensor/autograd.cpp) ---------------------------------------------
+    // Gradients are computed by a rule group over the graph: one rule per op gives the adjoints
+    // of its sources, applied from the loss towards the leaves; the backward graph is lazy and
+    // fuses and schedules like any other. Only float tensors take gradients.
+    //
+    // Marks this tensor as a leaf whose gradient backward() computes (a lazy tensor is realized
+    // first: a leaf is a buffer). Copies share the mark and the gradient. Throws for non-float
+    // dtypes. requires_grad(false) drops the mark and the gradient.
+    Tensor& requires_grad(bool on = true);
+    bool requires_grad_enabled() const;
+    // Adds d(this)/d(leaf) to the gradient of every leaf this one-element tensor is computed
+    // from (gradients accumulate over backward() calls until zero_grad()). The loss stays
+    // readable. Throws "[backward] ..." for more than one element, or when no leaf that
+    // requires a gradient is reached (or only through ops without a gradient: comparisons,
+    // integer ops, argmax).
+    void backward() const;
+    // The accumulated gradient, of this tensor's shape and dtype (zeros before any backward());
+    // throws if the tensor never called requires_grad().
+    Tensor grad() const;
+    // Drops the accumulated gradient (a later grad() is zeros).
+    void zero_grad() const;
+    // The same value, through which no gradient flows.
+    Tensor detach() const;
+    // Gives this tensor, and every copy of it, the value of `value` (same dtype; its shape, or
+    // one that broadcasts to it), realizing the value if it is lazy: the value's buffer becomes
+    // the tensor's (no copy). Tensors computed from the old value keep reading the old value.
+    // Copies share this from the moment the tensor has a buffer (from_vector, arange, eye,
+    // requires_grad, an earlier assign); a copy taken of a lazy tensor before its first assign()
+    // keeps its own value. To update several tensors as one plan, tempura::realize({...}) the
+    // values first (the optimizers do).
+    Tensor& assign(const Tensor& value);
+
+    // The state copies of a tensor share (autograd marks, assign); defined in tensor.cpp.
+    struct Shared;
 
   private:
     friend struct TensorAccess;
+    // What a tensor is: its graph and what the graph reads. A tensor that has Shared state (a
+    // leaf that requires a gradient, or one that was assigned to) keeps it there, for all its
+    // copies; others keep it in core_.
+    struct Core {
+        UOp uop;
+        std::shared_ptr<const Buffers> buffers;  // sorted by id, no duplicates; never null
+        std::shared_ptr<runtime::Buffer> buffer; // set while uop is RESHAPE(BUFFER) of it
+        // Whether the graph reads a tensor of symbolic dims: broadcasts then keep their EXPAND
+        // even where the sizes already agree (a variable at 1), so that the graph has one
+        // structure for every value of the variable.
+        bool symbolic = false;
+        // Whether gradients flow from this tensor to a leaf that requires one (not detached,
+        // not built under NoGrad).
+        bool tracks_grad = false;
+        std::shared_ptr<const std::vector<KernelInfo>> kernels; // shared with the cached plan
+        // A tracking tensor that was realized keeps the graph it was computed by (and what that
+        // reads), so that gradients still flow through it.
+        UOp graph;
+        std::shared_ptr<const Buffers> graph_buffers;
+    };
+    const Core& core() const;
+    Core& core_mut();
     friend void realize(const std::vector<std::reference_wrapper<Tensor>>& tensors);
     // Takes a realize's result as this tensor's value (checked against its dtype and size).
     void adopt(RealizeResult r);
@@ -401,16 +458,27 @@ class Tensor {
         }
     }
 
-    UOp uop_;
     Shape shape_;
-    std::shared_ptr<const Buffers> buffers_;  // sorted by id, no duplicates; never null
-    std::shared_ptr<runtime::Buffer> buffer_; // set while uop_ is RESHAPE(BUFFER) of it
-    // Whether the graph reads a tensor of symbolic dims: broadcasts then keep their EXPAND
-    // even where the sizes already agree (a variable at 1), so that the graph has one
-    // structure for every value of the variable.
-    bool symbolic_ = false;
-    std::shared_ptr<const std::vector<KernelInfo>> kernels_; // shared with the cached plan
+    Core core_;
+    std::shared_ptr<Shared> shared_;
 };
+
+// While a NoGrad lives (on this thread), results of tensor ops carry no gradient: they are
+// computed from their inputs' values, as detach() would give them (optimizer steps, evaluation).
+class NoGrad {
+  public:
+    NoGrad();
+    ~NoGrad();
+    NoGrad(const NoGrad&) = delete;
+    NoGrad& operator=(const NoGrad&) = delete;
+    // Whether a NoGrad lives on this thread.
+    static bool active();
+};
+
+// d(loss)/d(param) for each param, without touching any tensor's accumulated gradient. loss
+// has one element; a param is any tensor whose graph node the loss reads (a leaf, or an
+// intermediate result); one the loss does not depend on gets zeros.
+std::vector<Tensor> gradients(const Tensor& loss, const std::vector<Tensor>& params);
 
 // ---- operators: NumPy broadcasting; a scalar operand takes the tensor's dtype -----------------
 Tensor operator+(const Tensor& a, const Tensor& b);

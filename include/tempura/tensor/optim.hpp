@@ -1,0 +1,85 @@
+#pragma once
+// Optimizers: nn::SGD, nn::Adam and nn::AdamW, with PyTorch's update formulas. step() realizes,
+// as one plan, the losses whose backward() filled the gradients, the gradients, the new values
+// of the parameters and the optimizer's state; then every parameter (and every copy of it) holds
+// its new value. Scalars that change from step to step (Adam's bias corrections) are read from a
+// buffer, so the plan is built once and replayed.
+#include <cstdint>
+#include <vector>
+
+#include "tempura/tensor/tensor.hpp"
+
+namespace tempura::nn {
+
+class Optimizer {
+  public:
+    // The parameters must require gradients (throws "[optimizer] parameter 1 does not require a
+    // gradient"). The optimizer holds copies: they share the parameters' values and gradients.
+    explicit Optimizer(std::vector<Tensor> params, const char* name);
+    virtual ~Optimizer() = default;
+    // Drops every parameter's gradient.
+    void zero_grad();
+    // One update of every parameter that has a gradient (one without is left as it is).
+    void step();
+    const std::vector<Tensor>& params() const { return params_; }
+    int64_t steps() const { return steps_; }
+
+  protected:
+    // The per-step scalars the update reads (a realized tensor), or an empty tensor.
+    virtual Tensor step_scalars() { return Tensor(); }
+    // Parameter i's new value from its gradient; `state` (the optimizer's tensors for it, made
+    // by init_state) is replaced by its new values. Runs under NoGrad.
+    virtual Tensor update(size_t i, const Tensor& p, const Tensor& grad, const Tensor& scalars,
+                          std::vector<Tensor>& state) = 0;
+    virtual std::vector<Tensor> init_state(const Tensor& p) = 0;
+
+    std::vector<Tensor> params_;
+    std::vector<std::vector<Tensor>> state_;
+    int64_t steps_ = 0;
+    const char* name_;
+};
+
+// p -= lr * (momentum buffer or g), with g += weight_decay p; the buffer is
+// b = momentum b + g (b = g on the first step), as torch.optim.SGD without dampening.
+class SGD : public Optimizer {
+  public:
+    SGD(std::vector<Tensor> params, double lr, double momentum = 0, double weight_decay = 0);
+
+  protected:
+    Tensor update(size_t i, const Tensor& p, const Tensor& grad, const Tensor& scalars,
+                  std::vector<Tensor>& state) override;
+    std::vector<Tensor> init_state(const Tensor& p) override;
+
+  private:
+    double lr_, momentum_, weight_decay_;
+};
+
+// torch.optim.Adam: g += weight_decay p (L2); m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
+// p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps).
+class Adam : public Optimizer {
+  public:
+    Adam(std::vector<Tensor> params, double lr = 1e-3, double beta1 = 0.9, double beta2 = 0.999,
+         double eps = 1e-8, double weight_decay = 0);
+
+  protected:
+    Adam(std::vector<Tensor> params, double lr, double beta1, double beta2, double eps,
+         double weight_decay, bool decoupled, const char* name);
+    Tensor step_scalars() override;
+    Tensor update(size_t i, const Tensor& p, const Tensor& grad, const Tensor& scalars,
+                  std::vector<Tensor>& state) override;
+    std::vector<Tensor> init_state(const Tensor& p) override;
+
+  private:
+    double lr_, beta1_, beta2_, eps_, weight_decay_;
+    bool decoupled_;
+};
+
+// torch.optim.AdamW: Adam whose weight decay is decoupled: p *= 1 - lr weight_decay, then the
+// Adam step without the L2 term.
+class AdamW : public Adam {
+  public:
+    AdamW(std::vector<Tensor> params, double lr = 1e-3, double beta1 = 0.9, double beta2 = 0.999,
+          double eps = 1e-8, double weight_decay = 0.01);
+};
+
+} // namespace tempura::nn

@@ -1,0 +1,154 @@
+// nn::SGD, nn::Adam, nn::AdamW: updates written with tensor ops (under NoGrad), realized together
+// with the gradients and the losses that made them: one plan per step.
+#include "tempura/tensor/optim.hpp"
+
+#include <cmath>
+#include <functional>
+
+#include "tempura/error.hpp"
+#include "tensor_impl.hpp"
+
+namespace tempura::nn {
+
+Optimizer::Optimizer(std::vector<Tensor> params, const char* name)
+    : params_(std::move(params)), state_(params_.size()), name_(name) {
+    for (size_t i = 0; i < params_.size(); ++i)
+        if (!params_[i].requires_grad_enabled())
+            fail(name_, "parameter " + std::to_string(i) +
+                            " does not require a gradient (call requires_grad() on it)");
+}
+
+void Optimizer::zero_grad() {
+    for (const Tensor& p : params_) p.zero_grad();
+}
+
+void Optimizer::step() {
+    // The parameters that have a gradient, and the losses whose backward() made it.
+    std::vector<size_t> which;
+    std::vector<Tensor> grads, pending;
+    for (size_t i = 0; i < params_.size(); ++i) {
+        const auto& sh = TensorAccess::shared(params_[i]);
+        std::lock_guard<std::mutex> l(sh->mu);
+        if (!sh->grad) continue;
+        which.push_back(i);
+        grads.push_back(*sh->grad);
+        for (Tensor& t : sh->pending) pending.push_back(std::move(t));
+        sh->pending.clear();
+    }
+    if (which.empty()) return;
+    ++steps_;
+    const Tensor scalars = step_scalars();
+    std::vector<Tensor> next(which.size());
+    std::vector<std::vector<Tensor>> next_state(which.size());
+    {
+        NoGrad ng;
+        for (size_t k = 0; k < which.size(); ++k) {
+            const size_t i = which[k];
+            if (state_[i].empty()) state_[i] = init_state(params_[i]);
+            next_state[k] = state_[i];
+            next[k] = update(i, params_[i], grads[k], scalars, next_state[k]);
+        }
+    }
+    // One schedule: forward (the pending losses), backward (the gradients), the updates.
+    std::vector<std::reference_wrapper<Tensor>> all;
+    for (Tensor& t : pending) all.push_back(t);
+    for (Tensor& t : grads) all.push_back(t);
+    for (Tensor& t : next) all.push_back(t);
+    for (auto& st : next_state)
+        for (Tensor& t : st) all.push_back(t);
+    tempura::realize(all);
+    for (size_t k = 0; k < which.size(); ++k) {
+        const size_t i = which[k];
+        TensorAccess::rebind(params_[i], next[k]);
+        state_[i] = std::move(next_state[k]);
+        const auto& sh = TensorAccess::shared(params_[i]);
+        std::lock_guard<std::mutex> l(sh->mu);
+        sh->grad = grads[k]; // realized: grad() reads it without running the backward again
+    }
+}
+
+namespace {
+Tensor scalar(const Tensor& like, double v) { return tempura::detail::scalar_like(like, v); }
+} // namespace
+
+// ---- SGD ----------------------------------------------------------------------------------------
+
+SGD::SGD(std::vector<Tensor> params, double lr, double momentum, double weight_decay)
+    : Optimizer(std::move(params), "SGD"), lr_(lr), momentum_(momentum),
+      weight_decay_(weight_decay) {
+    if (!(lr >= 0)) fail("SGD", "learning rate must be >= 0, got " + std::to_string(lr));
+    if (!(momentum >= 0)) fail("SGD", "momentum must be >= 0, got " + std::to_string(momentum));
+    if (!(weight_decay >= 0))
+        fail("SGD", "weight_decay must be >= 0, got " + std::to_string(weight_decay));
+}
+
+std::vector<Tensor> SGD::init_state(const Tensor&) { return {}; }
+
+Tensor SGD::update(size_t, const Tensor& p, const Tensor& grad, const Tensor&,
+                   std::vector<Tensor>& state) {
+    Tensor g = grad;
+    if (weight_decay_ != 0) g = g + p * scalar(p, weight_decay_);
+    if (momentum_ != 0) {
+        // b = g on the first step, then b = momentum b + g
+        const Tensor b = state.empty() ? g : state[0] * scalar(p, momentum_) + g;
+        state = {b};
+        g = b;
+    }
+    return p - g * scalar(p, lr_);
+}
+
+// ---- Adam and AdamW
+// -------------------------------------------------------------------------------
+
+Adam::Adam(std::vector<Tensor> params, double lr, double beta1, double beta2, double eps,
+           double weight_decay)
+    : Adam(std::move(params), lr, beta1, beta2, eps, weight_decay, false, "Adam") {}
+
+Adam::Adam(std::vector<Tensor> params, double lr, double beta1, double beta2, double eps,
+           double weight_decay, bool decoupled, const char* name)
+    : Optimizer(std::move(params), name), lr_(lr), beta1_(beta1), beta2_(beta2), eps_(eps),
+      weight_decay_(weight_decay), decoupled_(decoupled) {
+    if (!(lr >= 0)) fail(name, "learning rate must be >= 0, got " + std::to_string(lr));
+    if (!(beta1 >= 0 && beta1 < 1) || !(beta2 >= 0 && beta2 < 1))
+        fail(name, "betas must be in [0, 1), got (" + std::to_string(beta1) + ", " +
+                       std::to_string(beta2) + ")");
+    if (!(eps >= 0)) fail(name, "eps must be >= 0, got " + std::to_string(eps));
+    if (!(weight_decay >= 0))
+        fail(name, "weight_decay must be >= 0, got " + std::to_string(weight_decay));
+}
+
+AdamW::AdamW(std::vector<Tensor> params, double lr, double beta1, double beta2, double eps,
+             double weight_decay)
+    : Adam(std::move(params), lr, beta1, beta2, eps, weight_decay, true, "AdamW") {}
+
+std::vector<Tensor> Adam::init_state(const Tensor& p) {
+    return {Tensor::zeros(p.shape(), p.dtype()), Tensor::zeros(p.shape(), p.dtype())};
+}
+
+// [lr / (1 - beta1^t), 1 / sqrt(1 - beta2^t)]: the step's bias corrections, as data.
+Tensor Adam::step_scalars() {
+    const double t = static_cast<double>(steps_);
+    const double bc1 = 1 - std::pow(beta1_, t), bc2 = 1 - std::pow(beta2_, t);
+    return Tensor::from_vector(std::vector<double>{lr_ / bc1, 1 / std::sqrt(bc2)});
+}
+
+Tensor Adam::update(size_t, const Tensor& p, const Tensor& grad, const Tensor& scalars,
+                    std::vector<Tensor>& state) {
+    Tensor g = grad, base = p;
+    if (weight_decay_ != 0) {
+        if (decoupled_)
+            base = p * scalar(p, 1 - lr_ * weight_decay_);
+        else
+            g = g + p * scalar(p, weight_decay_);
+    }
+    const Tensor m = state[0] * scalar(p, beta1_) + g * scalar(p, 1 - beta1_);
+    const Tensor v = state[1] * scalar(p, beta2_) + g * g * scalar(p, 1 - beta2_);
+    state = {m, v};
+    const Tensor s = scalars.cast(p.dtype());
+    const Tensor step_size = s.shrink({{0, 1}}).reshape({});
+    const Tensor inv_sqrt_bc2 = s.shrink({{1, 2}}).reshape({});
+    const Tensor denom = v.sqrt() * inv_sqrt_bc2 + scalar(p, eps_);
+    return base - m / denom * step_size;
+}
+
+} // namespace tempura::nn
