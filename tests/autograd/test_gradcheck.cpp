@@ -105,15 +105,17 @@ const Fn unary(Tensor (Tensor::*m)() const) {
     return [m](const std::vector<Tensor>& x) { return (x[0].*m)(); };
 }
 
+// An op to check: its name, the function, and the range its inputs are drawn from.
+struct OpCase {
+    const char* name;
+    Fn f;
+    double lo, hi;
+};
+
 } // namespace
 
 TEST_CASE("gradcheck: elementwise unary ops, random shapes") {
-    struct U {
-        const char* name;
-        Fn f;
-        double lo, hi;
-    };
-    const std::vector<U> ops = {
+    const std::vector<OpCase> ops = {
         {"neg", unary(&Tensor::neg), -2, 2},
         {"exp", unary(&Tensor::exp), -2, 2},
         {"exp2", unary(&Tensor::exp2), -2, 2},
@@ -146,7 +148,7 @@ TEST_CASE("gradcheck: elementwise unary ops, random shapes") {
         {"pow 3", [](const std::vector<Tensor>& x) { return x[0].pow(3.0); }, -2, 2},
     };
     std::mt19937 rng(7);
-    for (const U& u : ops) {
+    for (const OpCase& u : ops) {
         const Shape s = random_shape(rng, static_cast<int>(rng() % 3) + 1);
         // relu, abs, clip, leaky_relu: kinks away from the sampled points (a value within h
         // of a kink would make the finite difference meaningless)
@@ -155,12 +157,7 @@ TEST_CASE("gradcheck: elementwise unary ops, random shapes") {
 }
 
 TEST_CASE("gradcheck: binary ops with broadcasting") {
-    struct B {
-        const char* name;
-        Fn f;
-        double lo, hi;
-    };
-    const std::vector<B> ops = {
+    const std::vector<OpCase> ops = {
         {"add", [](const std::vector<Tensor>& x) { return x[0] + x[1]; }, -2, 2},
         {"sub", [](const std::vector<Tensor>& x) { return x[0] - x[1]; }, -2, 2},
         {"mul", [](const std::vector<Tensor>& x) { return x[0] * x[1]; }, -2, 2},
@@ -176,7 +173,7 @@ TEST_CASE("gradcheck: binary ops with broadcasting") {
          -2, 2},
     };
     std::mt19937 rng(11);
-    for (const B& b : ops)
+    for (const OpCase& b : ops)
         for (int trial = 0; trial < 2; ++trial) {
             const Shape s = random_shape(rng, static_cast<int>(rng() % 3) + 1);
             const Shape t = broadcastable(rng, s);
