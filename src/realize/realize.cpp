@@ -579,6 +579,7 @@ std::vector<RealizeResult> realize_graphs(const std::vector<UOp>& roots) {
     std::vector<std::shared_ptr<runtime::Buffer>> held;
     UOp all = roots.size() == 1 ? roots[0] : UOp::sink(roots);
     std::vector<UOp> original_topo = all.toposort();
+    strip_detach(all, original_topo); // (a DETACH of a buffer is that buffer, below)
     const UOp substituted = becomes().substitute(all, original_topo, held);
     // Roots that are buffers, or were realized before, need no kernel.
     std::vector<UOp> todo;
@@ -589,8 +590,8 @@ std::vector<RealizeResult> realize_graphs(const std::vector<UOp>& roots) {
             results[i].buffer = runtime::lookup_buffer(g.arg_as<std::vector<int64_t>>().at(0));
             continue;
         }
-        if (!g.same(roots[i]) && g.op() == Op::Reshape && g.src(0).op() == Op::Buffer) {
-            const UOp& leaf = g.src(0); // a buffer an earlier realize computed
+        if (g.op() == Op::Reshape && g.src(0).op() == Op::Buffer) {
+            const UOp& leaf = g.src(0); // a buffer an earlier realize computed, or a view of one
             results[i].buffer = runtime::lookup_buffer(leaf.arg_as<std::vector<int64_t>>().at(0));
             results[i].dims = leaf.srcs();
             continue;
@@ -599,10 +600,8 @@ std::vector<RealizeResult> realize_graphs(const std::vector<UOp>& roots) {
         where.push_back(i);
     }
     if (todo.empty()) return results;
-    UOp graph = todo.size() == 1 ? todo[0] : UOp::sink(todo);
-    std::vector<UOp> topo = graph.same(all) ? std::move(original_topo) : graph.toposort();
-    if (strip_detach(graph, topo)) // the roots are the new graph's (or its SINK's sources)
-        for (size_t j = 0; j < todo.size(); ++j) todo[j] = todo.size() == 1 ? graph : graph.src(j);
+    const UOp graph = todo.size() == 1 ? todo[0] : UOp::sink(todo);
+    const std::vector<UOp> topo = graph.same(all) ? std::move(original_topo) : graph.toposort();
     std::vector<UOp> input_nodes;
     const SymbolicShapes sym = infer_symbolic_shapes(topo);
     const std::shared_ptr<const Plan> plan = plan_of(graph, topo, input_nodes, sym);

@@ -107,6 +107,8 @@ TEST_CASE("autograd: gradients flow through realized intermediates") {
 
 TEST_CASE("autograd: detach and NoGrad cut the graph") {
     Tensor w = param({1, 2}, {2});
+    CHECK(w.detach().to_vector() == std::vector<float>{1, 2}); // a view of the buffer
+    CHECK(w.reshape({2, 1}).detach().to_vector() == std::vector<float>{1, 2});
     (w * w.detach()).sum().backward(); // only the first factor
     CHECK(w.grad().to_vector() == std::vector<float>{1, 2});
     w.zero_grad();
