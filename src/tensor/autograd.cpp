@@ -9,6 +9,7 @@
 #include <cmath>
 #include <numbers>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "tempura/error.hpp"
 #include "tempura/pattern/table.hpp"
@@ -304,18 +305,17 @@ bool differentiable(const UOp& u) { return !gradient_table().for_op(u.op()).empt
 // without recursion (graphs can be deep).
 std::vector<UOp> grad_toposort(const UOp& root) {
     std::vector<UOp> order;
-    std::unordered_map<const UOpNode*, bool> seen; // false: on the stack, true: done
+    std::unordered_set<const UOpNode*> seen; // pushed once: on the stack or done
     std::vector<std::pair<UOp, size_t>> stack{{root, 0}};
-    seen.emplace(root.get(), false);
+    seen.insert(root.get());
     while (!stack.empty()) {
         auto& [u, i] = stack.back();
         const bool leaf = u.op() == Op::Detach || u.op() == Op::Buffer;
         if (!leaf && i < u.srcs().size()) {
             const UOp s = u.src(i++);
-            if (seen.emplace(s.get(), false).second) stack.push_back({s, 0});
+            if (seen.insert(s.get()).second) stack.push_back({s, 0});
             continue;
         }
-        seen[u.get()] = true;
         order.push_back(u);
         stack.pop_back();
     }
@@ -328,10 +328,10 @@ struct WalkResult {
     bool touched = false; // whether any target is below the root at all
 };
 
-// Applies the gradient rules from root (adjoint root_grad) in reverse topological order; only
-// nodes on a differentiable path to a target get an adjoint.
-WalkResult walk(const UOp& root, const UOp& root_grad, const UOpMap<bool>& targets, bool symbolic) {
-    const std::vector<UOp> topo = grad_toposort(root);
+// Applies the gradient rules from root (adjoint root_grad) in reverse topological order (topo:
+// grad_toposort(root)); only nodes on a differentiable path to a target get an adjoint.
+WalkResult walk(const UOp& root, const std::vector<UOp>& topo, const UOp& root_grad,
+                const UOpMap<bool>& targets, bool symbolic) {
     // reach: the node is float and a differentiable path leads from it to a target; touch: some
     // path does (through anything but DETACH).
     UOpMap<std::pair<bool, bool>> flow;
@@ -378,27 +378,41 @@ WalkResult walk(const UOp& root, const UOp& root_grad, const UOpMap<bool>& targe
 }
 
 // The graph gradients walk for t: t's graph, where every buffer of a realized tracking tensor
-// is replaced by the graph that computed it (bounded rounds: such graphs may read others); bufs
-// gets what the result reads.
-UOp autograd_graph(const Tensor& t, std::shared_ptr<const Tensor::Buffers>& bufs) {
+// is replaced by the graph that computed it (bounded rounds: such graphs may read others).
+struct AutogradGraph {
+    UOp root;
+    std::vector<UOp> topo;                        // grad_toposort(root)
+    std::shared_ptr<const Tensor::Buffers> bufs;  // what root reads
+    UOpMap<std::shared_ptr<Tensor::Shared>> leaf; // its BUFFERs that require a gradient
+};
+
+AutogradGraph autograd_graph(const Tensor& t) {
     const auto& c = TensorAccess::core(t);
-    UOp root = c.graph.is_null() ? c.uop : c.graph;
-    bufs = c.graph.is_null() ? c.buffers : c.graph_buffers;
+    AutogradGraph g{c.graph.is_null() ? c.uop : c.graph,
+                    {},
+                    c.graph.is_null() ? c.buffers : c.graph_buffers,
+                    {}};
     for (int round = 0; round < 1000; ++round) {
+        g.topo = grad_toposort(g.root);
+        g.leaf.clear();
         std::unordered_map<const UOpNode*, UOp> repl;
-        for (const UOp& u : grad_toposort(root)) {
+        for (const UOp& u : g.topo) {
             if (u.op() != Op::Buffer) continue;
             const auto& a = u.arg_as<std::vector<int64_t>>();
-            const auto s = leaves().find(a.at(0));
-            if (!s || s->requires_grad || s->core.graph.is_null()) continue;
+            auto s = leaves().find(a.at(0));
+            if (!s) continue;
+            if (s->requires_grad) {
+                g.leaf.emplace(u, std::move(s));
+                continue;
+            }
             repl.emplace(u.get(),
                          UOp::make(Op::Reshape, u.dtype(), {s->core.graph}, Shape{a.at(1)}));
-            bufs = TensorAccess::merge(bufs, s->core.graph_buffers);
+            g.bufs = TensorAccess::merge(g.bufs, s->core.graph_buffers);
         }
         if (repl.empty()) break;
-        root = root.substitute(repl);
+        g.root = g.root.substitute(repl);
     }
-    return root;
+    return g;
 }
 
 void check_loss(const char* op, const Tensor& loss) {
@@ -484,7 +498,7 @@ Tensor& Tensor::assign(const Tensor& value) {
     Tensor v = tempura::detail::broadcast_to(value, shape_);
     // The value of another leaf is copied, so that the two keep separate buffers (and
     // gradients); any other value's buffer becomes this tensor's.
-    if (v.is_realized() && (TensorAccess::shared(v) || v.shape() != value.shape())) {
+    if (v.is_realized() && TensorAccess::shared(v)) {
         NoGrad ng;
         v = v.detach().contiguous();
     }
@@ -507,30 +521,23 @@ void TensorAccess::rebind(Tensor& t, const Tensor& value) {
 
 void Tensor::backward() const {
     check_loss("backward", *this);
-    std::shared_ptr<const Buffers> bufs;
-    const UOp graph = autograd_graph(*this, bufs);
+    const AutogradGraph graph = autograd_graph(*this);
     // The leaves below the loss that require a gradient, by their BUFFER node.
     UOpMap<bool> targets;
-    std::vector<std::pair<UOp, std::shared_ptr<Shared>>> found;
-    for (const UOp& u : grad_toposort(graph)) {
-        if (u.op() != Op::Buffer) continue;
-        auto s = leaves().find(u.arg_as<std::vector<int64_t>>().at(0));
-        if (!s || !s->requires_grad) continue;
-        targets.emplace(u, true);
-        found.emplace_back(u, std::move(s));
-    }
-    if (found.empty())
+    for (const auto& [node, s] : graph.leaf) targets.emplace(node, true);
+    if (targets.empty())
         fail("backward", "the tensor does not depend on any tensor that requires a gradient "
                          "(call requires_grad() on the parameters; detach() and NoGrad cut the "
                          "graph)");
-    const WalkResult r = walk(graph, seed_of(*this), targets, TensorAccess::symbolic(*this));
+    const WalkResult r =
+        walk(graph.root, graph.topo, seed_of(*this), targets, TensorAccess::symbolic(*this));
     if (r.grads.empty())
         fail("backward", "no gradient reaches a tensor that requires one" + blocked_note(r));
-    for (auto& [node, s] : found) {
+    for (const auto& [node, s] : graph.leaf) {
         auto g = r.grads.find(node);
         if (g == r.grads.end()) continue;
-        const Tensor flat =
-            TensorAccess::make(g->second, g->second.shape(), bufs, TensorAccess::symbolic(*this));
+        const Tensor flat = TensorAccess::make(g->second, g->second.shape(), graph.bufs,
+                                               TensorAccess::symbolic(*this));
         std::lock_guard<std::mutex> l(s->mu);
         const Tensor add = flat.reshape(s->core.uop.shape());
         s->grad = s->grad ? *s->grad + add : add;
@@ -557,9 +564,9 @@ std::vector<Tensor> gradients(const Tensor& loss, const std::vector<Tensor>& par
             fail("gradients", "only float tensors take gradients, got " + p.dtype().name());
         targets.emplace(node_of(p), true);
     }
-    std::shared_ptr<const Tensor::Buffers> bufs;
-    const UOp graph = autograd_graph(loss, bufs);
-    const WalkResult r = walk(graph, seed_of(loss), targets, TensorAccess::symbolic(loss));
+    const AutogradGraph graph = autograd_graph(loss);
+    const WalkResult r =
+        walk(graph.root, graph.topo, seed_of(loss), targets, TensorAccess::symbolic(loss));
     if (r.grads.empty() && r.touched && !r.blocked.empty())
         fail("gradients", "no gradient reaches the parameters" + blocked_note(r));
     std::vector<Tensor> out;
@@ -569,9 +576,9 @@ std::vector<Tensor> gradients(const Tensor& loss, const std::vector<Tensor>& par
             out.push_back(Tensor::zeros(p.shape(), p.dtype()));
             continue;
         }
-        out.push_back(
-            TensorAccess::make(g->second, g->second.shape(), bufs, TensorAccess::symbolic(loss))
-                .reshape(p.shape()));
+        out.push_back(TensorAccess::make(g->second, g->second.shape(), graph.bufs,
+                                         TensorAccess::symbolic(loss))
+                          .reshape(p.shape()));
     }
     return out;
 }
