@@ -12,6 +12,7 @@
 
 #include "tempura/codegen/rules.hpp"
 #include "tempura/error.hpp"
+#include "tempura/ir/bounds.hpp"
 #include "tempura/rewrite/graph_rewrite.hpp"
 #include "tempura/support/env.hpp"
 #include "tempura/symbolic/simplify.hpp"
@@ -432,6 +433,37 @@ void run_stages(KernelState& k, size_t from, size_t to) {
     }
 }
 
+// TEMPURA_CHECK_ACCESS=1 (the tests set it): every load and store that no gate guards must lie
+// inside its buffer by the bounds of its offset; a gated one (or one inside an IF: PADTO's
+// guard) is guarded by its gate. A kernel that breaks this fails here with an internal error
+// instead of reading outside a buffer.
+void check_accesses(const std::string& name, const std::vector<UOp>& program) {
+    int in_if = 0;
+    for (const UOp& u : program) {
+        in_if += u.op() == Op::If ? 1 : u.op() == Op::EndIf ? -1 : 0;
+        if (in_if > 0 || (u.op() != Op::Load && u.op() != Op::Store)) continue;
+        const UOp& idx = u.src(0);
+        if (idx.op() != Op::Index || idx.srcs().size() != 2) continue; // a gated INDEX
+        if (u.op() == Op::Load && u.srcs().size() > 1) continue;       // a gated LOAD
+        const UOp& p = idx.src(0);
+        if (p.op() != Op::Param) continue;
+        const auto& a = p.arg_as<std::vector<int64_t>>();
+        if (a.size() < 2 || a[1] < 0) continue; // a symbolic size
+        const UOp& off = idx.src(1);
+        const int64_t lanes = u.op() == Op::Load ? u.dtype().count : u.src(1).dtype().count;
+        const bool unknown = off.vmin() == kUnknownMin || off.vmax() == kUnknownMax;
+        if (unknown || off.vmin() < 0 || off.vmax() + lanes > a[1])
+            fail("lowering", "internal: kernel " + name + " has an ungated " +
+                                 std::string(op_name(u.op())) + " of buffer " +
+                                 std::to_string(a[0]) + " (" + std::to_string(a[1]) +
+                                 " elements) at offsets [" +
+                                 (unknown ? std::string("unknown")
+                                          : std::to_string(off.vmin()) + ", " +
+                                                std::to_string(off.vmax() + lanes - 1)) +
+                                 "]");
+    }
+}
+
 } // namespace
 
 UOp prepare_for_opts(const UOp& ast) {
@@ -459,6 +491,8 @@ LoweredKernel lower_kernel_opt(const std::string& name, const UOp& ast, const De
         run_stages(k, kApplyOpts, pipeline().size());
     }
     k.out.program = linearize(k.ast);
+    static const bool check = env::get_flag("TEMPURA_CHECK_ACCESS");
+    if (check) check_accesses(name, k.out.program);
     if (debug_level() >= 5)
         std::fprintf(stderr, "=== %s: linearize\n%s", name.c_str(),
                      render_linear(k.out.program).c_str());

@@ -1,5 +1,7 @@
 // Symbolic rule groups, part 1: constant folding, bounds, identities, where, max, booleans.
 // Each group reads as the algebra it states; escape-hatch code only where a rule needs a loop.
+#include <unordered_set>
+
 #include "symbolic/linear.hpp"
 #include "symbolic/tables.hpp"
 #include "tempura/ir/scalar.hpp"
@@ -111,6 +113,9 @@ inline constexpr auto identities = rules(
 // condition itself is true there, and false in the false branch (where(x < 5, where(x < 5, a, b)
 // * 2, c) -> where(x < 5, a * 2, c)). Only small branches are searched (the rule runs at every
 // WHERE the rewrite visits).
+// Never into a memory access: both branches of a WHERE are computed, so a LOAD in the taken-or-
+// not branch runs either way, and its gate (or address) is what keeps it inside its buffer
+// when the condition is false (a PAD's or GATHER's where(valid, LOAD(i, valid), 0)).
 std::optional<UOp> where_closure(const UOp& u) {
     const UOp& c = u.src(0);
     if (c.is_const() || c.dtype().count != 1) return std::nullopt; // a scalar condition
@@ -118,9 +123,15 @@ std::optional<UOp> where_closure(const UOp& u) {
         if (branch.same(c)) return UOp::boolean(value);
         size_t seen = 0;
         bool found = false;
+        std::unordered_set<const UOpNode*> reaches_c; // nodes with c among their sources
         for (const UOp& n : branch.toposort()) {
             if (++seen > 64) return std::nullopt;
-            found = found || n.same(c);
+            bool r = n.same(c);
+            for (const UOp& s : n.srcs()) r = r || reaches_c.count(s.get()) != 0;
+            if (!r) continue;
+            if (!n.same(c) && (n.op() == Op::Load || n.op() == Op::Index)) return std::nullopt;
+            reaches_c.insert(n.get());
+            found = true;
         }
         if (!found) return std::nullopt;
         return branch.substitute({{c.get(), UOp::boolean(value)}});
