@@ -7,11 +7,14 @@
 //   BM_Softmax    softmax over [4096, 1024], same peer.
 //   BM_Gelu       gelu over 2^24 floats; the peer is a*b+c over 2^24 floats in Tempura (the
 //                 bandwidth figure the issue compares it with).
+//   BM_Embedding  nn::embedding of 16384 tokens from [50000, 256], and its gradient
+//                 (scatter_add); the peers are hand-written loops.
 // Each benchmark checks Tempura's values once against a direct computation before timing.
 //
 // Run:  OPENBLAS_CORETYPE=SkylakeX build/release/bench/bench_nn
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -128,6 +131,53 @@ void BM_Gelu(benchmark::State& state) {
     state.counters["bandwidth_ratio"] = gelu_gbs / fma_gbs;
 }
 BENCHMARK(BM_Gelu)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
+
+// nn::embedding of 16384 tokens from a [50000, 256] table (a data-dependent load per element),
+// and its gradient (scatter_add into zeros: a serial kernel); the peers are hand-written loops:
+// a memcpy per row, and a zeroed table plus a row-add per token.
+void BM_Embedding(benchmark::State& state) {
+    constexpr int64_t v = 50000, d = 256, n = 16384;
+    const auto table = random_floats(v * d, 7);
+    std::vector<int32_t> ids(n);
+    for (int64_t i = 0; i < n; ++i) ids[i] = static_cast<int32_t>((i * 7919) % v);
+    const Tensor tt = Tensor::from_vector(table, {v, d});
+    const Tensor it = Tensor::from_vector(ids, {n});
+    const Tensor g = Tensor::from_vector(random_floats(n * d, 8), {n, d});
+    const std::vector<float> got = nn::embedding(it, tt).to_vector<float>();
+    const double ms = median_ms([&] { nn::embedding(it, tt).realize(); }, 7);
+    std::vector<float> out(static_cast<size_t>(n * d)), grad(static_cast<size_t>(v * d));
+    const double loop = median_ms(
+        [&] {
+            for (int64_t i = 0; i < n; ++i)
+                std::memcpy(&out[i * d], &table[static_cast<size_t>(ids[i]) * d], d * 4);
+            benchmark::DoNotOptimize(out.data());
+        },
+        7);
+    if (got != out) state.SkipWithError("embedding differs from the loop");
+    const Tensor zeros = Tensor::zeros({v, d});
+    const double back_ms = median_ms(
+        [&] {
+            zeros.scatter_add(0, it.reshape({n, 1}).expand({n, d}), g).realize();
+        },
+        7);
+    const std::vector<float> gv = g.to_vector<float>();
+    const double back_loop = median_ms(
+        [&] {
+            std::fill(grad.begin(), grad.end(), 0.0f);
+            for (int64_t i = 0; i < n; ++i)
+                for (int64_t j = 0; j < d; ++j) grad[ids[i] * d + j] += gv[i * d + j];
+            benchmark::DoNotOptimize(grad.data());
+        },
+        7);
+    for (auto _ : state) state.SetIterationTime(ms / 1e3);
+    state.counters["ms"] = ms;
+    state.counters["peer_loop_ms"] = loop;
+    state.counters["ratio_vs_loop"] = ms / loop;
+    state.counters["backward_ms"] = back_ms;
+    state.counters["peer_backward_loop_ms"] = back_loop;
+    state.counters["backward_ratio_vs_loop"] = back_ms / back_loop;
+}
+BENCHMARK(BM_Embedding)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
 
 } // namespace
 

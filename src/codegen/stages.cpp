@@ -448,7 +448,8 @@ void check_accesses(const std::string& name, const std::vector<UOp>& program) {
         const UOp& p = idx.src(0);
         if (p.op() != Op::Param) continue;
         const auto& a = p.arg_as<std::vector<int64_t>>();
-        if (a.size() < 2 || a[1] < 0) continue; // a symbolic size
+        // A symbolic size; or none: a loop over an empty buffer runs 0 times.
+        if (a.size() < 2 || a[1] <= 0) continue;
         const UOp& off = idx.src(1);
         const int64_t lanes = u.op() == Op::Load ? u.dtype().count : u.src(1).dtype().count;
         const bool unknown = off.vmin() == kUnknownMin || off.vmax() == kUnknownMax;

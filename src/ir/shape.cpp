@@ -139,6 +139,46 @@ std::optional<Shape> infer_shape(Op op, const std::vector<UOp>& srcs, const Arg&
     }
     case Op::Contiguous:
     case Op::Detach: return src(0);
+    case Op::Gather: {
+        if (!ints || ints->size() != 1) return bad("needs the arg {axis}");
+        const Shape &s = src(0), &i = src(1);
+        const int64_t axis = (*ints)[0];
+        if (i.size() != s.size())
+            return bad("index " + shape_str(i) + " needs as many dims as the source " +
+                       shape_str(s));
+        if (axis < 0 || axis >= static_cast<int64_t>(s.size()))
+            return bad("axis " + std::to_string(axis) + " is not a dim of " + shape_str(s));
+        const DType it = srcs[1].dtype();
+        if (it != DType::Int32 && it != DType::Int64)
+            return bad("needs an int32 or int64 index, got " + it.name());
+        for (size_t d = 0; d < s.size(); ++d)
+            if (static_cast<int64_t>(d) != axis && i[d] > s[d])
+                return bad("index " + shape_str(i) + " is larger than the source " + shape_str(s) +
+                           " in dim " + std::to_string(d));
+        return i;
+    }
+    case Op::ScatterAdd: {
+        if (!ints || ints->size() != 1) return bad("needs the arg {axis}");
+        const Shape &b = src(0), &i = src(1);
+        const int64_t axis = (*ints)[0];
+        if (i != src(2))
+            return bad("index " + shape_str(i) + " and source " + shape_str(src(2)) +
+                       " differ in shape");
+        if (i.size() != b.size())
+            return bad("index " + shape_str(i) + " needs as many dims as the base " + shape_str(b));
+        if (axis < 0 || axis >= static_cast<int64_t>(b.size()))
+            return bad("axis " + std::to_string(axis) + " is not a dim of " + shape_str(b));
+        const DType it = srcs[1].dtype();
+        if (it != DType::Int32 && it != DType::Int64)
+            return bad("needs an int32 or int64 index, got " + it.name());
+        if (srcs[2].dtype() != srcs[0].dtype())
+            return bad("adds " + srcs[2].dtype().name() + " into " + srcs[0].dtype().name());
+        for (size_t d = 0; d < b.size(); ++d)
+            if (static_cast<int64_t>(d) != axis && i[d] > b[d])
+                return bad("index " + shape_str(i) + " is larger than the base " + shape_str(b) +
+                           " in dim " + std::to_string(d));
+        return b;
+    }
     default: break;
     }
     if (is_alu(op) && !srcs.empty()) {

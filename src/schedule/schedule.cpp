@@ -75,7 +75,7 @@ std::vector<UOp> find_materialized(const UOp& root, const SymbolicShapes* sym) {
                 if (!seen.insert({n.get(), expanded}).second) continue;
                 if (!n.same(k)) {
                     if (is_mat.count(n.get())) continue;
-                    if (n.op() == Op::Contiguous ||
+                    if (n.op() == Op::Contiguous || n.op() == Op::ScatterAdd ||
                         (n.op() == Op::ReduceAxis && (expanded || shared.count(n.get())))) {
                         is_mat.insert(n.get());
                         mat.push_back(n);
@@ -88,7 +88,10 @@ std::vector<UOp> find_materialized(const UOp& root, const SymbolicShapes* sym) {
                     }
                 }
                 if (n.op() == Op::Buffer) continue;
-                bool e = expanded || (n.op() == Op::Expand && grows(n, sym));
+                // A gathered source is read at data-dependent places, its index possibly many
+                // times over: a reduce under either is computed once, not per element.
+                bool e = expanded || n.op() == Op::Gather || n.op() == Op::ScatterAdd ||
+                         (n.op() == Op::Expand && grows(n, sym));
                 for (const UOp& s : n.srcs()) stack.emplace_back(s, e);
             }
         }
@@ -238,7 +241,7 @@ struct Rangeifier {
         std::vector<UOp> idx;
         UOp gate;
         std::vector<std::vector<const UOpNode*>> keys; // memo entries this task's value answers
-        enum Kind : uint8_t { Eval, Alu, Pad, Reduce } kind = Eval;
+        enum Kind : uint8_t { Eval, Alu, Pad, Reduce, Gather } kind = Eval;
         std::vector<UOp> srcs;    // ALU: the sources lowered so far
         std::vector<UOp> src_idx; // PAD, REDUCE_AXIS: the index of the source
         UOp valid, zero;          // PAD: the validity condition and the padding value
@@ -270,8 +273,10 @@ struct Rangeifier {
                     } else if (t.kind != Task::Eval) {
                         // Lower the first source the combination needs: an ALU op's sources
                         // at its own index, PAD's and REDUCE_AXIS's at the index step() made.
-                        Task child(t.node.src(0), t.idx, t.gate);
-                        if (t.kind != Task::Alu) child.idx = std::move(t.src_idx);
+                        // GATHER: its index first, at the gather's own index.
+                        Task child(t.node.src(t.kind == Task::Gather ? 1 : 0), t.idx, t.gate);
+                        if (t.kind != Task::Alu && t.kind != Task::Gather)
+                            child.idx = std::move(t.src_idx);
                         if (t.kind == Task::Pad)
                             child.gate = t.gate.is_null() ? t.valid : t.gate & t.valid;
                         stack.push_back(std::move(child));
@@ -305,6 +310,26 @@ struct Rangeifier {
                     }
                     value = UOp::make(parent.node.op(), parent.node.dtype(), parent.srcs);
                     break;
+                case Task::Gather: {
+                    // The index's value is the source's index along the axis: the source is
+                    // read there under the gate 0 <= j < n, and the gather is 0 elsewhere (a
+                    // PAD's combination from here on). The address never leaves the buffer.
+                    const auto axis =
+                        static_cast<size_t>(parent.node.arg_as<std::vector<int64_t>>()[0]);
+                    const UOp j = UOp::make(Op::Cast, DType::Index, {value});
+                    const UOp n = dims(parent.node.src(0))[axis];
+                    parent.valid = (idx_const(-1) < j) & (j < n);
+                    parent.zero = parent.node.dtype().is_float()
+                                      ? UOp::constant_f(parent.node.dtype(), 0.0)
+                                      : UOp::constant(parent.node.dtype(), 0);
+                    parent.kind = Task::Pad;
+                    std::vector<UOp> in_idx = parent.idx;
+                    in_idx[axis] = j;
+                    UOp gate = parent.gate.is_null() ? parent.valid : parent.gate & parent.valid;
+                    stack.emplace_back(parent.node.src(0), std::move(in_idx), std::move(gate));
+                    finished = false;
+                    continue;
+                }
                 case Task::Eval: break; // not reached: an Eval task has no child pending
                 }
             }
@@ -328,6 +353,7 @@ struct Rangeifier {
         switch (node.op()) {
         case Op::Const: return node;
         case Op::Contiguous: return pass(idx);
+        case Op::Gather: t.kind = Task::Gather; return std::nullopt;
         case Op::Reshape: {
             const std::vector<UOp> in = dims(node.src(0));
             if (same_dims(in, out)) return pass(idx);
@@ -506,16 +532,60 @@ UOp rangeify_outputs(const std::vector<UOp>& outputs, const std::vector<UOp>& ma
     params.clear();
     std::vector<UOp> out_params;
     for (const UOp& o : outputs) out_params.push_back(r.param(o, o.dtype(), const_numel(out)));
-    std::vector<UOp> idx(out.size()), ranges;
-    for (size_t d = 0; d < out.size(); ++d) {
-        if (is_one(out[d])) {
-            idx[d] = idx_const(0);
-            continue;
+    // A loop per dim of `dims` (none for a dim of 1): the index, and the ranges made.
+    const auto loops = [&](const std::vector<UOp>& dims, std::vector<UOp>& made) {
+        std::vector<UOp> at(dims.size());
+        for (size_t d = 0; d < dims.size(); ++d) {
+            if (is_one(dims[d])) {
+                at[d] = idx_const(0);
+                continue;
+            }
+            at[d] = UOp::make(Op::Range, DType::Index, {dims[d]},
+                              RangeArg{r.next_axis++, AxisType::Loop});
+            made.push_back(at[d]);
         }
-        idx[d] =
-            UOp::make(Op::Range, DType::Index, {out[d]}, RangeArg{r.next_axis++, AxisType::Loop});
-        ranges.push_back(idx[d]);
+        return at;
+    };
+    const auto end = [](UOp effect, const std::vector<UOp>& made) {
+        if (made.empty()) return effect;
+        std::vector<UOp> srcs{std::move(effect)};
+        srcs.insert(srcs.end(), made.begin(), made.end());
+        return UOp::make(Op::End, DType::Void, std::move(srcs));
+    };
+    if (output.op() == Op::ScatterAdd) {
+        // Two loop nests: out = base over out's dims; then, serially over the index's dims K,
+        // out[K with K[axis] := j] += src[K] for j = index[K] in [0, n) (a gated load and
+        // store). The read of out goes through AFTER(out, K ranges): tied to the loops, never
+        // hoisted out of them (an index the same for every K adds each time).
+        const UOp& p = out_params[0];
+        const auto axis = static_cast<size_t>(output.arg_as<std::vector<int64_t>>()[0]);
+        std::vector<UOp> r1, r2;
+        const std::vector<UOp> i1 = loops(out, r1);
+        const UOp copy = UOp::make(Op::Store, DType::Void,
+                                   {UOp::make(Op::Index, p.dtype(), {p, linear_index(i1, out)}),
+                                    r.lower(output.src(0), i1, UOp())});
+        std::vector<UOp> k = loops(dims_of(output.src(1), sym), r2);
+        const UOp j = UOp::make(Op::Cast, DType::Index, {r.lower(output.src(1), k, UOp())});
+        const UOp valid = (idx_const(-1) < j) & (j < out[axis]);
+        const UOp v = r.lower(output.src(2), k, UOp());
+        k[axis] = j;
+        const UOp off = linear_index(k, out);
+        std::vector<UOp> after_srcs{p};
+        after_srcs.insert(after_srcs.end(), r2.begin(), r2.end());
+        const UOp zero = output.dtype().is_float() ? UOp::constant_f(output.dtype(), 0.0)
+                                                   : UOp::constant(output.dtype(), 0);
+        const UOp cur =
+            UOp::make(Op::Load, output.dtype(),
+                      {UOp::make(Op::Index, p.dtype(),
+                                 {UOp::make(Op::After, p.dtype(), std::move(after_srcs)), off}),
+                       valid, zero});
+        const UOp add = UOp::make(
+            Op::Store, DType::Void,
+            {UOp::make(Op::Index, p.dtype(), {p, off, valid}), UOp::alu(Op::Add, {cur, v})});
+        return UOp::sink({end(copy, r1), end(add, r2)});
     }
+    std::vector<UOp> ranges;
+    const std::vector<UOp> idx = loops(out, ranges);
     std::vector<UOp> stores;
     for (size_t i = 0; i < outputs.size(); ++i) {
         UOp value = r.lower(outputs[i], idx, UOp());
@@ -568,7 +638,7 @@ std::vector<std::vector<UOp>> fusable_roots(const UOp& sink,
     std::unordered_set<const UOpNode*> seen;
     for (const UOp& r : sink.srcs()) {
         if (!seen.insert(r.get()).second || r.op() == Op::Buffer || !r.has_shape() ||
-            numel(r.shape()) == 0)
+            numel(r.shape()) == 0 || r.op() == Op::ScatterAdd)
             continue;
         const std::vector<UOp> d = dims_of(r, sym);
         size_t g = 0;
@@ -614,8 +684,10 @@ std::vector<ScheduledKernel> schedule_graph(const UOp& original_root, const Symb
             back.emplace(root.src(i), original_root.src(i));
     else
         back.emplace(root, original_root);
+    // Every kernel reading a rewritten root reads the original's buffer too (a root that
+    // another root reads: g and p - g / 2 realized together, g's reshapes folded away).
     for (ScheduledKernel& k : kernels)
-        for (size_t o = 0; o < k.outputs && o < k.params.size(); ++o)
+        for (size_t o = 0; o < k.params.size(); ++o)
             if (auto it = back.find(k.params[o]); it != back.end()) {
                 k.params[o] = it->second;
                 if (o == 0) k.output = it->second;

@@ -173,6 +173,8 @@ class Inference {
         }
         case Op::Flip:
         case Op::Contiguous: return get(u.src(0));
+        case Op::Gather: return get(u.src(1));
+        case Op::ScatterAdd: return get(u.src(0));
         case Op::Pad: {
             const Dims in = get(u.src(0));
             const auto& p = u.arg_as<std::vector<int64_t>>();
@@ -282,6 +284,12 @@ class Inference {
                 ask(u.src(0), static_cast<size_t>(perm[d]), cur[d]);
             break;
         }
+        case Op::Gather: // the index has the output's dims; the source's are its own
+            for (size_t d = 0; d < cur.size(); ++d) ask(u.src(1), d, cur[d]);
+            break;
+        case Op::ScatterAdd: // the base has the output's dims
+            for (size_t d = 0; d < cur.size(); ++d) ask(u.src(0), d, cur[d]);
+            break;
         case Op::Reshape: {
             const UOp& src = u.src(0);
             if (const auto gs = reshape_groups(get(src), src.shape(), s))

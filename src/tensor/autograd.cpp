@@ -229,6 +229,17 @@ Grads flip_adj(const Adj& a) {
 }
 Grads contiguous_adj(const Adj& a) { return {a.g}; }
 
+// ---- data-dependent indexing: each is the other's adjoint (the index takes none) ----
+Grads gather_adj(const Adj& a) {
+    const int64_t axis = a.node.arg_as<std::vector<int64_t>>()[0];
+    const Tensor& x = a.x[0];
+    return {Tensor::zeros(x.shape(), x.dtype()).scatter_add(axis, a.x[1], a.g), std::nullopt};
+}
+Grads scatter_add_adj(const Adj& a) {
+    const int64_t axis = a.node.arg_as<std::vector<int64_t>>()[0];
+    return {a.g, std::nullopt, a.g.gather(axis, a.x[1])};
+}
+
 // ---- reductions (REDUCE_AXIS keeps reduced dims as 1, so g and the result expand to x) ----
 Grads reduce_adj(const Adj& a) {
     const auto& ra = a.node.arg_as<ReduceArg>();
@@ -293,6 +304,8 @@ inline constexpr auto gradient_rules = rules(
     rule(op<Op::Shrink>(x), adjoint<shrink_adj>),             // pad back with zeros
     rule(op<Op::Flip>(x), adjoint<flip_adj>),                 // flip back
     rule(op<Op::Contiguous>(x), adjoint<contiguous_adj>),     // g
+    rule(op<Op::Gather>(x, y), adjoint<gather_adj>),          // scatter_add of g into zeros
+    rule(op<Op::ScatterAdd>(x, y, z), adjoint<scatter_add_adj>), // g, -, g gathered
     rule(op<Op::ReduceAxis>(x), adjoint<reduce_adj>));        // sum: g; max: to the maxima; prod
 // clang-format on
 

@@ -327,6 +327,43 @@ Arr eval_node(const UOp& u, const std::vector<const Arr*>& s, const Shape& shape
         });
     }
     case Op::ReduceAxis: return eval_reduce(u, *s[0], shape);
+    case Op::Gather: {
+        const Arr &in = *s[0], &index = *s[1];
+        const auto axis = static_cast<size_t>(u.arg_as<std::vector<int64_t>>()[0]);
+        const Shape st = strides_of(in.shape), ist = strides_of(index.shape);
+        return remap(in, shape, [&](const std::vector<int64_t>& o) -> int64_t {
+            int64_t at = 0, j = 0;
+            for (size_t d = 0; d < o.size(); ++d) at += o[d] * ist[d];
+            const int64_t k = index.ints[static_cast<size_t>(at)];
+            if (k < 0 || k >= in.shape[axis]) return -1; // reads 0
+            for (size_t d = 0; d < o.size(); ++d) j += (d == axis ? k : o[d]) * st[d];
+            return j;
+        });
+    }
+    case Op::ScatterAdd: {
+        // In the order of the index's elements, as the kernel adds them (float sums agree).
+        Arr out = *s[0];
+        const Arr &index = *s[1], &src = *s[2];
+        const auto axis = static_cast<size_t>(u.arg_as<std::vector<int64_t>>()[0]);
+        const Shape st = strides_of(out.shape);
+        std::vector<int64_t> k(index.shape.size(), 0);
+        for (int64_t e = 0; e < index.size(); ++e) {
+            const int64_t j = index.ints[static_cast<size_t>(e)];
+            if (j >= 0 && j < out.shape[axis]) {
+                int64_t at = 0;
+                for (size_t d = 0; d < k.size(); ++d) at += (d == axis ? j : k[d]) * st[d];
+                if (out.dtype.is_float())
+                    out.floats[at] = detail::round_float(out.dtype, out.floats[at] + src.floats[e]);
+                else
+                    out.ints[at] = int_binary(u, Op::Add, out.dtype, out.ints[at], src.ints[e]);
+            }
+            for (size_t d = k.size(); d-- > 0;) { // odometer increment
+                if (++k[d] < index.shape[d]) break;
+                k[d] = 0;
+            }
+        }
+        return out;
+    }
     default: break;
     }
     if (is_alu(op)) return eval_alu(u, s, shape);

@@ -323,3 +323,24 @@ TEST_CASE("gradcheck: a cast between float dtypes passes the gradient, converted
     CHECK(x.grad().dtype() == DType::Float64);
     CHECK(x.grad().to_vector<double>() == std::vector<double>{2, -3, 0.25});
 }
+
+TEST_CASE("gradcheck: gather, index_select, embedding, scatter_add (repeated indices add up)") {
+    using V = std::vector<Tensor>;
+    const Tensor idx = Tensor::from_vector(std::vector<int32_t>{2, 0, 2, 1, 1, 1}, {2, 3});
+    gradcheck("gather", [&](const V& x) { return x[0].gather(1, idx).exp(); }, {{{2, 4}}});
+    const Tensor rows = Tensor::from_vector(std::vector<int64_t>{3, 0, 3, 3}, {4});
+    gradcheck("index_select", [&](const V& x) { return x[0].index_select(0, rows) * x[0].sum(); },
+              {{{4, 2}}});
+    const Tensor tokens = Tensor::from_vector(std::vector<int32_t>{1, 4, 1, 0, 4, 4}, {2, 3});
+    gradcheck("embedding", [&](const V& x) { return nn::embedding(tokens, x[0]).sin(); },
+              {{{5, 3}}});
+    gradcheck("scatter_add",
+              [&](const V& x) { return x[0].scatter_add(1, idx, x[1].exp()) * x[0]; },
+              {{{2, 3}}, {{2, 3}}});
+    // A computed index out of range: gather reads 0 there, so no gradient reaches the source.
+    const Tensor lazy = Tensor::from_vector(std::vector<int32_t>{0, 9, -1, 1}, {4}) * 1;
+    Tensor w = Tensor::from_vector(std::vector<double>{1, 2}, {2});
+    w.requires_grad();
+    w.gather(0, lazy).sum().backward();
+    CHECK(w.grad().to_vector<double>() == std::vector<double>{1, 1});
+}

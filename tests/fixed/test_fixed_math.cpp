@@ -92,3 +92,31 @@ TEST_CASE("FixedTensor: any, all, var, std, logsumexp") {
     static_assert(same_type<decltype(x.logsumexp<0>()), FixedTensor<float, 3>>);
     CHECK(std::fabs(v.logsumexp<0>().item() - 4.4401897f) < 1e-5f);
 }
+
+TEST_CASE("FixedTensor: random numbers have the type's shape and the Tensor's values") {
+    tempura::manual_seed(11);
+    const auto r = FixedTensor<float, 4, 8>::rand();
+    tempura::manual_seed(11);
+    CHECK(r.to_vector() == tempura::Tensor::rand({4, 8}).to_vector<float>());
+    const auto n = FixedTensor<double, 3>::normal(1, 0);
+    CHECK(n.to_vector() == std::vector<double>{1, 1, 1});
+    const auto k = FixedTensor<int32_t, 100>::randint(5, 7);
+    for (int32_t v : k.to_vector()) CHECK((v == 5 || v == 6));
+    static_assert(
+        same_type<decltype(FixedTensor<float, 2, 2>::uniform(0, 1)), FixedTensor<float, 2, 2>>);
+}
+
+TEST_CASE("FixedTensor: gather, index_select and scatter_add have compile-time shapes") {
+    const auto x = FixedTensor<float, 2, 3>::from_vector({1, 2, 3, 4, 5, 6});
+    const auto idx = FixedTensor<int32_t, 2, 2>::from_vector({2, 0, 1, 1});
+    const auto g = x.gather<1>(idx);
+    static_assert(same_type<decltype(g), FixedTensor<float, 2, 2>>);
+    CHECK(g.to_vector() == std::vector<float>{3, 1, 5, 5});
+    const auto rows = FixedTensor<int64_t, 3>::from_vector({1, 1, 0});
+    const auto s = x.index_select<0>(rows);
+    static_assert(same_type<decltype(s), FixedTensor<float, 3, 3>>);
+    CHECK(s.to_vector() == std::vector<float>{4, 5, 6, 4, 5, 6, 1, 2, 3});
+    const auto add = x.scatter_add<1>(idx, FixedTensor<float, 2, 2>::from_vector({10, 20, 30, 40}));
+    static_assert(same_type<decltype(add), FixedTensor<float, 2, 3>>);
+    CHECK(add.to_vector() == std::vector<float>{21, 2, 13, 4, 75, 6});
+}

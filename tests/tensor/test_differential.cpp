@@ -361,7 +361,7 @@ class Gen : RandomChoices {
     // ---- steps ----------------------------------------------------------------------------
     void step() {
         for (int attempt = 0; attempt < 8; ++attempt) {
-            const size_t k = weighted({22, 14, 10, 5, 22, 12, 3, 6, 4, 4, 1, 2});
+            const size_t k = weighted({22, 14, 10, 5, 22, 12, 3, 6, 4, 4, 1, 2, 4});
             const int a = pick();
             int r = -1;
             switch (k) {
@@ -379,6 +379,7 @@ class Gen : RandomChoices {
                 r = add(vals[a].t.contiguous(), vals[a].name + ".contiguous()", info_of(vals[a]));
                 break;
             case 11: r = realize_mid(a); break;
+            case 12: r = indexing(a); break;
             }
             if (r >= 0) {
                 cur_ = r;
@@ -957,6 +958,33 @@ class Gen : RandomChoices {
                    {static_cast<double>(
                         s[static_cast<size_t>(ax < 0 ? ax + static_cast<int64_t>(s.size()) : ax)]),
                     0, true, false});
+    }
+
+    // gather along a random axis at a computed index in [-1, n] (outside [0, n) reads 0), or
+    // scatter_add of a fresh source at such an index (added in the index's order, as the
+    // reference does).
+    int indexing(int ai) {
+        const Val a = vals[ai];
+        const Shape s = a.t.shape();
+        if (is_b(a) || s.empty()) return -1;
+        const auto ax = static_cast<size_t>(irange(0, static_cast<int64_t>(s.size()) - 1));
+        const int64_t n = s[ax];
+        Shape is = s;
+        for (size_t d = 0; d < is.size(); ++d) is[d] = d == ax ? irange(1, 4) : irange(0, s[d]);
+        if (numel_of(is) > kMaxNumel) return -1;
+        const Val idx = vals[input(is, DType::Int32)];
+        const Tensor index = idx.t % static_cast<int32_t>(n + 2) - 1;
+        const std::string iname = "(" + idx.name + " % " + std::to_string(n + 2) + " - 1)";
+        const std::string axs = std::to_string(ax);
+        if (chance(0.5))
+            return add(a.t.gather(static_cast<int64_t>(ax), index),
+                       a.name + ".gather(" + axs + ", " + iname + ")", info_of(a));
+        const Val src = vals[input(is, a.t.dtype())];
+        const double count = static_cast<double>(numel_of(is));
+        const double bound = a.bound + count * src.bound;
+        Info info{bound, a.err > 0 ? a.err + count * bound * 1.2e-7 : 0, a.exact, false};
+        return add(a.t.scatter_add(static_cast<int64_t>(ax), index, src.t),
+                   a.name + ".scatter_add(" + axs + ", " + iname + ", " + src.name + ")", info);
     }
 
     int matmul(int ai) {

@@ -120,6 +120,13 @@ struct OpInfo {
     X(Pad, "PAD", 1, 1, Movement, 0, -1, Ints)                                                     \
     X(Shrink, "SHRINK", 1, 1, Movement, 0, -1, Ints)                                               \
     X(Flip, "FLIP", 1, 1, Movement, 0, -1, Ints)                                                   \
+    /* GATHER(src, index) {axis}: out[I] = src[I with I[axis] := index[I]], 0 where index[I] is */ \
+    /* outside [0, src.shape[axis]): a load whose address comes from a loaded value */             \
+    X(Gather, "GATHER", 2, 2, Tensor, 0, -1, Ints)                                                 \
+    /* SCATTER_ADD(base, index, src) {axis}: base, then out[K with K[axis] := index[K]] += src[K]  \
+     */                                                                                            \
+    /* for each K of index's shape, in order (an index outside [0, n) adds nothing): own kernel */ \
+    X(ScatterAdd, "SCATTER_ADD", 3, 3, Tensor, 0, -1, Ints)                                        \
     /* tensor-level markers */                                                                     \
     X(Contiguous, "CONTIGUOUS", kVariadic, 1, Tensor, 0, -1, None)                                 \
     /* DETACH(x): x's value, through which no gradient flows (autograd); realize strips it */      \

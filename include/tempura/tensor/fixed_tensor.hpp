@@ -486,6 +486,23 @@ constexpr Checked<N> squeeze(const Dims<N>& shape, int64_t axis) {
     return r;
 }
 
+// gather / scatter_add: the index has the source's rank, and at most its size in every dim
+// but the axis (scatter_add: the index's size is the source's too). The result has `out`'s dims.
+template <size_t N, size_t M>
+constexpr Checked<N> indexed(const char* op, const Dims<N>& shape, int64_t axis,
+                             const Dims<M>& index, const Dims<M>& out) {
+    Checked<N> r;
+    const int64_t a = normalize(axis, N);
+    if (a < 0) return r.fail(op, ": axis ", axis, " is out of range for ", shape);
+    if (M != N)
+        return r.fail(op, ": the index ", index, " needs as many dims as the source ", shape);
+    for (size_t i = 0; i < N; ++i)
+        if (static_cast<int64_t>(i) != a && index[i] > shape[i])
+            return r.fail(op, ": the index ", index, " is larger than ", shape, " in dim ", i);
+    for (size_t i = 0; i < M; ++i) r.push(out[i]);
+    return r;
+}
+
 template <size_t N>
 constexpr Checked<N> squeeze_all(const Dims<N>& shape) {
     Checked<N> r;
@@ -1113,6 +1130,31 @@ class FixedTensor {
         if constexpr (!r.ok) fixed_detail::report<r.message>();
         return {Unchecked{}, Tensor::arange(first_dim(), dtype())};
     }
+    // Random numbers (Tensor::rand and friends): float element types; randint: integer ones.
+    static FixedTensor rand() {
+        if constexpr (constexpr auto r = floating("rand"); !r.ok) fixed_detail::report<r.message>();
+        return {Unchecked{}, Tensor::rand(shape_vector(), dtype())};
+    }
+    static FixedTensor randn() {
+        if constexpr (constexpr auto r = floating("randn"); !r.ok)
+            fixed_detail::report<r.message>();
+        return {Unchecked{}, Tensor::randn(shape_vector(), dtype())};
+    }
+    static FixedTensor uniform(double lo, double hi) {
+        if constexpr (constexpr auto r = floating("uniform"); !r.ok)
+            fixed_detail::report<r.message>();
+        return {Unchecked{}, Tensor::uniform(shape_vector(), lo, hi, dtype())};
+    }
+    static FixedTensor normal(double mean, double std) {
+        if constexpr (constexpr auto r = floating("normal"); !r.ok)
+            fixed_detail::report<r.message>();
+        return {Unchecked{}, Tensor::normal(shape_vector(), mean, std, dtype())};
+    }
+    static FixedTensor randint(int64_t lo, int64_t hi) {
+        static_assert(std::is_integral_v<T> && !std::is_same_v<T, bool>,
+                      "randint: FixedTensor::randint needs an integer element type");
+        return {Unchecked{}, Tensor::randint(lo, hi, shape_vector(), dtype())};
+    }
     // The identity: FixedTensor<T, N, N> only.
     static FixedTensor eye() {
         constexpr auto r = check_eye();
@@ -1412,6 +1454,53 @@ class FixedTensor {
         } else {
             return Result<r>(Unchecked{}, tensor_.squeeze(Axis));
         }
+    }
+    // ---- data-dependent indexing (Tensor::gather etc.; the index's values are checked at run
+    // time) --------------------------------------------------------------------------------------
+    // The index's shape: x.gather<1>(FixedTensor<int32_t, 4, 2>) -> FixedTensor<T, 4, 2>.
+    template <int64_t Axis, class I, int64_t... IDims>
+    auto gather(const FixedTensor<I, IDims...>& index) const {
+        static_assert(std::is_same_v<I, int32_t> || std::is_same_v<I, int64_t>,
+                      "gather: the index must hold int32_t or int64_t");
+        constexpr std::array<int64_t, sizeof...(IDims)> is{IDims...};
+        constexpr auto r = fixed_detail::indexed("gather", shape(), Axis, is, is);
+        if constexpr (!r.ok) {
+            fixed_detail::report<r.message>();
+            return InvalidFixedTensor<T>{};
+        } else {
+            return Result<r>(Unchecked{}, tensor_.gather(Axis, index.tensor()));
+        }
+    }
+    // The slices at a 1-D index: Axis's size becomes the index's.
+    template <int64_t Axis, class I, int64_t K>
+    auto index_select(const FixedTensor<I, K>& index) const {
+        static_assert(std::is_same_v<I, int32_t> || std::is_same_v<I, int64_t>,
+                      "index_select: the index must hold int32_t or int64_t");
+        constexpr auto s = shape();
+        constexpr int64_t a = fixed_detail::normalize(Axis, s.size());
+        constexpr auto out = [&] {
+            auto o = s;
+            if (a >= 0) o[static_cast<size_t>(a)] = K;
+            return o;
+        }();
+        constexpr auto r = fixed_detail::indexed("index_select", s, Axis, out, out);
+        if constexpr (!r.ok) {
+            fixed_detail::report<r.message>();
+            return InvalidFixedTensor<T>{};
+        } else {
+            return Result<r>(Unchecked{}, tensor_.index_select(Axis, index.tensor()));
+        }
+    }
+    // x with src added at the index's places along Axis: x's type. Index and source of one shape.
+    template <int64_t Axis, class I, int64_t... IDims>
+    FixedTensor scatter_add(const FixedTensor<I, IDims...>& index,
+                            const FixedTensor<T, IDims...>& src) const {
+        static_assert(std::is_same_v<I, int32_t> || std::is_same_v<I, int64_t>,
+                      "scatter_add: the index must hold int32_t or int64_t");
+        constexpr std::array<int64_t, sizeof...(IDims)> is{IDims...};
+        constexpr auto r = fixed_detail::indexed("scatter_add", shape(), Axis, is, is);
+        if constexpr (!r.ok) fixed_detail::report<r.message>();
+        return same(tensor_.scatter_add(Axis, index.tensor(), src.tensor()));
     }
     // Every size-1 dim.
     auto squeeze() const {

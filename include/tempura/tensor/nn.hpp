@@ -58,6 +58,13 @@ Tensor rms_norm(const Tensor& x, std::optional<Tensor> w = {}, double eps = 1e-6
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     bool causal = false);
 
+// Rows of table [V, D] at the indices (Int32 or Int64, any shape): index.shape + [D].
+Tensor embedding(const Tensor& index, const Tensor& table);
+
+// Training: zeroes each element with probability p (drawn by Tensor::rand) and scales the rest by
+// 1 / (1 - p); with training false, or p = 0, x itself. p must lie in [0, 1].
+Tensor dropout(const Tensor& x, double p, bool training = true);
+
 // Losses, averaged over the batch. cross_entropy: logits [N, C], target [N] of class indices
 // (Int32 or Int64); a realized target is checked to lie in [0, C).
 Tensor cross_entropy(const Tensor& logits, const Tensor& target);

@@ -169,6 +169,15 @@ class Tensor {
     static Tensor eye(int64_t n, DType dtype = DType::Float32);
     // Concatenation along `axis` (negative counts from the end).
     static Tensor cat(const std::vector<Tensor>& tensors, int64_t axis = 0);
+    // ---- random numbers (counter-based Threefry-2x32-20, computed by the kernel that uses
+    // them; the same numbers for a seed on every device). Each call draws a fresh stream: the
+    // key is the seed (manual_seed), the counter is (element index, number of the call).
+    static Tensor rand(Shape shape, DType dtype = DType::Float32);  // uniform in [0, 1), 24 bits
+    static Tensor randn(Shape shape, DType dtype = DType::Float32); // N(0, 1), Box-Muller
+    // Uniform integers in [lo, hi) (Int32 unless given); hi - lo at most 2^32.
+    static Tensor randint(int64_t lo, int64_t hi, Shape shape, DType dtype = DType::Int32);
+    static Tensor uniform(Shape shape, double lo, double hi, DType dtype = DType::Float32);
+    static Tensor normal(Shape shape, double mean, double std, DType dtype = DType::Float32);
     // A tensor over an existing tensor-level graph; its BUFFER leaves must be alive (they are
     // kept alive from now on). Throws if the graph breaks the contract.
     static Tensor from_uop(const UOp& uop);
@@ -261,6 +270,21 @@ class Tensor {
     // [..., classes] of Int32: 1 at each element's value, 0 elsewhere (and everywhere for a value
     // outside [0, classes)). Integer tensors only.
     Tensor one_hot(int64_t classes) const;
+    // ---- indexing (index tensors are Int32 or Int64) -------------------------------------------
+    // Data-dependent loads: the kernel reads the index, then the element it names. An index
+    // outside [0, size of the axis) is an error when the index tensor is realized (checked
+    // here), and reads 0 when it is computed in the same plan (the load is gated: memory outside
+    // the source is never read).
+    // out[i][j][k] = x[index[i][j][k]][j][k] (axis 0): the index's shape, dims other than axis
+    // at most the source's (PyTorch's gather).
+    Tensor gather(int64_t axis, const Tensor& index) const;
+    // The slices of x at the positions of a 1-D index along axis (PyTorch's index_select).
+    Tensor index_select(int64_t axis, const Tensor& index) const;
+    // x, then out[index[i][j]][j] += src[i][j] (axis 0) for every element of index, in order
+    // (PyTorch's scatter_add: src at least index's size, index at most x's in the other dims).
+    // Its own kernel, run serially: repeated indices add up exactly in that order. The gradient
+    // of gather.
+    Tensor scatter_add(int64_t axis, const Tensor& index, const Tensor& src) const;
     // Joins tensors of one shape along a new axis.
     static Tensor stack(const std::vector<Tensor>& tensors, int64_t axis = 0);
     // n values from start to stop, both included (float32 unless given).
@@ -508,6 +532,14 @@ Tensor operator>>(const Tensor& a, const Tensor& b);
 Tensor logical_and(const Tensor& a, const Tensor& b);
 Tensor logical_or(const Tensor& a, const Tensor& b);
 Tensor logical_not(const Tensor& a);
+
+// Random numbers: sets the seed (the Threefry key) and restarts the stream. The seed is 0 until
+// this is called, so a program draws the same numbers on every run.
+void manual_seed(uint64_t seed);
+// Threefry-2x32 with 20 rounds (Random123's), elementwise on UInt32 tensors that broadcast:
+// {x0, x1} for counter (c0, c1) and key (k0, k1). Tensor::rand and friends are built on it.
+std::pair<Tensor, Tensor> threefry2x32(const Tensor& c0, const Tensor& c1, const Tensor& k0,
+                                       const Tensor& k1);
 
 // where(cond, a, b): elementwise cond ? a : b, all three broadcast together; cond is bool.
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
