@@ -344,3 +344,11 @@ TEST_CASE("gradcheck: gather, index_select, embedding, scatter_add (repeated ind
     w.gather(0, lazy).sum().backward();
     CHECK(w.grad().to_vector<double>() == std::vector<double>{1, 1});
 }
+
+TEST_CASE("gradcheck: scans, short and blocked") {
+    using V = std::vector<Tensor>;
+    gradcheck("cumsum", [](const V& x) { return x[0].cumsum(1); }, {{{2, 5}}});
+    gradcheck("cumsum blocked", [](const V& x) { return x[0].cumsum(0).sin(); }, {{{40}}});
+    gradcheck("cumprod", [](const V& x) { return x[0].cumprod(0); }, {{{6, 2}, 0.5, 1.5}});
+    gradcheck("cummax", [](const V& x) { return x[0].cummax(-1); }, {{{3, 20}}});
+}

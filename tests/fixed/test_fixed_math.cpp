@@ -120,3 +120,14 @@ TEST_CASE("FixedTensor: gather, index_select and scatter_add have compile-time s
     static_assert(same_type<decltype(add), FixedTensor<float, 2, 3>>);
     CHECK(add.to_vector() == std::vector<float>{21, 2, 13, 4, 75, 6});
 }
+
+TEST_CASE("FixedTensor: scans keep the shape") {
+    const auto x = FixedTensor<float, 2, 3>::from_vector({1, 2, 3, 4, 5, 6});
+    static_assert(same_type<decltype(x.cumsum<1>()), FixedTensor<float, 2, 3>>);
+    CHECK(x.cumsum<1>().to_vector() == std::vector<float>{1, 3, 6, 4, 9, 15});
+    CHECK(x.cumprod<0>().to_vector() == std::vector<float>{1, 2, 3, 4, 10, 18});
+    CHECK(x.cummax<-1>().to_vector() == std::vector<float>{1, 2, 3, 4, 5, 6});
+    const auto b = FixedTensor<bool, 3>::from_vector({true, false, true});
+    static_assert(same_type<decltype(b.cumsum<0>()), FixedTensor<int32_t, 3>>);
+    CHECK(b.cumsum<0>().to_vector() == std::vector<int32_t>{1, 1, 2});
+}

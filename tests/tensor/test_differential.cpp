@@ -969,13 +969,21 @@ class Gen : RandomChoices {
         if (is_b(a) || s.empty()) return -1;
         const auto ax = static_cast<size_t>(irange(0, static_cast<int64_t>(s.size()) - 1));
         const int64_t n = s[ax];
+        const std::string axs = std::to_string(ax);
+        if (chance(0.3)) { // a scan: cumsum's sums in another order, cummax exact
+            const auto sax = static_cast<int64_t>(ax);
+            if (chance(0.5) || !a.exact)
+                return add(a.t.cummax(sax), a.name + ".cummax(" + axs + ")", info_of(a));
+            const double dn = static_cast<double>(n);
+            return add(a.t.cumsum(sax), a.name + ".cumsum(" + axs + ")",
+                       {dn * a.bound, 0, dn * a.bound < 1 << 24, false});
+        }
         Shape is = s;
         for (size_t d = 0; d < is.size(); ++d) is[d] = d == ax ? irange(1, 4) : irange(0, s[d]);
         if (numel_of(is) > kMaxNumel) return -1;
         const Val idx = vals[input(is, DType::Int32)];
         const Tensor index = idx.t % static_cast<int32_t>(n + 2) - 1;
         const std::string iname = "(" + idx.name + " % " + std::to_string(n + 2) + " - 1)";
-        const std::string axs = std::to_string(ax);
         if (chance(0.5))
             return add(a.t.gather(static_cast<int64_t>(ax), index),
                        a.name + ".gather(" + axs + ", " + iname + ")", info_of(a));

@@ -1455,6 +1455,22 @@ class FixedTensor {
             return Result<r>(Unchecked{}, tensor_.squeeze(Axis));
         }
     }
+    // ---- scans (Tensor::cumsum etc.): the same dims; bools count as int32_t for sum and prod --
+    template <int64_t Axis>
+    Rebind<SumType> cumsum() const {
+        check_scan_axis<Axis>();
+        return {Unchecked{}, tensor_.cumsum(Axis)};
+    }
+    template <int64_t Axis>
+    Rebind<SumType> cumprod() const {
+        check_scan_axis<Axis>();
+        return {Unchecked{}, tensor_.cumprod(Axis)};
+    }
+    template <int64_t Axis>
+    FixedTensor cummax() const {
+        check_scan_axis<Axis>();
+        return same(tensor_.cummax(Axis));
+    }
     // ---- data-dependent indexing (Tensor::gather etc.; the index's values are checked at run
     // time) --------------------------------------------------------------------------------------
     // The index's shape: x.gather<1>(FixedTensor<int32_t, 4, 2>) -> FixedTensor<T, 4, 2>.
@@ -1679,6 +1695,16 @@ class FixedTensor {
     }
     static constexpr fixed_detail::Checked<0> arith(const char* op) {
         return fixed_detail::need_arith<T>(op, shape());
+    }
+    template <int64_t Axis>
+    static void check_scan_axis() {
+        constexpr fixed_detail::Checked<0> r = [] {
+            fixed_detail::Checked<0> c;
+            if (fixed_detail::normalize(Axis, sizeof...(Dims)) < 0)
+                c.fail("scan: axis ", Axis, " is out of range for ", shape());
+            return c;
+        }();
+        if constexpr (!r.ok) fixed_detail::report<r.message>();
     }
     static constexpr fixed_detail::Checked<0> check_arange() {
         fixed_detail::Checked<0> r;

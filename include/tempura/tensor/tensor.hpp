@@ -347,6 +347,12 @@ class Tensor {
     // log(sum(exp(x))) along axis, shifted by the max so that it neither overflows nor
     // underflows (all -inf gives -inf).
     Tensor logsumexp(int64_t axis, bool keepdim = false) const;
+    // Inclusive scans along an axis: out[..., i] = x[..., 0] op ... op x[..., i] (bool counts as
+    // Int32 for cumsum and cumprod). Blocks of 16 are scanned as a triangle (a reduce), and the
+    // block totals are scanned the same way, recursively: O(16 n) work, a few kernels.
+    Tensor cumsum(int64_t axis) const;
+    Tensor cumprod(int64_t axis) const;
+    Tensor cummax(int64_t axis) const; // NaN propagates from where it appears
     // The index of the first maximum (minimum) along `axis`, as Int32.
     Tensor argmax(int64_t axis, bool keepdim = false) const;
     Tensor argmin(int64_t axis, bool keepdim = false) const;
