@@ -7,6 +7,7 @@
 //   BM_Softmax    softmax over [4096, 1024], same peer.
 //   BM_Gelu       gelu over 2^24 floats; the peer is a*b+c over 2^24 floats in Tempura (the
 //                 bandwidth figure the issue compares it with).
+//   BM_Sort       sort of 2^20 floats; the peer is std::sort on one thread.
 //   BM_Embedding  nn::embedding of 16384 tokens from [50000, 256], and its gradient
 //                 (scatter_add); the peers are hand-written loops.
 // Each benchmark checks Tempura's values once against a direct computation before timing.
@@ -178,6 +179,29 @@ void BM_Embedding(benchmark::State& state) {
     state.counters["backward_ratio_vs_loop"] = back_ms / back_loop;
 }
 BENCHMARK(BM_Embedding)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
+
+// sort of 2^20 floats (the bitonic network: 210 stages); the peer is std::sort on one thread.
+void BM_Sort(benchmark::State& state) {
+    constexpr int64_t n = int64_t{1} << 20;
+    const auto v = random_floats(n, 9);
+    const Tensor t = Tensor::from_vector(v, {n});
+    std::vector<float> want = v;
+    std::sort(want.begin(), want.end());
+    if (t.sort().to_vector<float>() != want) state.SkipWithError("sort differs from std::sort");
+    const double ms = median_ms([&] { t.sort().realize(); }, 5);
+    const double peer = median_ms(
+        [&] {
+            std::vector<float> w = v;
+            std::sort(w.begin(), w.end());
+            benchmark::DoNotOptimize(w.data());
+        },
+        5);
+    for (auto _ : state) state.SetIterationTime(ms / 1e3);
+    state.counters["ms"] = ms;
+    state.counters["peer_std_sort_ms"] = peer;
+    state.counters["ratio_vs_std_sort"] = ms / peer;
+}
+BENCHMARK(BM_Sort)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
 
 } // namespace
 

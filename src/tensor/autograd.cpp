@@ -227,7 +227,9 @@ Grads flip_adj(const Adj& a) {
         if (f[i]) axes.push_back(static_cast<int64_t>(i));
     return {a.g.flip(axes)};
 }
-Grads contiguous_adj(const Adj& a) { return {a.g}; }
+// A materialization point forward is one backward: a chain of stages each reading two places of
+// the one before (a sorting network) would otherwise be recomputed exponentially.
+Grads contiguous_adj(const Adj& a) { return {a.g.contiguous()}; }
 
 // ---- data-dependent indexing: each is the other's adjoint (the index takes none) ----
 Grads gather_adj(const Adj& a) {
@@ -303,7 +305,7 @@ inline constexpr auto gradient_rules = rules(
     rule(op<Op::Pad>(x), adjoint<pad_adj>),                   // shrink away the padding
     rule(op<Op::Shrink>(x), adjoint<shrink_adj>),             // pad back with zeros
     rule(op<Op::Flip>(x), adjoint<flip_adj>),                 // flip back
-    rule(op<Op::Contiguous>(x), adjoint<contiguous_adj>),     // g
+    rule(op<Op::Contiguous>(x), adjoint<contiguous_adj>),     // g, materialized
     rule(op<Op::Gather>(x, y), adjoint<gather_adj>),          // scatter_add of g into zeros
     rule(op<Op::ScatterAdd>(x, y, z), adjoint<scatter_add_adj>), // g, -, g gathered
     rule(op<Op::ReduceAxis>(x), adjoint<reduce_adj>));        // sum: g; max: to the maxima; prod

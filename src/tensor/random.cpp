@@ -61,13 +61,7 @@ Bits draw(const char* op, const Shape& shape) {
                                                                  static_cast<uint32_t>(call)},
                                            Shape{3});
     const auto word = [&](int64_t i) { return key.shrink({{i, i + 1}}).reshape(Shape{}); };
-    // The element index, from two short aranges (no host loop over the n elements).
-    const int64_t b = std::max<int64_t>(1, std::min<int64_t>(n, 1024));
-    const int64_t a = (n + b - 1) / b;
-    const Tensor hi = (Tensor::arange(a, DType::UInt32) * static_cast<uint32_t>(b)).reshape({a, 1});
-    const Tensor lo = Tensor::arange(b, DType::UInt32).reshape({1, b});
-    Tensor index = (hi + lo).reshape({a * b});
-    if (a * b != n) index = index.shrink({{0, n}});
+    const Tensor index = detail::iota(n, DType::UInt32);
     auto [x0, x1] = threefry2x32(index.reshape(shape), word(2), word(0), word(1));
     return {x0, x1};
 }
@@ -94,6 +88,20 @@ Tensor unit(const char* op, const Bits& bits, DType dt, bool second = false) {
 }
 
 } // namespace
+
+namespace detail {
+
+Tensor iota(int64_t n, DType dtype) {
+    const int64_t b = std::max<int64_t>(1, std::min<int64_t>(n, 1024));
+    const int64_t a = (n + b - 1) / b;
+    const Tensor hi =
+        (Tensor::arange(a, dtype) * TensorAccess::scalar_int(dtype, b)).reshape({a, 1});
+    const Tensor lo = Tensor::arange(b, dtype).reshape({1, b});
+    const Tensor index = (hi + lo).reshape({a * b});
+    return a * b == n ? index : index.shrink({{0, n}});
+}
+
+} // namespace detail
 
 void manual_seed(uint64_t seed) {
     Stream& s = stream();

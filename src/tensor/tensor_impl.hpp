@@ -53,6 +53,9 @@ namespace detail {
 void register_leaf(const std::shared_ptr<Tensor::Shared>& s);
 
 void check_element_dtype(const std::string& op, DType dtype);
+// [0, 1, ..., n-1] of an integer dtype, computed by the kernel that reads it from two short
+// aranges (about 2 sqrt(n) host values, not n): random numbers' counters, sort's indices.
+Tensor iota(int64_t n, DType dtype);
 void check_shape(const std::string& op, const Shape& shape);
 void check_arith(const std::string& op, const Tensor& x);
 void check_float(const std::string& op, const Tensor& x);

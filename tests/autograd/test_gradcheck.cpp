@@ -352,3 +352,10 @@ TEST_CASE("gradcheck: scans, short and blocked") {
     gradcheck("cumprod", [](const V& x) { return x[0].cumprod(0); }, {{{6, 2}, 0.5, 1.5}});
     gradcheck("cummax", [](const V& x) { return x[0].cummax(-1); }, {{{3, 20}}});
 }
+
+TEST_CASE("gradcheck: sort and topk (a permutation: the gradient goes back where it came from)") {
+    using V = std::vector<Tensor>;
+    gradcheck("sort", [](const V& x) { return x[0].sort(1).exp(); }, {{{2, 6}}});
+    gradcheck("sort descending", [](const V& x) { return x[0].sort(0, true) * x[0]; }, {{{5, 2}}});
+    gradcheck("topk", [](const V& x) { return x[0].topk(3).first.sin(); }, {{{2, 7}}});
+}

@@ -131,3 +131,15 @@ TEST_CASE("FixedTensor: scans keep the shape") {
     static_assert(same_type<decltype(b.cumsum<0>()), FixedTensor<int32_t, 3>>);
     CHECK(b.cumsum<0>().to_vector() == std::vector<int32_t>{1, 1, 2});
 }
+
+TEST_CASE("FixedTensor: sort, argsort and topk") {
+    const auto x = FixedTensor<float, 2, 3>::from_vector({3, 1, 2, 0, 5, 4});
+    CHECK(x.sort().to_vector() == std::vector<float>{1, 2, 3, 0, 4, 5});
+    static_assert(same_type<decltype(x.argsort<0>()), FixedTensor<int32_t, 2, 3>>);
+    CHECK(x.argsort<0>(true).to_vector() == std::vector<int32_t>{0, 1, 1, 1, 0, 0});
+    const auto [v, i] = x.topk<2>();
+    static_assert(same_type<decltype(v), FixedTensor<float, 2, 2>>);
+    static_assert(same_type<decltype(i), FixedTensor<int32_t, 2, 2>>);
+    CHECK(v.to_vector() == std::vector<float>{3, 2, 5, 4});
+    CHECK(i.to_vector() == std::vector<int32_t>{0, 2, 1, 2});
+}

@@ -1471,6 +1471,41 @@ class FixedTensor {
         check_scan_axis<Axis>();
         return same(tensor_.cummax(Axis));
     }
+    // ---- sorting (Tensor::sort etc.) -------------------------------------------------------
+    template <int64_t Axis = -1>
+    FixedTensor sort(bool descending = false) const {
+        check_scan_axis<Axis>();
+        return same(tensor_.sort(Axis, descending));
+    }
+    template <int64_t Axis = -1>
+    Rebind<int32_t> argsort(bool descending = false) const {
+        check_scan_axis<Axis>();
+        return {Unchecked{}, tensor_.argsort(Axis, descending)};
+    }
+    // {values, int32 indices}: Axis's size becomes K.
+    template <int64_t K, int64_t Axis = -1>
+    auto topk() const {
+        constexpr auto s = shape();
+        constexpr int64_t a = fixed_detail::normalize(Axis, s.size());
+        constexpr auto r = [&] {
+            fixed_detail::Checked<sizeof...(Dims)> c;
+            if (a < 0) return c.fail("topk: axis ", Axis, " is out of range for ", s);
+            if (K < 0 || K > s[static_cast<size_t>(a)])
+                return c.fail("topk: k ", K, " is out of range for an axis of ",
+                              s[static_cast<size_t>(a)], " elements");
+            for (size_t i = 0; i < s.size(); ++i) c.push(static_cast<int64_t>(i) == a ? K : s[i]);
+            return c;
+        }();
+        if constexpr (!r.ok) {
+            fixed_detail::report<r.message>();
+            return std::pair<InvalidFixedTensor<T>, InvalidFixedTensor<int32_t>>{};
+        } else {
+            auto [v, i] = tensor_.topk(K, Axis);
+            return std::pair<Result<r>, Result<r, int32_t>>{
+                Result<r>(Unchecked{}, std::move(v)),
+                Result<r, int32_t>(Unchecked{}, std::move(i))};
+        }
+    }
     // ---- data-dependent indexing (Tensor::gather etc.; the index's values are checked at run
     // time) --------------------------------------------------------------------------------------
     // The index's shape: x.gather<1>(FixedTensor<int32_t, 4, 2>) -> FixedTensor<T, 4, 2>.

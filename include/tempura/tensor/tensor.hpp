@@ -353,6 +353,13 @@ class Tensor {
     Tensor cumsum(int64_t axis) const;
     Tensor cumprod(int64_t axis) const;
     Tensor cummax(int64_t axis) const; // NaN propagates from where it appears
+    // Sorting along an axis, by a bitonic network of compare-and-swap kernels (log2(p)
+    // (log2(p) + 1) / 2 of them, p the axis rounded up to a power of two). Floats: NaN last
+    // ascending, first descending; equal elements keep their order (argsort of ties ascends).
+    Tensor sort(int64_t axis = -1, bool descending = false) const;
+    Tensor argsort(int64_t axis = -1, bool descending = false) const; // Int32
+    // The k largest along axis, largest first: {values, Int32 indices}.
+    std::pair<Tensor, Tensor> topk(int64_t k, int64_t axis = -1) const;
     // The index of the first maximum (minimum) along `axis`, as Int32.
     Tensor argmax(int64_t axis, bool keepdim = false) const;
     Tensor argmin(int64_t axis, bool keepdim = false) const;

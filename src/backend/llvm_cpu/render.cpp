@@ -374,8 +374,18 @@ class Renderer {
                                std::to_string(u.srcs().size()) + " sources");
         }
         if (gate == nullptr) return load_value(u, p);
-        // gate ? *p : alt, and p is not touched when the gate is false: a branch, not a select
-        // (p may be out of bounds exactly when the gate is false).
+        // From a buffer known to hold the access: load from gate ? p : the buffer's start, then
+        // select. No branch (a padded conv's loads stay vectorizable), and nothing outside the
+        // buffer is read: where the gate is false, element 0 is, and its value is dropped.
+        if (const UOp& idx = u.src(0); idx.op() == Op::Index && idx.src(0).op() == Op::Param) {
+            const auto& a = idx.src(0).arg_as<std::vector<int64_t>>();
+            if (a.size() >= 2 && a[1] >= static_cast<int64_t>(u.dtype().count)) {
+                llvm::Value* safe = b_.CreateSelect(gate, p, ptr_src(idx, 0));
+                return b_.CreateSelect(gate, load_value(u, safe), alt);
+            }
+        }
+        // Otherwise gate ? *p : alt, and p is not touched when the gate is false: a branch, not
+        // a select (p may be out of bounds exactly when the gate is false).
         const std::string n = "ld" + std::to_string(cur_);
         auto* from = b_.GetInsertBlock();
         auto* then = llvm::BasicBlock::Create(ctx_, n + ".then", fn_);
