@@ -8,6 +8,7 @@
 #include "tempura/rewrite/graph_rewrite.hpp"
 #include "tempura/symbolic/eval.hpp"
 #include "tempura/symbolic/simplify.hpp"
+#include "tempura/tensor/fixed_nn.hpp"
 #include "tempura/tensor/fixed_tensor.hpp"
 #include "tempura/tensor/nn.hpp"
 #include "tempura/tensor/optim.hpp"

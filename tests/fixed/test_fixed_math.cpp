@@ -143,3 +143,9 @@ TEST_CASE("FixedTensor: sort, argsort and topk") {
     CHECK(v.to_vector() == std::vector<float>{3, 2, 5, 4});
     CHECK(i.to_vector() == std::vector<int32_t>{0, 2, 1, 2});
 }
+
+TEST_CASE("FixedTensor: masked_fill with a broadcast mask") {
+    const auto x = FixedTensor<float, 2, 3>::from_vector({1, 2, 3, 4, 5, 6});
+    const auto m = FixedTensor<bool, 3>::from_vector({true, false, true});
+    CHECK(x.masked_fill(m, -1).to_vector() == std::vector<float>{-1, 2, -1, -1, 5, -1});
+}

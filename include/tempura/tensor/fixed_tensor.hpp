@@ -1471,6 +1471,23 @@ class FixedTensor {
         check_scan_axis<Axis>();
         return same(tensor_.cummax(Axis));
     }
+    // Where the bool mask (broadcast to this shape) is true, value; elsewhere x.
+    template <class U, int64_t... MD>
+    FixedTensor masked_fill(const FixedTensor<U, MD...>& mask, double value) const {
+        static_assert(std::is_same_v<U, bool>, "masked_fill: the mask must hold bool");
+        constexpr auto r = [] {
+            fixed_detail::Checked<0> c;
+            constexpr std::array<int64_t, sizeof...(MD)> m{MD...};
+            constexpr auto s = shape();
+            const auto b = fixed_detail::broadcast("masked_fill", m, s);
+            bool fits = b.ok && b.rank == s.size();
+            for (size_t i = 0; fits && i < s.size(); ++i) fits = b.dims[i] == s[i];
+            if (!fits) c.fail("masked_fill: the mask ", m, " does not broadcast to ", s);
+            return c;
+        }();
+        if constexpr (!r.ok) fixed_detail::report<r.message>();
+        return same(tensor_.masked_fill(mask.tensor(), value));
+    }
     // ---- sorting (Tensor::sort etc.) -------------------------------------------------------
     template <int64_t Axis = -1>
     FixedTensor sort(bool descending = false) const {

@@ -1,0 +1,143 @@
+#pragma once
+// tempura::nn on FixedTensor: conv2d and the 2-D poolings with their output sizes computed at
+// compile time, and their mistakes (a channel mismatch, a kernel larger than the padded input)
+// as one-sentence compile errors:
+//     auto y = nn::conv2d<1, 1>(x, w);  // x FixedTensor<float, 8, 64, 56, 56>, w <.., 64, 64, 3,
+//     3>
+//                                       // -> FixedTensor<float, 8, 64, 56, 56>
+// The options are template arguments (one value for both spatial dims), in PyTorch's order:
+// stride, padding, dilation, groups.
+#include <cstdint>
+
+#include "tempura/tensor/fixed_tensor.hpp"
+#include "tempura/tensor/nn.hpp"
+
+namespace tempura::nn {
+
+namespace fixed_nn_detail {
+
+// The spatial size out of a window of `k` (dilated by d) sliding by s over n padded by p on
+// each side; -1 when the window is larger than the padded input.
+constexpr int64_t window_out(int64_t n, int64_t k, int64_t s, int64_t p, int64_t d) {
+    const int64_t span = d * (k - 1) + 1;
+    if (n + 2 * p < span) return -1;
+    return (n + 2 * p - span) / s + 1;
+}
+
+template <int64_t C, int64_t H, int64_t W, int64_t O, int64_t CG, int64_t KH, int64_t KW, int64_t S,
+          int64_t P, int64_t D, int64_t G>
+constexpr fixed_detail::Checked<2> conv2d_check() {
+    fixed_detail::Checked<2> r;
+    if (S < 1 || D < 1 || P < 0 || G < 1)
+        return r.fail("conv2d: stride ", S, ", dilation ", D, " and groups ", G,
+                      " must be positive and padding ", P, " not negative");
+    if (C != CG * G) return r.fail("conv2d: input has ", C, " channels, weight expects ", CG * G);
+    if (O % G != 0)
+        return r.fail("conv2d: ", O, " output channels do not split into ", G, " groups");
+    const int64_t oh = window_out(H, KH, S, P, D), ow = window_out(W, KW, S, P, D);
+    if (oh < 0 || ow < 0)
+        return r.fail("conv2d: kernel ", KH, "x", KW, " (dilation ", D,
+                      ") is larger than the padded input ", H + 2 * P, "x", W + 2 * P);
+    r.push(oh);
+    r.push(ow);
+    return r;
+}
+
+template <int64_t H, int64_t W, int64_t K, int64_t S, int64_t P>
+constexpr fixed_detail::Checked<2> pool_check(const char* op) {
+    fixed_detail::Checked<2> r;
+    if (K < 1 || S < 1 || P < 0)
+        return r.fail(op, ": kernel ", K, " and stride ", S, " must be positive and padding ", P,
+                      " not negative");
+    if (2 * P > K) return r.fail(op, ": padding ", P, " is more than half the kernel ", K);
+    const int64_t oh = window_out(H, K, S, P, 1), ow = window_out(W, K, S, P, 1);
+    if (oh < 0 || ow < 0)
+        return r.fail(op, ": kernel ", K, "x", K, " is larger than the padded input ", H + 2 * P,
+                      "x", W + 2 * P);
+    r.push(oh);
+    r.push(ow);
+    return r;
+}
+
+inline ConvOptions conv_options(int64_t s, int64_t p, int64_t d, int64_t g) {
+    ConvOptions o;
+    o.stride = {s};
+    o.padding = {p};
+    o.dilation = {d};
+    o.groups = g;
+    return o;
+}
+
+} // namespace fixed_nn_detail
+
+// x [N, C, H, W], w [O, C / Groups, KH, KW] -> [N, O, OH, OW].
+template <int64_t Stride = 1, int64_t Padding = 0, int64_t Dilation = 1, int64_t Groups = 1,
+          class T, int64_t N, int64_t C, int64_t H, int64_t W, int64_t O, int64_t CG, int64_t KH,
+          int64_t KW>
+auto conv2d(const FixedTensor<T, N, C, H, W>& x, const FixedTensor<T, O, CG, KH, KW>& w) {
+    constexpr auto r =
+        fixed_nn_detail::conv2d_check<C, H, W, O, CG, KH, KW, Stride, Padding, Dilation, Groups>();
+    if constexpr (!r.ok) {
+        fixed_detail::report<r.message>();
+        return InvalidFixedTensor<T>{};
+    } else {
+        return FixedTensor<T, N, O, r.dims[0], r.dims[1]>::from_tensor(
+            conv2d(x.tensor(), w.tensor(),
+                   fixed_nn_detail::conv_options(Stride, Padding, Dilation, Groups)));
+    }
+}
+
+// The same with a bias [O].
+template <int64_t Stride = 1, int64_t Padding = 0, int64_t Dilation = 1, int64_t Groups = 1,
+          class T, int64_t N, int64_t C, int64_t H, int64_t W, int64_t O, int64_t CG, int64_t KH,
+          int64_t KW>
+auto conv2d(const FixedTensor<T, N, C, H, W>& x, const FixedTensor<T, O, CG, KH, KW>& w,
+            const FixedTensor<T, O>& bias) {
+    constexpr auto r =
+        fixed_nn_detail::conv2d_check<C, H, W, O, CG, KH, KW, Stride, Padding, Dilation, Groups>();
+    if constexpr (!r.ok) {
+        fixed_detail::report<r.message>();
+        return InvalidFixedTensor<T>{};
+    } else {
+        ConvOptions o = fixed_nn_detail::conv_options(Stride, Padding, Dilation, Groups);
+        o.bias = bias.tensor();
+        return FixedTensor<T, N, O, r.dims[0], r.dims[1]>::from_tensor(
+            conv2d(x.tensor(), w.tensor(), o));
+    }
+}
+
+// Square windows of Kernel, sliding by Stride (the kernel unless given), padded by Padding.
+template <int64_t Kernel, int64_t Stride = Kernel, int64_t Padding = 0, class T, int64_t N,
+          int64_t C, int64_t H, int64_t W>
+auto max_pool2d(const FixedTensor<T, N, C, H, W>& x) {
+    constexpr auto r = fixed_nn_detail::pool_check<H, W, Kernel, Stride, Padding>("max_pool2d");
+    if constexpr (!r.ok) {
+        fixed_detail::report<r.message>();
+        return InvalidFixedTensor<T>{};
+    } else {
+        return FixedTensor<T, N, C, r.dims[0], r.dims[1]>::from_tensor(
+            max_pool2d(x.tensor(), PoolOptions{{Kernel}, {Stride}, {Padding}}));
+    }
+}
+
+template <int64_t Kernel, int64_t Stride = Kernel, int64_t Padding = 0, class T, int64_t N,
+          int64_t C, int64_t H, int64_t W>
+auto avg_pool2d(const FixedTensor<T, N, C, H, W>& x) {
+    constexpr auto r = fixed_nn_detail::pool_check<H, W, Kernel, Stride, Padding>("avg_pool2d");
+    if constexpr (!r.ok) {
+        fixed_detail::report<r.message>();
+        return InvalidFixedTensor<T>{};
+    } else {
+        return FixedTensor<T, N, C, r.dims[0], r.dims[1]>::from_tensor(
+            avg_pool2d(x.tensor(), PoolOptions{{Kernel}, {Stride}, {Padding}}));
+    }
+}
+
+// [N, C, H, W] -> [N, C, OH, OW].
+template <int64_t OH, int64_t OW, class T, int64_t N, int64_t C, int64_t H, int64_t W>
+FixedTensor<T, N, C, OH, OW> adaptive_avg_pool2d(const FixedTensor<T, N, C, H, W>& x) {
+    static_assert(OH >= 1 && OW >= 1, "adaptive_avg_pool2d: the output size must be positive");
+    return FixedTensor<T, N, C, OH, OW>::from_tensor(adaptive_avg_pool2d(x.tensor(), {OH, OW}));
+}
+
+} // namespace tempura::nn
