@@ -53,3 +53,23 @@ TEST_CASE("FixedTensor pools: max, average and adaptive") {
     static_assert(same_type<decltype(g), FixedTensor<float, 1, 2, 1, 1>>);
     CHECK(g.to_vector() == std::vector<float>{14.5f, 44.5f});
 }
+
+TEST_CASE("FixedTensor conv1d and conv_transpose2d") {
+    const auto x = counting<2, 3, 10>();
+    const auto y = nn::conv1d<2, 1>(x, FixedTensor<float, 4, 3, 3>::full(0.25f));
+    static_assert(same_type<decltype(y), FixedTensor<float, 2, 4, 5>>);
+    nn::ConvOptions o;
+    o.stride = {2};
+    o.padding = {1};
+    CHECK(y.to_vector() ==
+          nn::conv1d(x.tensor(), tempura::Tensor::full({4, 3, 3}, 0.25f), o).to_vector<float>());
+    const auto u = counting<1, 2, 3, 4>();
+    const auto t = nn::conv_transpose2d<2, 1, 1>(u, FixedTensor<float, 2, 5, 3, 3>::ones());
+    static_assert(same_type<decltype(t), FixedTensor<float, 1, 5, 6, 8>>);
+    nn::ConvOptions ot;
+    ot.stride = {2};
+    ot.padding = {1};
+    ot.output_padding = {1};
+    CHECK(t.to_vector() == nn::conv_transpose2d(u.tensor(), tempura::Tensor::ones({2, 5, 3, 3}), ot)
+                               .to_vector<float>());
+}

@@ -26,17 +26,17 @@ constexpr int64_t window_out(int64_t n, int64_t k, int64_t s, int64_t p, int64_t
 
 template <int64_t C, int64_t H, int64_t W, int64_t O, int64_t CG, int64_t KH, int64_t KW, int64_t S,
           int64_t P, int64_t D, int64_t G>
-constexpr fixed_detail::Checked<2> conv2d_check() {
+constexpr fixed_detail::Checked<2> conv2d_check(const char* op) {
     fixed_detail::Checked<2> r;
     if (S < 1 || D < 1 || P < 0 || G < 1)
-        return r.fail("conv2d: stride ", S, ", dilation ", D, " and groups ", G,
+        return r.fail(op, ": stride ", S, ", dilation ", D, " and groups ", G,
                       " must be positive and padding ", P, " not negative");
     if (C != CG * G) return r.fail("conv2d: input has ", C, " channels, weight expects ", CG * G);
     if (O % G != 0)
         return r.fail("conv2d: ", O, " output channels do not split into ", G, " groups");
     const int64_t oh = window_out(H, KH, S, P, D), ow = window_out(W, KW, S, P, D);
     if (oh < 0 || ow < 0)
-        return r.fail("conv2d: kernel ", KH, "x", KW, " (dilation ", D,
+        return r.fail(op, ": kernel ", KH, "x", KW, " (dilation ", D,
                       ") is larger than the padded input ", H + 2 * P, "x", W + 2 * P);
     r.push(oh);
     r.push(ow);
@@ -59,6 +59,30 @@ constexpr fixed_detail::Checked<2> pool_check(const char* op) {
     return r;
 }
 
+// conv_transpose2d: x [N, C, H, W], w [C, O / G, KH, KW] -> [N, O, OH, OW],
+// OH = (H - 1) S - 2 P + D (KH - 1) + OP + 1.
+template <int64_t C, int64_t H, int64_t W, int64_t WC, int64_t OG, int64_t KH, int64_t KW,
+          int64_t S, int64_t P, int64_t OP, int64_t D, int64_t G>
+constexpr fixed_detail::Checked<2> conv_transpose2d_check() {
+    fixed_detail::Checked<2> r;
+    if (S < 1 || D < 1 || P < 0 || G < 1)
+        return r.fail("conv_transpose2d: stride ", S, ", dilation ", D, " and groups ", G,
+                      " must be positive and padding ", P, " not negative");
+    if (WC != C) return r.fail("conv_transpose2d: input has ", C, " channels, weight expects ", WC);
+    if (C % G != 0)
+        return r.fail("conv_transpose2d: groups ", G, " must divide the input channels ", C);
+    if (OP < 0 || (OP >= S && OP >= D))
+        return r.fail("conv_transpose2d: output_padding ", OP,
+                      " must be smaller than the stride or the dilation");
+    const int64_t oh = (H - 1) * S - 2 * P + D * (KH - 1) + OP + 1;
+    const int64_t ow = (W - 1) * S - 2 * P + D * (KW - 1) + OP + 1;
+    if (oh < 1 || ow < 1)
+        return r.fail("conv_transpose2d: padding ", P, " leaves no output (", oh, "x", ow, ")");
+    r.push(oh);
+    r.push(ow);
+    return r;
+}
+
 inline ConvOptions conv_options(int64_t s, int64_t p, int64_t d, int64_t g) {
     ConvOptions o;
     o.stride = {s};
@@ -76,7 +100,8 @@ template <int64_t Stride = 1, int64_t Padding = 0, int64_t Dilation = 1, int64_t
           int64_t KW>
 auto conv2d(const FixedTensor<T, N, C, H, W>& x, const FixedTensor<T, O, CG, KH, KW>& w) {
     constexpr auto r =
-        fixed_nn_detail::conv2d_check<C, H, W, O, CG, KH, KW, Stride, Padding, Dilation, Groups>();
+        fixed_nn_detail::conv2d_check<C, H, W, O, CG, KH, KW, Stride, Padding, Dilation, Groups>(
+            "conv2d");
     if constexpr (!r.ok) {
         fixed_detail::report<r.message>();
         return InvalidFixedTensor<T>{};
@@ -94,7 +119,8 @@ template <int64_t Stride = 1, int64_t Padding = 0, int64_t Dilation = 1, int64_t
 auto conv2d(const FixedTensor<T, N, C, H, W>& x, const FixedTensor<T, O, CG, KH, KW>& w,
             const FixedTensor<T, O>& bias) {
     constexpr auto r =
-        fixed_nn_detail::conv2d_check<C, H, W, O, CG, KH, KW, Stride, Padding, Dilation, Groups>();
+        fixed_nn_detail::conv2d_check<C, H, W, O, CG, KH, KW, Stride, Padding, Dilation, Groups>(
+            "conv2d");
     if constexpr (!r.ok) {
         fixed_detail::report<r.message>();
         return InvalidFixedTensor<T>{};
@@ -103,6 +129,43 @@ auto conv2d(const FixedTensor<T, N, C, H, W>& x, const FixedTensor<T, O, CG, KH,
         o.bias = bias.tensor();
         return FixedTensor<T, N, O, r.dims[0], r.dims[1]>::from_tensor(
             conv2d(x.tensor(), w.tensor(), o));
+    }
+}
+
+// x [N, C, L], w [O, C / Groups, K] -> [N, O, OL].
+template <int64_t Stride = 1, int64_t Padding = 0, int64_t Dilation = 1, int64_t Groups = 1,
+          class T, int64_t N, int64_t C, int64_t L, int64_t O, int64_t CG, int64_t K>
+auto conv1d(const FixedTensor<T, N, C, L>& x, const FixedTensor<T, O, CG, K>& w) {
+    constexpr auto r =
+        fixed_nn_detail::conv2d_check<C, L, 1, O, CG, K, 1, Stride, Padding, Dilation, Groups>(
+            "conv2d");
+    if constexpr (!r.ok) {
+        fixed_detail::report<r.message>();
+        return InvalidFixedTensor<T>{};
+    } else {
+        return FixedTensor<T, N, O, r.dims[0]>::from_tensor(
+            conv1d(x.tensor(), w.tensor(),
+                   fixed_nn_detail::conv_options(Stride, Padding, Dilation, Groups)));
+    }
+}
+
+// x [N, C, H, W], w [C, O / Groups, KH, KW] -> [N, O, OH, OW] (PyTorch's order of options).
+template <int64_t Stride = 1, int64_t Padding = 0, int64_t OutputPadding = 0, int64_t Groups = 1,
+          int64_t Dilation = 1, class T, int64_t N, int64_t C, int64_t H, int64_t W, int64_t WC,
+          int64_t OG, int64_t KH, int64_t KW>
+auto conv_transpose2d(const FixedTensor<T, N, C, H, W>& x,
+                      const FixedTensor<T, WC, OG, KH, KW>& w) {
+    constexpr auto r =
+        fixed_nn_detail::conv_transpose2d_check<C, H, W, WC, OG, KH, KW, Stride, Padding,
+                                                OutputPadding, Dilation, Groups>();
+    if constexpr (!r.ok) {
+        fixed_detail::report<r.message>();
+        return InvalidFixedTensor<T>{};
+    } else {
+        ConvOptions o = fixed_nn_detail::conv_options(Stride, Padding, Dilation, Groups);
+        o.output_padding = {OutputPadding};
+        return FixedTensor<T, N, OG * Groups, r.dims[0], r.dims[1]>::from_tensor(
+            conv_transpose2d(x.tensor(), w.tensor(), o));
     }
 }
 
