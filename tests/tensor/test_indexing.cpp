@@ -168,3 +168,30 @@ TEST_CASE("an embedding layer trains: its gradient is a scatter_add of the outpu
     const std::vector<float> t = values(table);
     for (int k = 0; k < 5; ++k) CHECK(std::fabs(t[static_cast<size_t>(k)] - 2.0f * k) < 1e-3f);
 }
+
+TEST_CASE("gather, embedding and scatter_add with a symbolic batch: right for every size") {
+    const tempura::Dim batch = tempura::Dim::variable("batch", 1, 64);
+    for (int64_t n : {2, 3, 5}) {
+        CAPTURE(n);
+        std::vector<float> xv;
+        std::vector<int32_t> iv;
+        for (int64_t i = 0; i < n; ++i) {
+            for (int j = 0; j < 4; ++j) xv.push_back(static_cast<float>(i * 10 + j));
+            iv.push_back(static_cast<int32_t>((i * 3) % 4));
+        }
+        const Tensor x = Tensor::from_vector(xv, {batch.bind(n), 4});
+        const Tensor idx = Tensor::from_vector(iv, {batch.bind(n), 1});
+        Tensor g = x.gather(1, idx * 1);
+        Tensor s = Tensor::zeros({4, 4}).scatter_add(0, idx.expand({n, 4}) * 1, x);
+        tempura::realize({g, s});
+        std::vector<float> want_g, want_s(16, 0.0f);
+        for (int64_t i = 0; i < n; ++i) {
+            const auto k = static_cast<size_t>(iv[static_cast<size_t>(i)]);
+            want_g.push_back(xv[static_cast<size_t>(i) * 4 + k]);
+            for (size_t j = 0; j < 4; ++j) want_s[k * 4 + j] += xv[static_cast<size_t>(i) * 4 + j];
+        }
+        CHECK(values(g) == want_g);
+        CHECK(values(s) == want_s);
+        CHECK(g.kernels().front().name.find("batch") != std::string::npos);
+    }
+}
