@@ -19,6 +19,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include <tempura/tempura.hpp>
@@ -133,6 +134,14 @@ void BM_Gelu(benchmark::State& state) {
 }
 BENCHMARK(BM_Gelu)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
 
+// Reports ms as the benchmark's time, beside its peer and their ratio.
+void report(benchmark::State& state, double ms, const std::string& peer, double peer_ms) {
+    for (auto _ : state) state.SetIterationTime(ms / 1e3);
+    state.counters["ms"] = ms;
+    state.counters["peer_" + peer + "_ms"] = peer_ms;
+    state.counters["ratio_vs_" + peer] = ms / peer_ms;
+}
+
 // nn::embedding of 16384 tokens from a [50000, 256] table (a data-dependent load per element),
 // and its gradient (scatter_add into zeros: a serial kernel); the peers are hand-written loops:
 // a memcpy per row, and a zeroed table plus a row-add per token.
@@ -170,10 +179,7 @@ void BM_Embedding(benchmark::State& state) {
             benchmark::DoNotOptimize(grad.data());
         },
         7);
-    for (auto _ : state) state.SetIterationTime(ms / 1e3);
-    state.counters["ms"] = ms;
-    state.counters["peer_loop_ms"] = loop;
-    state.counters["ratio_vs_loop"] = ms / loop;
+    report(state, ms, "loop", loop);
     state.counters["backward_ms"] = back_ms;
     state.counters["peer_backward_loop_ms"] = back_loop;
     state.counters["backward_ratio_vs_loop"] = back_ms / back_loop;
@@ -196,10 +202,7 @@ void BM_Sort(benchmark::State& state) {
             benchmark::DoNotOptimize(w.data());
         },
         5);
-    for (auto _ : state) state.SetIterationTime(ms / 1e3);
-    state.counters["ms"] = ms;
-    state.counters["peer_std_sort_ms"] = peer;
-    state.counters["ratio_vs_std_sort"] = ms / peer;
+    report(state, ms, "std_sort", peer);
 }
 BENCHMARK(BM_Sort)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
 

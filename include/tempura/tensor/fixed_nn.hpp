@@ -8,6 +8,8 @@
 // The options are template arguments (one value for both spatial dims), in PyTorch's order:
 // stride, padding, dilation, groups.
 #include <cstdint>
+#include <optional>
+#include <utility>
 
 #include "tempura/tensor/fixed_tensor.hpp"
 #include "tempura/tensor/nn.hpp"
@@ -94,22 +96,33 @@ inline ConvOptions conv_options(int64_t s, int64_t p, int64_t d, int64_t g) {
 
 } // namespace fixed_nn_detail
 
+namespace fixed_nn_detail {
+
+template <int64_t Stride, int64_t Padding, int64_t Dilation, int64_t Groups, class T, int64_t N,
+          int64_t C, int64_t H, int64_t W, int64_t O, int64_t CG, int64_t KH, int64_t KW>
+auto conv2d(const FixedTensor<T, N, C, H, W>& x, const FixedTensor<T, O, CG, KH, KW>& w,
+            std::optional<Tensor> bias) {
+    constexpr auto r =
+        conv2d_check<C, H, W, O, CG, KH, KW, Stride, Padding, Dilation, Groups>("conv2d");
+    if constexpr (!r.ok) {
+        fixed_detail::report<r.message>();
+        return InvalidFixedTensor<T>{};
+    } else {
+        ConvOptions o = conv_options(Stride, Padding, Dilation, Groups);
+        o.bias = std::move(bias);
+        return FixedTensor<T, N, O, r.dims[0], r.dims[1]>::from_tensor(
+            nn::conv2d(x.tensor(), w.tensor(), o));
+    }
+}
+
+} // namespace fixed_nn_detail
+
 // x [N, C, H, W], w [O, C / Groups, KH, KW] -> [N, O, OH, OW].
 template <int64_t Stride = 1, int64_t Padding = 0, int64_t Dilation = 1, int64_t Groups = 1,
           class T, int64_t N, int64_t C, int64_t H, int64_t W, int64_t O, int64_t CG, int64_t KH,
           int64_t KW>
 auto conv2d(const FixedTensor<T, N, C, H, W>& x, const FixedTensor<T, O, CG, KH, KW>& w) {
-    constexpr auto r =
-        fixed_nn_detail::conv2d_check<C, H, W, O, CG, KH, KW, Stride, Padding, Dilation, Groups>(
-            "conv2d");
-    if constexpr (!r.ok) {
-        fixed_detail::report<r.message>();
-        return InvalidFixedTensor<T>{};
-    } else {
-        return FixedTensor<T, N, O, r.dims[0], r.dims[1]>::from_tensor(
-            conv2d(x.tensor(), w.tensor(),
-                   fixed_nn_detail::conv_options(Stride, Padding, Dilation, Groups)));
-    }
+    return fixed_nn_detail::conv2d<Stride, Padding, Dilation, Groups>(x, w, std::nullopt);
 }
 
 // The same with a bias [O].
@@ -118,18 +131,7 @@ template <int64_t Stride = 1, int64_t Padding = 0, int64_t Dilation = 1, int64_t
           int64_t KW>
 auto conv2d(const FixedTensor<T, N, C, H, W>& x, const FixedTensor<T, O, CG, KH, KW>& w,
             const FixedTensor<T, O>& bias) {
-    constexpr auto r =
-        fixed_nn_detail::conv2d_check<C, H, W, O, CG, KH, KW, Stride, Padding, Dilation, Groups>(
-            "conv2d");
-    if constexpr (!r.ok) {
-        fixed_detail::report<r.message>();
-        return InvalidFixedTensor<T>{};
-    } else {
-        ConvOptions o = fixed_nn_detail::conv_options(Stride, Padding, Dilation, Groups);
-        o.bias = bias.tensor();
-        return FixedTensor<T, N, O, r.dims[0], r.dims[1]>::from_tensor(
-            conv2d(x.tensor(), w.tensor(), o));
-    }
+    return fixed_nn_detail::conv2d<Stride, Padding, Dilation, Groups>(x, w, bias.tensor());
 }
 
 // x [N, C, L], w [O, C / Groups, K] -> [N, O, OL].
@@ -169,31 +171,34 @@ auto conv_transpose2d(const FixedTensor<T, N, C, H, W>& x,
     }
 }
 
+namespace fixed_nn_detail {
+
+template <bool Max, int64_t Kernel, int64_t Stride, int64_t Padding, class T, int64_t N, int64_t C,
+          int64_t H, int64_t W>
+auto pool2d(const FixedTensor<T, N, C, H, W>& x) {
+    constexpr auto r = pool_check<H, W, Kernel, Stride, Padding>(Max ? "max_pool2d" : "avg_pool2d");
+    if constexpr (!r.ok) {
+        fixed_detail::report<r.message>();
+        return InvalidFixedTensor<T>{};
+    } else {
+        const PoolOptions o{{Kernel}, {Stride}, {Padding}};
+        return FixedTensor<T, N, C, r.dims[0], r.dims[1]>::from_tensor(
+            Max ? max_pool2d(x.tensor(), o) : avg_pool2d(x.tensor(), o));
+    }
+}
+
+} // namespace fixed_nn_detail
+
 // Square windows of Kernel, sliding by Stride (the kernel unless given), padded by Padding.
 template <int64_t Kernel, int64_t Stride = Kernel, int64_t Padding = 0, class T, int64_t N,
           int64_t C, int64_t H, int64_t W>
 auto max_pool2d(const FixedTensor<T, N, C, H, W>& x) {
-    constexpr auto r = fixed_nn_detail::pool_check<H, W, Kernel, Stride, Padding>("max_pool2d");
-    if constexpr (!r.ok) {
-        fixed_detail::report<r.message>();
-        return InvalidFixedTensor<T>{};
-    } else {
-        return FixedTensor<T, N, C, r.dims[0], r.dims[1]>::from_tensor(
-            max_pool2d(x.tensor(), PoolOptions{{Kernel}, {Stride}, {Padding}}));
-    }
+    return fixed_nn_detail::pool2d<true, Kernel, Stride, Padding>(x);
 }
-
 template <int64_t Kernel, int64_t Stride = Kernel, int64_t Padding = 0, class T, int64_t N,
           int64_t C, int64_t H, int64_t W>
 auto avg_pool2d(const FixedTensor<T, N, C, H, W>& x) {
-    constexpr auto r = fixed_nn_detail::pool_check<H, W, Kernel, Stride, Padding>("avg_pool2d");
-    if constexpr (!r.ok) {
-        fixed_detail::report<r.message>();
-        return InvalidFixedTensor<T>{};
-    } else {
-        return FixedTensor<T, N, C, r.dims[0], r.dims[1]>::from_tensor(
-            avg_pool2d(x.tensor(), PoolOptions{{Kernel}, {Stride}, {Padding}}));
-    }
+    return fixed_nn_detail::pool2d<false, Kernel, Stride, Padding>(x);
 }
 
 // [N, C, H, W] -> [N, C, OH, OW].
