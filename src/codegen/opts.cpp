@@ -12,6 +12,8 @@
 #include "tempura/support/env.hpp"
 #include "tempura/symbolic/simplify.hpp"
 
+#include <unordered_set>
+
 namespace tempura::codegen {
 
 std::string_view opt_op_name(OptOp op) {
@@ -106,9 +108,26 @@ OptKernel::OptKernel(UOp ast, DeviceLimits limits) : ast_(std::move(ast)), limit
     refresh();
 }
 
+bool reads_what_it_writes(const UOp& ast) {
+    const std::vector<UOp> topo = ast.toposort();
+    std::unordered_set<const UOpNode*> written;
+    for (const UOp& u : topo)
+        if (u.op() == Op::Store && u.src(0).op() == Op::Index && u.src(0).src(0).op() == Op::Param)
+            written.insert(u.src(0).src(0).get());
+    for (const UOp& u : topo) {
+        if (u.op() != Op::Load || u.src(0).op() != Op::Index) continue;
+        UOp base = u.src(0).src(0);
+        if (base.op() == Op::After) base = base.src(0);
+        if (written.count(base.get()) != 0) return true;
+    }
+    return false;
+}
+
 void OptKernel::refresh() {
     axes_.clear();
     n_out_ = 0;
+    serial_ = reads_what_it_writes(ast_);
+    if (serial_) return;
     next_axis_ = std::max(next_axis_, detail::next_axis_id(ast_));
     if (const UOp end = find_end(ast_); !end.is_null())
         for (size_t i = 1; i < end.srcs().size(); ++i)
@@ -193,6 +212,9 @@ bool OptKernel::try_apply(const Opt& o) {
 
 void OptKernel::apply(const Opt& o) {
     const std::string what = to_string(o) + ": ";
+    if (serial_)
+        fail("opt", what + "the kernel reads what it writes (a scatter): it runs serially, with no "
+                           "opts");
     const UOp before = ast_;
     const int64_t next_before = next_axis_;
     auto amount_ok = [&](const UOp& r) {

@@ -654,14 +654,7 @@ std::vector<Opt> beam_or_heuristic(const std::string& name, const UOp& ast,
     // BEAM times a kernel on buffers of its sizes: a kernel of symbolic sizes (DEFINE_VARs)
     // has none, and takes the heuristics.
     bool symbolic = false;
-    for (const UOp& u : ast.toposort()) {
-        symbolic = symbolic || u.op() == Op::DefineVar;
-        // A store to a place read from memory (SCATTER_ADD's read-modify-write) runs serially,
-        // in order: threads or vector lanes would race on one element.
-        if (u.op() == Op::Store && u.src(0).op() == Op::Index)
-            for (const UOp& n : u.src(0).src(1).toposort())
-                if (n.op() == Op::Load) return {};
-    }
+    for (const UOp& u : ast.toposort()) symbolic = symbolic || u.op() == Op::DefineVar;
     if (const int64_t w = env::get_int("TEMPURA_BEAM", 0, 0, 1024); w >= 1 && !symbolic)
         return beam_search(name, ast, limits, static_cast<int>(w));
     return heuristic_opts(prepare_for_opts(ast), limits);

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <string>
 
+#include "convert.hpp"
 #include "tempura/error.hpp"
 #include "tempura/tensor/nn.hpp"
 #include "tensor_impl.hpp"
@@ -177,7 +178,17 @@ Tensor Tensor::randint(int64_t lo, int64_t hi, Shape shape, DType dtype) {
 Tensor Tensor::uniform(Shape shape, double lo, double hi, DType dtype) {
     if (!(std::isfinite(lo) && std::isfinite(hi) && lo <= hi))
         fail("uniform", "needs finite lo <= hi, got [" + num(lo) + ", " + num(hi) + ")");
-    return rand(std::move(shape), dtype) * (hi - lo) + lo;
+    // (1 - u) lo + u hi: no overflow where hi - lo would (u and 1 - u are exact); the rounding
+    // can still reach hi, so the largest value of the dtype below hi caps it.
+    const Tensor u = rand(std::move(shape), dtype);
+    const double h = detail::round_float(dtype, hi);
+    double below = h;
+    if (h >= hi) {
+        double step = h != 0 ? std::fabs(h) * 0x1p-60 : 0x1p-1074;
+        while ((below = detail::round_float(dtype, h - step)) >= h) step *= 2;
+    }
+    const Tensor r = (1.0 - u) * lo + u * hi;
+    return lo == hi ? r : r.minimum(TensorAccess::scalar(dtype, std::max(below, lo)));
 }
 
 Tensor Tensor::normal(Shape shape, double mean, double std, DType dtype) {

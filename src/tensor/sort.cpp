@@ -56,7 +56,8 @@ Tensor half(const Tensor& x, int64_t which) {
 std::pair<Tensor, Tensor> bitonic(const Order& o, Tensor v, Tensor idx) {
     const Shape s = v.shape();
     const int64_t p = s.back();
-    const Tensor first_row = Tensor::from_vector(std::vector<bool>{true, false}, {2, 1});
+    const Tensor up_down = Tensor::from_vector(std::vector<bool>{true, false}, {2});
+    const Tensor first_row = up_down.reshape({2, 1});
     for (int64_t k = 2; k <= p; k *= 2)
         for (int64_t j = k / 2; j >= 1; j /= 2) {
             const int64_t blocks = p / (2 * j);
@@ -64,11 +65,14 @@ std::pair<Tensor, Tensor> bitonic(const Order& o, Tensor v, Tensor idx) {
             r.insert(r.end(), {blocks, 2, j});
             const Tensor vr = v.reshape(r), ir = idx.reshape(r);
             const Tensor a = half(vr, 0), b = half(vr, 1), ia = half(ir, 0), ib = half(ir, 1);
-            // Block `blk` (elements blk * 2j ...) is sorted up where bit k of its start is 0.
-            std::vector<bool> up(static_cast<size_t>(blocks));
-            for (int64_t blk = 0; blk < blocks; ++blk)
-                up[static_cast<size_t>(blk)] = ((blk * 2 * j) & k) == 0;
-            const Tensor dir = Tensor::from_vector(up, {blocks, 1, 1});
+            // Block `blk` (elements blk * 2j ...) is sorted up where bit k of its start is 0,
+            // i.e. bit m = k / 2j of blk: runs of m blocks up, m down, from a 2-element pattern
+            // (a view: no host array per stage). The last merge (k = p) sorts every block up.
+            const int64_t m = k / (2 * j);
+            const Tensor dir = k == p ? up_down.shrink({{0, 1}}).reshape({1, 1, 1})
+                                      : up_down.reshape({1, 2, 1})
+                                            .expand({blocks / (2 * m), 2, m})
+                                            .reshape({blocks, 1, 1});
             const Tensor swap = where(dir, before(o, b, ib, a, ia), before(o, a, ia, b, ib));
             // Lane 0 of the pair takes the first, lane 1 the second: a select, not a sum (which
             // would turn -0 into +0), of broadcasts, not pads (whose loads would be gated).

@@ -1,4 +1,4 @@
-// EXPECT: scan: axis 2 is out of range for [2, 3]
+// EXPECT: cumsum: axis 2 is out of range for [2, 3]
 // A scan's axis must be one of the tensor's dims.
 #include <tempura/tempura.hpp>
 

@@ -7,6 +7,9 @@
 #include <cstdint>
 #include <vector>
 
+#include <tempura/codegen/opts.hpp>
+#include <tempura/codegen/stages.hpp>
+#include <tempura/schedule/schedule.hpp>
 #include <tempura/tempura.hpp>
 #include <tempura/tensor/reference.hpp>
 
@@ -194,4 +197,32 @@ TEST_CASE("gather, embedding and scatter_add with a symbolic batch: right for ev
         CHECK(values(s) == want_s);
         CHECK(g.kernels().front().name.find("batch") != std::string::npos);
     }
+}
+
+TEST_CASE("a scatter kernel runs serially on every path: no opts, and explicit ones refused") {
+    // A constant index (every element adds to row 0): no load in the store's address. The
+    // heuristics used to split the big copy loop across two threads, and both ran the serial
+    // loop: row 0 came out 8192.
+    namespace cg = tempura::codegen;
+    const Tensor base = Tensor::zeros({4096, 1024});
+    const Tensor idx = Tensor::zeros({4096, 1024}, DType::Int32) * 1;
+    const Tensor s = base.scatter_add(0, idx, Tensor::ones({4096, 1024}));
+    const auto kernels = tempura::schedule_graph(s.uop());
+    REQUIRE(kernels.size() == 1);
+    const tempura::UOp& ast = kernels[0].ast;
+    CHECK(cg::reads_what_it_writes(ast));
+    cg::DeviceLimits lim;
+    lim.threads = 2;
+    CHECK(cg::heuristic_opts(cg::prepare_for_opts(ast), lim).empty());
+    CHECK(cg::lower_kernel_opt("scatter", ast, lim).threads == 1);
+    cg::OptKernel k(cg::prepare_for_opts(ast), lim);
+    CHECK(k.axes().empty());
+    const std::vector<float> v = values(s);
+    CHECK(v[0] == 4096);
+    CHECK(v[1023] == 4096);
+    CHECK(v[1024] == 0);
+    CHECK(v[4095 * 1024 + 7] == 0);
+    CHECK_THROWS_WITH(k.apply(cg::Opt{cg::OptOp::Thread, 0, 2}),
+                      "[opt] THREAD(0, 2): the kernel reads what it writes (a scatter): it runs "
+                      "serially, with no opts");
 }

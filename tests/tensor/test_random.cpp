@@ -201,3 +201,17 @@ TEST_CASE("random numbers' errors name the op and the values") {
         tempura::threefry2x32(Tensor::full({2}, 1), u32s({1, 2}), u32s({1, 2}), u32s({1, 2})),
         "[threefry2x32] needs UInt32 tensors, got int32");
 }
+
+TEST_CASE("uniform stays below hi after rounding, and does not overflow on a wide range") {
+    tempura::manual_seed(2);
+    for (DType dt : {DType::BFloat16, DType::Float16, DType::Float32}) {
+        CAPTURE(dt.name());
+        const std::vector<float> v =
+            Tensor::uniform({1 << 18}, 10, 11, dt).cast(DType::Float32).to_vector<float>();
+        CHECK(std::all_of(v.begin(), v.end(), [](float x) { return x >= 10 && x < 11; }));
+    }
+    const std::vector<float> w = Tensor::uniform({1000}, -3e38, 3e38).to_vector<float>();
+    CHECK(std::all_of(w.begin(), w.end(), [](float x) { return std::isfinite(x); }));
+    CHECK(*std::min_element(w.begin(), w.end()) < -1e38f);
+    CHECK(*std::max_element(w.begin(), w.end()) > 1e38f);
+}

@@ -98,6 +98,7 @@ class OptKernel {
     std::vector<UOp> axes_;
     size_t n_out_ = 0;
     bool no_locals_ = false;
+    bool serial_ = false; // reads what it writes: no opts (see reads_what_it_writes)
     int64_t next_axis_ = 0;
 };
 
@@ -105,6 +106,12 @@ class OptKernel {
 // register reuse (matmul-like kernels), THREAD on the outermost output axis when the kernel is
 // big enough to gain.
 std::vector<Opt> heuristic_opts(const UOp& ast, const DeviceLimits& limits);
+
+// Whether a kernel loads from a buffer it stores to (SCATTER_ADD's read-modify-write at the
+// places its index names, which may repeat or be the same everywhere): such a kernel runs
+// serially and in order, since threads or vector lanes would race on one element. OptKernel
+// gives it no axes and refuses every opt.
+bool reads_what_it_writes(const UOp& ast);
 
 // The ast with `opts` applied in order (throws on the first invalid one).
 UOp apply_opts(const UOp& ast, const std::vector<Opt>& opts, const DeviceLimits& limits);

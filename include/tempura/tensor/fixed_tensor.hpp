@@ -1458,17 +1458,17 @@ class FixedTensor {
     // ---- scans (Tensor::cumsum etc.): the same dims; bools count as int32_t for sum and prod --
     template <int64_t Axis>
     Rebind<SumType> cumsum() const {
-        check_scan_axis<Axis>();
+        check_scan_axis<Axis, 0>();
         return {Unchecked{}, tensor_.cumsum(Axis)};
     }
     template <int64_t Axis>
     Rebind<SumType> cumprod() const {
-        check_scan_axis<Axis>();
+        check_scan_axis<Axis, 1>();
         return {Unchecked{}, tensor_.cumprod(Axis)};
     }
     template <int64_t Axis>
     FixedTensor cummax() const {
-        check_scan_axis<Axis>();
+        check_scan_axis<Axis, 2>();
         return same(tensor_.cummax(Axis));
     }
     // Where the bool mask (broadcast to this shape) is true, value; elsewhere x.
@@ -1491,12 +1491,12 @@ class FixedTensor {
     // ---- sorting (Tensor::sort etc.) -------------------------------------------------------
     template <int64_t Axis = -1>
     FixedTensor sort(bool descending = false) const {
-        check_scan_axis<Axis>();
+        check_scan_axis<Axis, 3>();
         return same(tensor_.sort(Axis, descending));
     }
     template <int64_t Axis = -1>
     Rebind<int32_t> argsort(bool descending = false) const {
-        check_scan_axis<Axis>();
+        check_scan_axis<Axis, 4>();
         return {Unchecked{}, tensor_.argsort(Axis, descending)};
     }
     // {values, int32 indices}: Axis's size becomes K.
@@ -1748,12 +1748,14 @@ class FixedTensor {
     static constexpr fixed_detail::Checked<0> arith(const char* op) {
         return fixed_detail::need_arith<T>(op, shape());
     }
-    template <int64_t Axis>
+    // The axis of a scan or a sort (Op: 0 cumsum, 1 cumprod, 2 cummax, 3 sort, 4 argsort).
+    template <int64_t Axis, int Op>
     static void check_scan_axis() {
         constexpr fixed_detail::Checked<0> r = [] {
+            constexpr const char* names[] = {"cumsum", "cumprod", "cummax", "sort", "argsort"};
             fixed_detail::Checked<0> c;
             if (fixed_detail::normalize(Axis, sizeof...(Dims)) < 0)
-                c.fail("scan: axis ", Axis, " is out of range for ", shape());
+                c.fail(names[Op], ": axis ", Axis, " is out of range for ", shape());
             return c;
         }();
         if constexpr (!r.ok) fixed_detail::report<r.message>();
