@@ -7,6 +7,7 @@
 //                          allocate + run). Peer: the hand-written loop.
 //   BM_TinyRealizeOverhead the same structure re-realized on 16-element inputs: what realize()
 //                          costs per kernel when the work is nothing. Target: DESIGN's 5 us.
+//                          viz_off_pct: what TEMPURA_VIZ, unset, adds to it (target < 1%).
 //   BM_MlpForwardWarm      softmax(relu(x @ W1^T + b1) @ W2^T + b2), batch 64, 784-128-10, warm.
 //                          Peers: the same forward pass as plain C++ loops, and with OpenBLAS
 //                          sgemm (one thread, like a Tempura kernel) when libopenblas is found.
@@ -34,6 +35,8 @@
 
 #include <tempura/backend/llvm_cpu.hpp>
 #include <tempura/codegen/stages.hpp>
+#include <tempura/realize/viz.hpp>
+#include <tempura/rewrite/trace.hpp>
 #include <tempura/schedule/schedule.hpp>
 #include <tempura/tempura.hpp>
 
@@ -204,6 +207,20 @@ void BM_TinyRealizeOverhead(benchmark::State& state) {
     state.counters["target_us"] = kTargetOverheadUs;
     state.counters["ratio_to_target"] = per_kernel / kTargetOverheadUs;
     state.counters["peer_loop_us"] = peer_us; // a*b+c as a loop (for scale)
+    // What TEMPURA_VIZ costs a realize while unset: the call's scope, which records nothing
+    // (one atomic load), and the recorder lookup of each graph_rewrite (a thread-local load).
+    const double viz_off_ns = 1e6 *
+                              median_ms(
+                                  [] {
+                                      for (int i = 0; i < 1000; ++i) {
+                                          const tempura::viz::CallScope scope;
+                                          benchmark::DoNotOptimize(tempura::trace::current());
+                                      }
+                                  },
+                                  200) /
+                              1000;
+    state.counters["viz_off_ns"] = viz_off_ns;
+    state.counters["viz_off_pct"] = 100 * viz_off_ns / (median(us) * 1e3);
     state.SetLabel(which == 0 ? "a*b+c [16]" : "softmax(a*b+c) [16]");
 }
 BENCHMARK(BM_TinyRealizeOverhead)

@@ -9,6 +9,7 @@ packages=(
     libboost-dev doctest-dev libbenchmark-dev libz3-dev llvm-19-dev
     libeigen3-dev libopenblas-dev
     clang-format git
+    graphviz chromium fonts-dejavu-core
 )
 
 if ! command -v dpkg-query >/dev/null 2>&1; then

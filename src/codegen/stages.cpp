@@ -14,6 +14,7 @@
 #include "tempura/error.hpp"
 #include "tempura/ir/bounds.hpp"
 #include "tempura/rewrite/graph_rewrite.hpp"
+#include "tempura/rewrite/trace.hpp"
 #include "tempura/support/env.hpp"
 #include "tempura/symbolic/simplify.hpp"
 
@@ -426,7 +427,7 @@ void run_stages(KernelState& k, size_t from, size_t to) {
     const bool dump = debug_level() >= 5;
     const auto& stages = pipeline();
     for (size_t i = from; i < to && i < stages.size(); ++i) {
-        k.ast = stages[i].run(k.ast, k);
+        k.ast = trace::stage(stages[i].name, k.ast, [&] { return stages[i].run(k.ast, k); });
         if (dump)
             std::fprintf(stderr, "=== %s: %s\n%s", k.name.c_str(), stages[i].name,
                          k.ast.tree().c_str());
@@ -484,8 +485,8 @@ LoweredKernel lower_kernel_opt(const std::string& name, const UOp& ast, const De
     KernelState k{name, ast, limits, opts, {}};
     if (debug_level() >= 5)
         std::fprintf(stderr, "=== %s: rangeify\n%s", name.c_str(), ast.tree().c_str());
-    if (debug_level() >= 5) {
-        run_stages(k, 0, pipeline().size()); // every stage, each dumped
+    if (debug_level() >= 5 || trace::current() != nullptr) {
+        run_stages(k, 0, pipeline().size()); // every stage, each dumped or traced
     } else {
         // The stages before opts through the per-thread cache (the heuristics or BEAM ran them).
         k.ast = prepare_for_opts(ast);

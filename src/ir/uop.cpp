@@ -725,6 +725,104 @@ std::string UOp::render() const {
     return out;
 }
 
+namespace {
+
+// A string as the inside of a dot "..." label: quotes and backslashes escaped, long ones cut.
+std::string dot_escape(const std::string& s, size_t max = 48) {
+    std::string out;
+    const bool cut = s.size() > max;
+    for (size_t i = 0; i < s.size() && i < max; ++i) {
+        const char c = s[i];
+        if (c == '"' || c == '\\') out += '\\';
+        if (c == '\n') {
+            out += "\\n";
+            continue;
+        }
+        out += c;
+    }
+    if (cut) out += "...";
+    return out;
+}
+
+const char* dot_fill(Op op) {
+    switch (op_info(op).category) {
+    case OpCategory::Const: return "#eeeeee";
+    case OpCategory::Define: return "#ffe3a3";
+    case OpCategory::Memory: return "#c6e2ff";
+    case OpCategory::Movement: return "#e4d2ff";
+    case OpCategory::Reduce: return "#ffc9c9";
+    case OpCategory::Control: return "#c8f0c8";
+    case OpCategory::Vector: return "#d9f2f2";
+    case OpCategory::Structure: return "#f2f2f2";
+    case OpCategory::Tensor: return "#ffd8b0";
+    default: return "#ffffff";
+    }
+}
+
+} // namespace
+
+std::string UOp::to_dot() const {
+    return to_dot([](const UOp&) { return std::string(); });
+}
+
+std::string UOp::to_dot(const std::function<std::string(const UOp&)>& node_id,
+                        const std::unordered_set<const UOpNode*>& highlight,
+                        size_t max_depth) const {
+    std::string out = "digraph tempura {\n  node [shape=box style=\"rounded,filled\" "
+                      "fontname=\"Helvetica\" fontsize=10 height=0.2];\n"
+                      "  edge [fontsize=8 color=\"#666666\"];\n";
+    if (is_null()) return out + "}\n";
+    // The nodes drawn: all of them (sources first), or those within max_depth edges of this
+    // one, breadth first (a node past the edge becomes a "..." leaf of its user).
+    std::vector<UOp> order;
+    std::unordered_map<const UOpNode*, size_t> index;
+    std::vector<bool> cut;
+    if (max_depth == SIZE_MAX) {
+        order = toposort(); // iterative
+        cut.assign(order.size(), false);
+        for (size_t i = 0; i < order.size(); ++i) index.emplace(order[i].get(), i);
+    } else {
+        std::vector<size_t> depth;
+        order.push_back(*this);
+        depth.push_back(0);
+        index.emplace(get(), 0);
+        for (size_t i = 0; i < order.size(); ++i) {
+            cut.push_back(depth[i] >= max_depth && !order[i].srcs().empty());
+            if (cut.back()) continue;
+            for (const UOp& s : order[i].srcs())
+                if (index.emplace(s.get(), order.size()).second) {
+                    order.push_back(s);
+                    depth.push_back(depth[i] + 1);
+                }
+        }
+    }
+    for (size_t i = 0; i < order.size(); ++i) {
+        const UOp& u = order[i];
+        std::string label = std::string(op_name(u.op()));
+        if (u.dtype() != DType::Void) label += "\n" + u.dtype().name();
+        if (u.arg().index() != 0) label += "\n" + arg_to_string(u.arg());
+        const std::string id = node_id(u);
+        out += "  n" + std::to_string(i) + " [label=\"" + dot_escape(label, 96) + "\"";
+        if (!id.empty()) out += " id=\"" + dot_escape(id) + "\"";
+        out += std::string(" fillcolor=\"") +
+               (highlight.count(u.get()) ? "#ff6b6b" : dot_fill(u.op())) + "\"";
+        if (highlight.count(u.get())) out += " penwidth=2";
+        out += "];\n";
+        const auto& srcs = u.srcs();
+        if (cut[i]) {
+            out += "  e" + std::to_string(i) + " [label=\"...\" shape=plaintext style=\"\"];\n  e" +
+                   std::to_string(i) + " -> n" + std::to_string(i) + " [style=dashed];\n";
+            continue;
+        }
+        for (size_t k = 0; k < srcs.size(); ++k) {
+            out += "  n" + std::to_string(index.at(srcs[k].get())) + " -> n" + std::to_string(i);
+            if (srcs.size() > 1) out += " [label=\"" + std::to_string(k) + "\"]";
+            out += ";\n";
+        }
+    }
+    return out + "}\n";
+}
+
 std::string UOp::tree() const {
     if (is_null()) return "<null>\n";
     std::unordered_map<const UOpNode*, size_t> label;

@@ -21,6 +21,8 @@
 #include "tempura/codegen/stages.hpp"
 #include "tempura/error.hpp"
 #include "tempura/realize/beam.hpp"
+#include "tempura/realize/viz.hpp"
+#include "tempura/rewrite/trace.hpp"
 #include "tempura/runtime/buffer.hpp"
 #include "tempura/runtime/thread_pool.hpp"
 #include "tempura/schedule/schedule.hpp"
@@ -250,12 +252,29 @@ Plan build_plan(const UOp& root, const std::vector<UOp>& inputs, const SymbolicS
     const codegen::DeviceLimits limits = runtime::host_limits();
     const auto compile_threads = static_cast<size_t>(env::get_int(
         "TEMPURA_COMPILE_THREADS", static_cast<int64_t>(runtime::thread_count()), 1, 1024));
+    viz::CallTrace* const vc = viz::current_call(); // TEMPURA_VIZ: each kernel's stages
+    if (vc != nullptr) vc->kernels.resize(kernels.size());
     run_on_threads(kernels.size(), compile_threads, [&](size_t i) {
         const ScheduledKernel& k = kernels[i];
         if (k.ast.is_null()) return;
-        const std::vector<codegen::Opt> opts = codegen::beam_or_heuristic(k.name, k.ast, limits);
-        const codegen::LoweredKernel low = codegen::lower_kernel_opt(k.name, k.ast, limits, &opts);
+        std::vector<codegen::Opt> opts;
+        {
+            const trace::Scope untraced(nullptr); // BEAM's candidates are not the kernel
+            opts = codegen::beam_or_heuristic(k.name, k.ast, limits);
+        }
+        codegen::LoweredKernel low;
+        {
+            const trace::Scope traced(vc != nullptr ? &vc->kernels[i].rec : nullptr);
+            low = codegen::lower_kernel_opt(k.name, k.ast, limits, &opts);
+        }
         built[i].kernel = runtime::compile_cpu_kernel(k.name, low.program);
+        if (vc != nullptr) {
+            viz::KernelTrace& kt = vc->kernels[i];
+            kt.name = k.name;
+            kt.opts = codegen::to_string(low.opts);
+            kt.linear = codegen::render_linear(low.program);
+            kt.code = built[i].kernel->source();
+        }
         built[i].threads = low.threads;
         built[i].flops = count_flops(low.program) * static_cast<double>(low.threads);
         for (const UOp& u : low.program) {
@@ -317,7 +336,11 @@ Plan build_plan(const UOp& root, const std::vector<UOp>& inputs, const SymbolicS
                                     " variables, the plan passes " +
                                     std::to_string(step.params.size()) + " and " +
                                     std::to_string(step.vars.size()));
-            plan.kernels->push_back(KernelInfo{k.name, "CPU", step.kernel->source()});
+            double bytes = 0;
+            for (const UOp& p : k.params)
+                bytes += static_cast<double>(slot_bytes({p.dtype().base(), numel(p.shape())}));
+            plan.kernels->push_back(
+                KernelInfo{k.name, "CPU", step.kernel->source(), step.flops, bytes});
         }
         for (size_t o = 0; o < k.outputs; ++o)
             step_of_output.emplace(k.params.at(o), plan.steps.size());
@@ -337,7 +360,8 @@ Plan build_plan(const UOp& root, const std::vector<UOp>& inputs, const SymbolicS
 // Kernels of one level run concurrently when there is enough work to share.
 constexpr size_t kParallelWork = size_t{1} << 16;
 
-void run_plan(const Plan& plan, const std::vector<std::shared_ptr<runtime::Buffer>>& inputs,
+void run_plan(int dbg, const Plan& plan,
+              const std::vector<std::shared_ptr<runtime::Buffer>>& inputs,
               std::vector<std::shared_ptr<runtime::Buffer>>& outputs,
               const std::map<std::string, int64_t>& values) {
     outputs.clear();
@@ -374,7 +398,11 @@ void run_plan(const Plan& plan, const std::vector<std::shared_ptr<runtime::Buffe
             out_ptr[o] = outputs.back()->data();
         }
     }
-    const int dbg = debug_level();
+    viz::CallTrace* const vc = dbg >= 2 ? viz::current_call() : nullptr;
+    if (vc != nullptr) vc->timings.resize(plan.steps.size());
+    if (dbg >= 2)
+        std::fprintf(stderr, "*** %-32s %-7s %10s %10s %10s\n", "kernel", "backend", "ms",
+                     "GFLOP/s", "GB/s");
     auto run_step = [&](size_t i) {
         const Step& s = plan.steps[i];
         if (!s.kernel) return;
@@ -418,19 +446,21 @@ void run_plan(const Plan& plan, const std::vector<std::shared_ptr<runtime::Buffe
             s.kernel->run(argv, vars);
         }
         if (dbg >= 1) {
-            std::string line = "*** CPU  " + s.kernel->name();
+            char buf[320];
             if (dbg >= 2) {
                 const double ms =
                     std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
                         .count();
-                char buf[160];
+                const double gflops = ms > 0 ? s.flops / ms / 1e6 : 0.0;
+                const double gbs = ms > 0 ? static_cast<double>(bytes) / ms / 1e6 : 0.0;
                 std::snprintf(
-                    buf, sizeof buf, "  %9.3f ms  %8.2f GFLOP/s  %8.2f GB/s  (compiled in %.2f ms)",
-                    ms, ms > 0 ? s.flops / ms / 1e6 : 0.0,
-                    ms > 0 ? static_cast<double>(bytes) / ms / 1e6 : 0.0, s.kernel->compile_ms());
-                line += buf;
+                    buf, sizeof buf, "*** %-32s %-7s %10.4f %10.2f %10.2f  (compiled in %.2f ms)",
+                    s.kernel->name().c_str(), "CPU", ms, gflops, gbs, s.kernel->compile_ms());
+                if (vc != nullptr) vc->timings[i] = {s.kernel->name(), ms, gflops, gbs};
+            } else {
+                std::snprintf(buf, sizeof buf, "*** %-32s %-7s", s.kernel->name().c_str(), "CPU");
             }
-            std::fprintf(stderr, "%s\n", line.c_str());
+            std::fprintf(stderr, "%s\n", buf);
             if (dbg >= 4) std::fprintf(stderr, "%s\n", s.kernel->source().c_str());
         }
     };
@@ -544,7 +574,13 @@ namespace {
 std::shared_ptr<const Plan> plan_of(const UOp& graph, const std::vector<UOp>& topo,
                                     std::vector<UOp>& input_nodes, const SymbolicShapes& sym) {
     std::string key = plan_key(topo, input_nodes, sym);
-    if (auto hit = plans().find(key)) return std::move(*hit);
+    if (auto hit = plans().find(key)) {
+        if (viz::CallTrace* vc = viz::current_call()) {
+            vc->cached = true;
+            for (const KernelInfo& k : *(*hit)->kernels) vc->cached_kernels.push_back(k.name);
+        }
+        return std::move(*hit);
+    }
     auto built = std::make_shared<const Plan>(build_plan(graph, input_nodes, sym));
     return plans().insert(key, built, plan_bytes(key, *built));
 }
@@ -575,6 +611,7 @@ PlanMemory plan_memory(const UOp& graph) {
 std::vector<RealizeResult> realize_graphs(const std::vector<UOp>& roots) {
     std::vector<RealizeResult> results(roots.size());
     if (roots.empty()) return results;
+    viz::CallScope viz_call; // TEMPURA_VIZ: this call's trace, added to the page at the end
     // Shared work computed once: what an earlier realize computed is read from its buffer.
     std::vector<std::shared_ptr<runtime::Buffer>> held;
     UOp all = roots.size() == 1 ? roots[0] : UOp::sink(roots);
@@ -609,7 +646,7 @@ std::vector<RealizeResult> realize_graphs(const std::vector<UOp>& roots) {
     inputs.reserve(input_nodes.size());
     for (const UOp& b : input_nodes)
         inputs.push_back(runtime::lookup_buffer(b.arg_as<std::vector<int64_t>>().at(0)));
-    run_plan(*plan, inputs, outputs, sym.values);
+    run_plan(debug_level(), *plan, inputs, outputs, sym.values);
     for (size_t j = 0; j < todo.size(); ++j) {
         RealizeResult& r = results[where[j]];
         const Slot& slot = plan->results.at(j);
@@ -619,6 +656,7 @@ std::vector<RealizeResult> realize_graphs(const std::vector<UOp>& roots) {
             for (const UOp& x : d->second) r.dims.push_back(sym.bound(x));
         becomes().record(roots[where[j]], r.buffer, r.dims);
     }
+    viz_call.finish();
     return results;
 }
 

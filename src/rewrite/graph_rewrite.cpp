@@ -5,6 +5,7 @@
 
 #include "tempura/error.hpp"
 #include "tempura/pattern/table.hpp"
+#include "tempura/rewrite/trace.hpp"
 
 namespace tempura {
 
@@ -34,8 +35,10 @@ UOp graph_rewrite(const UOp& root, const pattern::RuleTable& table,
     UOpMap<UOp> memo;
     memo.reserve(64);
     size_t steps = 0;
+    trace::Recorder* const rec = trace::current(); // TEMPURA_VIZ: each step recorded
 
-    auto fired = [&](const UOp& node, const pattern::CompiledRule* rule) {
+    auto fired = [&](const UOp& node, const pattern::CompiledRule* rule, const UOp& result) {
+        if (rec != nullptr) rec->step(rule->text(), rule->file, rule->line, node, result);
         if (++steps > limit && !limit_known) {
             limit_known = true;
             limit = 100000 + 100 * root.node_count();
@@ -62,7 +65,7 @@ UOp graph_rewrite(const UOp& root, const pattern::RuleTable& table,
             if (top_down) {
                 const pattern::CompiledRule* which = nullptr;
                 if (auto r = table.rewrite_once(f.cur, ctx, &which)) {
-                    fired(f.cur, which);
+                    fired(f.cur, which, *r);
                     f.cur = std::move(*r);
                     continue;
                 }
@@ -95,7 +98,7 @@ UOp graph_rewrite(const UOp& root, const pattern::RuleTable& table,
             if (!top_down) {
                 const pattern::CompiledRule* which = nullptr;
                 if (auto r = table.rewrite_once(f.cur, ctx, &which)) {
-                    fired(f.cur, which);
+                    fired(f.cur, which, *r);
                     f.cur = std::move(*r);
                 } else {
                     memo.emplace(f.cur, f.cur);
@@ -108,7 +111,7 @@ UOp graph_rewrite(const UOp& root, const pattern::RuleTable& table,
         if (!top_down) {
             const pattern::CompiledRule* which = nullptr;
             if (auto r = table.rewrite_once(f.cur, ctx, &which)) {
-                fired(f.cur, which);
+                fired(f.cur, which, *r);
                 f.cur = std::move(*r);
                 f.stage = Frame::Start;
                 continue;

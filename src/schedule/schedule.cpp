@@ -11,6 +11,7 @@
 #include "tempura/codegen/stages.hpp"
 #include "tempura/error.hpp"
 #include "tempura/rewrite/graph_rewrite.hpp"
+#include "tempura/rewrite/trace.hpp"
 #include "tempura/schedule/rules.hpp"
 #include "tempura/schedule/symbolic_shapes.hpp"
 #include "tempura/support/hash.hpp"
@@ -675,7 +676,9 @@ std::vector<ScheduledKernel> schedule_graph(const UOp& original_root, const Symb
     // rewritten root reports the original root as its output.
     RewriteOptions o;
     o.bottom_up = true;
-    const UOp root = graph_rewrite(original_root, early_rewrites(), {}, o);
+    const UOp root = trace::stage("early rewrites", original_root, [&] {
+        return graph_rewrite(original_root, early_rewrites(), {}, o);
+    });
     std::vector<ScheduledKernel> kernels = schedule_rewritten(root, nullptr);
     if (root.same(original_root)) return kernels;
     UOpMap<UOp> back;
@@ -721,8 +724,10 @@ std::vector<ScheduledKernel> schedule_rewritten(const UOp& root, const SymbolicS
             ScheduledKernel k;
             k.output = outs.front();
             k.outputs = outs.size();
-            k.ast = rangeify_outputs(outs, mat, k.params, sym);
+            k.ast = trace::stage("rangeify", UOp::sink(outs),
+                                 [&] { return rangeify_outputs(outs, mat, k.params, sym); });
             k.name = kernel_name(k.ast, dims_of(k.output, sym));
+            if (trace::Recorder* r = trace::current()) r->rename_last("rangeify " + k.name);
             out.push_back(std::move(k));
             continue;
         }
@@ -734,8 +739,9 @@ std::vector<ScheduledKernel> schedule_rewritten(const UOp& root, const SymbolicS
             out.push_back(std::move(k)); // nothing to compute; the buffer is empty
             continue;
         }
-        k.ast = rangeify(u, mat, k.params, sym);
+        k.ast = trace::stage("rangeify", u, [&] { return rangeify(u, mat, k.params, sym); });
         k.name = kernel_name(k.ast, dims_of(u, sym));
+        if (trace::Recorder* r = trace::current()) r->rename_last("rangeify " + k.name);
         out.push_back(std::move(k));
     }
     return out;

@@ -5,6 +5,7 @@
 //
 // Because `==`, `<` and friends on UOp build comparison nodes (as in the symbolic API),
 // identity is spelled `a.same(b)`; UOpHash/UOpSame make UOp usable as a hash-map key.
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -13,6 +14,7 @@
 #include <source_location>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <variant>
 #include <vector>
 
@@ -134,6 +136,16 @@ class UOp {
     size_t node_count() const;         // distinct nodes reachable (this one included)
     std::string tree() const;          // the graph with [id] labels and back references
     std::string render() const;        // a readable one-line form, e.g. "(x + 3) / 4"
+    // The graph in Graphviz's dot language (`dot -Tsvg` draws it): a box per node with its op,
+    // dtype and arg, an edge from each source to its user, labelled with the source's position
+    // where a node has several.
+    std::string to_dot() const;
+    // The same with the caller's node ids (`id="..."` in the SVG dot makes), e.g. to name one
+    // node alike in several graphs; nodes in `highlight` are drawn in red; with max_depth, only
+    // the nodes within that many edges of this one (what lies further is drawn as "...").
+    std::string to_dot(const std::function<std::string(const UOp&)>& node_id,
+                       const std::unordered_set<const UOpNode*>& highlight = {},
+                       size_t max_depth = SIZE_MAX) const;
     // Replaces nodes (by identity) everywhere below and including this one.
     UOp substitute(const std::unordered_map<const UOpNode*, UOp>& map) const;
 

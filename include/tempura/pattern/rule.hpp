@@ -7,6 +7,7 @@
 // Mistakes are compile errors with a sentence (see the static_asserts below).
 #include <functional>
 #include <optional>
+#include <source_location>
 #include <type_traits>
 
 #include <boost/hana/flatten.hpp>
@@ -56,6 +57,8 @@ struct Rule {
     R rhs;
     P pred;
     const char* label = nullptr; // optional name shown in errors and dumps
+    const char* file = "";       // where the rule was written (TEMPURA_VIZ shows it)
+    unsigned line = 0;
 
     std::optional<UOp> apply(const UOp& n, const RewriteContext& ctx) const {
         Match m;
@@ -69,7 +72,7 @@ struct Rule {
         });
         return out;
     }
-    constexpr Rule named(const char* name) const { return Rule{lhs, rhs, pred, name}; }
+    constexpr Rule named(const char* name) const { return Rule{lhs, rhs, pred, name, file, line}; }
 };
 
 template <class T>
@@ -116,7 +119,8 @@ constexpr auto make_pred(P p) {
 }
 
 template <class L, class R, class P = NoPred>
-constexpr auto rule(L lhs, R rhs, P pred = {}) {
+constexpr auto rule(L lhs, R rhs, P pred = {},
+                    std::source_location loc = std::source_location::current()) {
     static_assert(Pattern<L>, "rule: the left-hand side must be a pattern (built from wildcards)");
     static_assert(L::kRootOp != -2, "rule: fold() can only appear on the right-hand side");
     auto r = make_rhs(rhs);
@@ -128,7 +132,8 @@ constexpr auto rule(L lhs, R rhs, P pred = {}) {
         (decltype(p)::kUses & ~L::kUses) == 0,
         "rule: the predicate uses a wildcard that the left-hand side does not bind, so it "
         "cannot be evaluated");
-    return Rule<L, decltype(r), decltype(p)>{lhs, r, p, nullptr};
+    return Rule<L, decltype(r), decltype(p)>{
+        lhs, r, p, nullptr, loc.file_name(), static_cast<unsigned>(loc.line())};
 }
 
 // ---- groups -----------------------------------------------------------------------------------

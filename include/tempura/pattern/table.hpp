@@ -29,6 +29,8 @@ struct CompiledRule {
     RuleTerms (*terms)(const void* rule);
     const void* rule;
     const char* label;
+    const char* file; // where the rule was written, and its line
+    unsigned line;
     int16_t child_op[3]; // the op each source must have, -1 for any
     uint8_t nchild;      // how many of child_op apply (0: no early reject)
     bool swap;           // commutative binary root: the children may match in either order
@@ -185,6 +187,8 @@ constexpr CompiledRule compiled_rule(const R& r) {
                         &terms_of<R>,
                         static_cast<const void*>(&r),
                         r.label,
+                        r.file,
+                        r.line,
                         {C::ops[0], C::ops[1], C::ops[2]},
                         C::n,
                         L::kRootOp >= 0 && is_commutative(static_cast<Op>(L::kRootOp)) &&

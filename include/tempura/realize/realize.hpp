@@ -17,6 +17,10 @@ struct KernelInfo {
     std::string name;    // e.g. "r_16_32" (reduce) or "E_1024" (elementwise)
     std::string backend; // "CPU"
     std::string source;  // the generated LLVM IR
+    // One run at the sizes it was planned for: float operations (a multiply-add counts 2) and
+    // the bytes of the buffers it reads and writes, each once.
+    double flops = 0;
+    double bytes = 0;
 };
 
 struct RealizeResult {
