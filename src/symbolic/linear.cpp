@@ -103,9 +103,41 @@ void combine(Linear& l) {
             t.end());
 }
 
+// (x / c) % m * (k*c) + (x % c) * k  ->  (x % (c*m)) * k, for c, m > 0: with Q = x / (c*m) ==
+// (x / c) / m (truncation composes for positive divisors), (x / c) % m == x / c - Q*m, so
+// ((x / c) % m) * c + x % c == x - Q*c*m == x % (c*m), for every x in C.
+bool recombine_mod_chain(Linear& l) {
+    auto& t = l.terms;
+    for (size_t i = 0; i < t.size(); ++i) {
+        const UOp& outer = t[i].mono;
+        int64_t m, c;
+        if (outer.op() != Op::Mod || !is_int_const(outer.src(1), m) || m <= 0) continue;
+        const UOp& d = outer.src(0);
+        if (d.op() != Op::Idiv || !is_int_const(d.src(1), c) || c <= 0) continue;
+        const i128 cm = i128{c} * m;
+        if (!fits(l.dtype, cm)) continue;
+        for (size_t j = 0; j < t.size(); ++j) {
+            const UOp& r = t[j].mono;
+            if (r.op() != Op::Mod || !r.src(0).same(d.src(0)) || !r.src(1).same(d.src(1))) continue;
+            if (t[i].coef != wmul(l.dtype, t[j].coef, c)) continue;
+            const int64_t k = t[j].coef;
+            UOp merged =
+                UOp::alu(Op::Mod, {d.src(0), UOp::constant(l.dtype, static_cast<int64_t>(cm))});
+            t.erase(t.begin() + static_cast<long>(std::max(i, j)));
+            t.erase(t.begin() + static_cast<long>(std::min(i, j)));
+            Stack stack{{&merged, k}};
+            flatten_into(l, stack);
+            combine(l);
+            return true;
+        }
+    }
+    return false;
+}
+
 // (x / c) * (k*c) + (x % c) * k  ->  x * k : x == (x / c) * c + x % c holds for every x in C.
 bool recombine_divmod(Linear& l) {
     auto& t = l.terms;
+    if (recombine_mod_chain(l)) return true;
     for (size_t i = 0; i < t.size(); ++i) {
         const UOp& d = t[i].mono;
         int64_t c;
@@ -330,6 +362,50 @@ std::optional<UOp> fold_divmod(const UOp& u) {
                             {UOp::alu(Op::Mul, {UOp::alu(Op::Mod, {a, K(cg)}), K(gi)}), K(r)});
         }
     }
+    if (!is_div && x.vmin() >= 0 && l.constant >= 0) {
+        // (sum(k_i * x_i) + k0) % c == (sum((k_i % c) * x_i) + k0 % c) % c when every k_i > 0
+        // and x_i >= 0 (both sums >= 0, so C's remainder is the mathematical one, and they
+        // differ by a multiple of c).
+        bool all = true, reduces = l.constant >= c;
+        for (const auto& t : l.terms) {
+            all = all && t.coef > 0 && t.mono.vmin() >= 0;
+            reduces = reduces || t.coef >= c;
+        }
+        if (all && reduces) {
+            Linear r{dt, {}, l.constant % c};
+            for (const auto& t : l.terms)
+                if (t.coef % c != 0) r.terms.push_back({t.mono, t.coef % c});
+            if (bounds_of_terms(dt, r.terms, r.constant))
+                return UOp::alu(Op::Mod, {rebuild(r), K(c)});
+        }
+    }
+    if (is_div && x.vmin() >= 0) {
+        // (g*q + r) / c == q / (c/g) with g = gcd(c, the coefficients other than 1), 0 <= r < g
+        // and q >= 0: floor((g*q + r) / (g*m)) == floor(floor((g*q + r) / g) / m) == floor(q/m).
+        uint64_t gg = static_cast<uint64_t>(c);
+        bool any = false;
+        for (const auto& t : l.terms)
+            if (t.coef != 1) {
+                gg = std::gcd(gg, uabs(t.coef));
+                any = true;
+            }
+        const int64_t g2 = static_cast<int64_t>(gg);
+        if (any && g2 > 1) {
+            Linear q{dt, {}, floor_div(l.constant, g2)};
+            Terms rest;
+            for (const auto& t : l.terms) {
+                if (t.coef != 1)
+                    q.terms.push_back({t.mono, t.coef / g2});
+                else
+                    rest.push_back(t);
+            }
+            const int64_t r0 = l.constant - q.constant * g2;
+            auto rb = bounds_of_terms(dt, rest, r0);
+            auto qb = bounds_of_terms(dt, q.terms, q.constant);
+            if (!rest.empty() && rb && qb && rb->first >= 0 && rb->second < g2 && qb->first >= 0)
+                return UOp::alu(Op::Idiv, {rebuild(q), K(c / g2)});
+        }
+    }
     // Split off the multiples of c: x = c*q + r.
     Linear q{dt, {}, 0}, r{dt, {}, 0};
     for (const auto& t : l.terms) (t.coef % c == 0 ? q : r).terms.push_back(t);
@@ -352,6 +428,42 @@ std::optional<UOp> fold_divmod(const UOp& u) {
     return UOp::alu(Op::Add, {qn, UOp::alu(Op::Idiv, {rn, K(c)})});
 }
 
+std::optional<UOp> fold_var_divmod(const UOp& u) {
+    const DType dt = u.dtype();
+    const UOp& x = u.src(0);
+    const UOp& d = u.src(1);
+    if (!dt.is_int() || dt.count != 1 || dt.is_unsigned() || d.is_const() || d.vmin() <= 0 ||
+        d.vmax() == kUnknownMax)
+        return std::nullopt;
+    // x = q*d + r with q >= 0 and r >= 0 (d > 0): x / d == q + r / d and x % d == r % d, as
+    // floor division, which C's truncation is for x >= 0.
+    Linear l = decompose(x);
+    Linear q{dt, {}, 0}, r{dt, {}, l.constant};
+    for (const auto& t : l.terms) {
+        const UOp& m = t.mono;
+        if (m.same(d)) {
+            q.terms.push_back({UOp::constant(dt, 1), t.coef});
+        } else if (m.op() == Op::Mul && m.srcs().size() == 2 && m.src(1).same(d)) {
+            q.terms.push_back({m.src(0), t.coef});
+        } else if (m.op() == Op::Mul && m.srcs().size() == 2 && m.src(0).same(d)) {
+            q.terms.push_back({m.src(1), t.coef});
+        } else {
+            r.terms.push_back(t);
+        }
+    }
+    if (q.terms.empty()) return std::nullopt;
+    auto qb = bounds_of_terms(dt, q.terms, 0);
+    auto rb = bounds_of_terms(dt, r.terms, r.constant);
+    if (!qb || !rb || qb->first < 0 || rb->first < 0) return std::nullopt;
+    const bool no_rest = r.terms.empty() && r.constant == 0;
+    if (u.op() == Op::Mod)
+        return no_rest ? UOp::constant(dt, 0) : UOp::alu(Op::Mod, {rebuild(r), d});
+    combine(q);
+    UOp qn = rebuild(q);
+    if (no_rest) return qn;
+    return UOp::alu(Op::Add, {qn, UOp::alu(Op::Idiv, {rebuild(r), d})});
+}
+
 std::optional<UOp> fold_compare(const UOp& u) {
     const Op op = u.op();
     const UOp& a = u.src(0);
@@ -360,7 +472,15 @@ std::optional<UOp> fold_compare(const UOp& u) {
     if (!dt.is_int() || dt.count != 1 || dt.is_unsigned()) return std::nullopt;
     if (a.same(b)) return UOp::boolean(op == Op::CmpEq);
     int64_t c;
-    if (!is_int_const(b, c)) return std::nullopt;
+    if (!is_int_const(b, c)) {
+        // -x < -y  <=>  y < x, when neither negation wraps (x, y > the dtype's minimum).
+        int64_t m1, m2;
+        if (op == Op::CmpLt && a.op() == Op::Mul && b.op() == Op::Mul &&
+            is_int_const(a.src(1), m1) && is_int_const(b.src(1), m2) && m1 == -1 && m2 == -1 &&
+            a.src(0).vmin() > dt.min() && b.src(0).vmin() > dt.min())
+            return UOp::alu(Op::CmpLt, {b.src(0), a.src(0)});
+        return std::nullopt;
+    }
     Linear l = decompose(a);
     if (l.terms.empty()) return std::nullopt; // constant folding's job
     auto tb = term_bounds(l);
@@ -387,6 +507,45 @@ std::optional<UOp> fold_compare(const UOp& u) {
         return cmp(rebuild(s), c / gi);
     }
     if (op != Op::CmpLt) return std::nullopt;
+    // Simplex: terms that are all >= 0 with positive coefficients sum to < 1 exactly when each
+    // is 0, whatever the coefficients: sum(k_i * x_i) < 1  <=>  sum(x_i) < 1.
+    if (c == 1) {
+        bool simplex = true, unit = true;
+        for (const auto& t : l.terms) {
+            simplex = simplex && t.coef > 0 && t.mono.vmin() >= 0;
+            unit = unit && t.coef == 1;
+        }
+        if (simplex && !unit) {
+            Linear s{dt, {}, 0};
+            for (const auto& t : l.terms) s.terms.push_back({t.mono, 1});
+            if (bounds_of_terms(dt, s.terms, 0)) return cmp(rebuild(s), 1);
+        }
+    }
+    // g*q + r < c with g = gcd(c, the coefficients other than +-1), 0 <= r < g  <=>  q < c/g:
+    // g | c, so g*q + r < c <=> g*q < c - r <=> q < c/g - r/g <=> q < c/g (0 <= r/g < 1).
+    {
+        uint64_t gg = uabs(c);
+        bool any = false;
+        for (const auto& t : l.terms)
+            if (uabs(t.coef) > 1) {
+                gg = std::gcd(gg, uabs(t.coef));
+                any = true;
+            }
+        const int64_t g2 = static_cast<int64_t>(gg);
+        if (any && g2 > 1) {
+            Linear q{dt, {}, 0};
+            Terms rest;
+            for (const auto& t : l.terms) {
+                if (uabs(t.coef) > 1)
+                    q.terms.push_back({t.mono, t.coef / g2});
+                else
+                    rest.push_back(t);
+            }
+            auto rb = bounds_of_terms(dt, rest, 0);
+            if (!rest.empty() && rb && rb->first >= 0 && rb->second < g2)
+                return cmp(rebuild(q), c / g2);
+        }
+    }
     // d*q + r < c with 0 <= r < d and d | c  <=>  q < c/d.
     for (const auto& cand : l.terms) {
         const int64_t d = cand.coef;

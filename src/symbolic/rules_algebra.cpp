@@ -24,7 +24,9 @@ inline constexpr auto sums = rules(
 
 inline constexpr auto divmod = rules(
     rule(x / c0, fold_divmod, is_int(x)).named("div folding"),   // (a*c + b) / c, nested, gcd...
-    rule(x % c0, fold_divmod, is_int(x)).named("mod folding"));  // (a*c + b) % c, ranges...
+    rule(x % c0, fold_divmod, is_int(x)).named("mod folding"),   // (a*c + b) % c, ranges...
+    rule(x / y, fold_var_divmod, is_int(x)).named("div by a variable"),  // (a*d + b) / d, d > 0
+    rule(x % y, fold_var_divmod, is_int(x)).named("mod by a variable"));
 
 inline constexpr auto comparisons = rules(
     rule(x < y, fold_compare, is_int(x)).named("lt folding"),    // constants moved, factors out

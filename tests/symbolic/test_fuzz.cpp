@@ -179,7 +179,21 @@ class Generator {
     IExpr index_shape(int depth) {
         int64_t c4 = divisor(), c5 = divisor();
         IExpr t = linear(depth, c4);
-        switch (uniform(0, 7)) {
+        switch (uniform(0, 10)) {
+        case 8: // the chain recombination: (t / c4 % c5) * c4 * k + (t % c4) * k
+        {
+            const int64_t k = uniform(-3, 3);
+            return {(t.u / c4 % c5) * c4 * k + (t.u % c4) * k, 3 * t.mag * (abs64(k) + 1)};
+        }
+        case 9: // a variable denominator: (t * v + r) / v and % v
+        {
+            const IExpr v = nonzero_var(), r = var();
+            if (t.mag * v.mag + r.mag > kMagLimit) return t;
+            const UOp num = t.u * v.u + r.u;
+            return {chance(0.5) ? num / v.u : num % v.u, t.mag * v.mag + r.mag};
+        }
+        case 10: // a comparison-friendly sum with a simplex bound or a common factor, as 0/1
+            return {where(t.u * c4 + var().u < uniform(-2, 300), UOp::index(1), UOp::index(0)), 1};
         case 0: return {(t.u / c4) % c5, std::min(t.mag, abs64(c5) - 1)};
         case 1: return {t.u / c4, t.mag};
         case 2: return {t.u % c4, std::min(t.mag, abs64(c4) - 1)};

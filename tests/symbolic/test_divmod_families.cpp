@@ -1,0 +1,114 @@
+// The div/mod and comparison families of the simplifier: exact results for each form, and the
+// simplified expression equal to the original at every point of a grid over its variables'
+// ranges (negative values included where the variables allow them).
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "tempura/symbolic/eval.hpp"
+#include "tempura/symbolic/simplify.hpp"
+
+namespace {
+
+using tempura::UOp;
+
+struct Var {
+    UOp v;
+    int64_t lo, hi;
+};
+
+// simplify(e) renders as `want` and agrees with e at every point of the variables' ranges (every
+// value, or `steps` values spread over a wide range).
+void check(const UOp& e, const std::string& want, const std::vector<Var>& vars) {
+    const UOp s = tempura::simplify(e);
+    CHECK(s.render() == want);
+    std::vector<int64_t> at(vars.size());
+    for (size_t i = 0; i < vars.size(); ++i) at[i] = vars[i].lo;
+    size_t points = 0;
+    while (true) {
+        std::map<std::string, int64_t> m;
+        for (size_t i = 0; i < vars.size(); ++i)
+            m[vars[i].v.arg_as<tempura::VarArg>().name] = at[i];
+        REQUIRE_MESSAGE(tempura::evaluate(s, m) == tempura::evaluate(e, m), e.render());
+        ++points;
+        size_t i = 0;
+        for (; i < vars.size(); ++i) {
+            const int64_t step = std::max<int64_t>(1, (vars[i].hi - vars[i].lo) / 40);
+            if (at[i] + step <= vars[i].hi) {
+                at[i] += step;
+                break;
+            }
+            at[i] = vars[i].lo;
+        }
+        if (i == vars.size()) break;
+    }
+    CHECK(points > 1);
+}
+
+Var var(const char* name, int64_t lo, int64_t hi) { return {UOp::variable(name, lo, hi), lo, hi}; }
+
+} // namespace
+
+TEST_CASE("divmod family: (x/c1 % c2)*c1*k + (x % c1)*k -> (x % (c1*c2))*k, any sign") {
+    const Var x = var("x", -1000, 1000);
+    check((x.v / 4 % 5) * 4 * 3 + (x.v % 4) * 3, "x % 20 * 3", {x});
+    check((x.v / 4 % 5) * 4 * -2 + (x.v % 4) * -2, "x % 20 * -2", {x});
+    check((x.v / 4 % 5) * 4 + x.v % 4, "x % 20", {x});
+    // Not a match: the coefficients are not c1 apart.
+    check((x.v / 4 % 5) * 3 + x.v % 4, "x / 4 % 5 * 3 + x % 4", {x});
+}
+
+TEST_CASE("divmod family: x%12/4*4 + x%4 + x/12*12 -> x") {
+    const Var x = var("x", -1000, 1000);
+    check(x.v % 12 / 4 * 4 + x.v % 4 + x.v / 12 * 12, "x", {x});
+    const Var y = var("y", 0, 5000);
+    check(y.v % 60 / 12 * 12 + y.v % 12 / 4 * 4 + y.v % 4 + y.v / 60 * 60, "y", {y});
+}
+
+TEST_CASE("divmod family: coefficients reduced by the modulus, (a*10) % 9 -> a % 9") {
+    const Var a = var("a", 0, 100), b = var("b", 0, 2), s = var("s", 0, 0);
+    check((a.v * 10) % 9, "a % 9", {a});
+    check((a.v * 10 + b.v * 11 + 20) % 9, "(a + b * 2 + 2) % 9", {a, b});
+    check((s.v * 10 + b.v) % 9, "b", {s, b}); // and to a when the bounds allow
+    const Var small = var("t", 0, 8);
+    check((small.v * 10) % 9, "t", {small});
+    // A term that can be negative: no reduction (C's remainder follows the sign).
+    const Var n = var("n", -50, 50);
+    check((n.v * 10) % 9, "n * 10 % 9", {n});
+}
+
+TEST_CASE("divmod family: the gcd of a sum and its divisor, (g*4 + l*2 + l3)/12") {
+    const Var g = var("g", 0, 50), l = var("l", 0, 10), l3 = var("l3", 0, 1);
+    check((g.v * 4 + l.v * 2 + l3.v) / 12, "(g * 2 + l) / 6", {g, l, l3});
+    // l3 up to 2 is not below the gcd 2: unchanged.
+    const Var l4 = var("l4", 0, 2);
+    check((g.v * 4 + l.v * 2 + l4.v) / 12, "(g * 4 + l * 2 + l4) / 12", {g, l, l4});
+}
+
+TEST_CASE("divmod family: variable denominators, (a*d + b)/d -> a + b/d when d > 0") {
+    const Var a = var("a", 0, 100), b = var("b", 0, 20), d = var("d", 1, 10);
+    check((a.v * d.v + b.v) / d.v, "b / d + a", {a, b, d});
+    check((a.v * d.v + b.v) % d.v, "b % d", {a, b, d});
+    check((a.v * d.v) / d.v, "a", {a, d});
+    check((a.v * d.v + d.v + 2) / d.v, "2 / d + a + 1", {a, d});
+    // d may be 0, or b negative: unchanged.
+    const Var d0 = var("e", 0, 10), nb = var("nb", -5, 5);
+    check((a.v * d0.v + b.v) / d0.v, "(a * e + b) / e", {a, b, var("e", 1, 10)});
+    check((a.v * d.v + nb.v) / d.v, "(a * d + nb) / d", {a, nb, d});
+}
+
+TEST_CASE("comparison family: negated sides, simplex, dividing by a common factor") {
+    const Var a = var("a", -100, 100), b = var("b", -100, 100);
+    check((-a.v) < (-b.v), "b < a", {a, b});
+    const Var p = var("p", 0, 100), q = var("q", 0, 2);
+    check((p.v * 2 + q.v * 3) < 1, "p + q < 1", {p, q});
+    check((p.v + q.v) < 1, "p + q < 1", {p, q});
+    const Var u = var("u", 0, 3);
+    check((p.v * 12 + u.v) < 268, "p < 23", {p, u});
+    // u up to 11 is not below gcd(12, 268) = 4: p*12 + u < 268 is not p < 23 (p = 22, u = 5).
+    const Var w = var("w", 0, 11);
+    check((p.v * 12 + w.v) < 268, "p * 12 + w < 268", {p, w});
+}
