@@ -440,7 +440,47 @@ std::vector<UOp> UOp::toposort() const {
     return out;
 }
 
-size_t UOp::node_count() const { return toposort().size(); }
+size_t UOp::node_count() const {
+    // A walk over raw pointers with a flat open-addressing set: no reference counting and no
+    // allocation per node (simplify() counts both its input and its output, on every call).
+    if (is_null()) return 0;
+    std::vector<const UOpNode*> table(64, nullptr);
+    size_t count = 0;
+    auto insert = [&](const UOpNode* n) {
+        if ((count + 1) * 2 > table.size()) {
+            std::vector<const UOpNode*> bigger(table.size() * 2, nullptr);
+            for (const UOpNode* q : table) {
+                if (q == nullptr) continue;
+                size_t h = (reinterpret_cast<uintptr_t>(q) >> 4) * 0x9E3779B97F4A7C15ull;
+                for (size_t i = h >> 32;; ++i)
+                    if (bigger[i & (bigger.size() - 1)] == nullptr) {
+                        bigger[i & (bigger.size() - 1)] = q;
+                        break;
+                    }
+            }
+            table.swap(bigger);
+        }
+        size_t h = (reinterpret_cast<uintptr_t>(n) >> 4) * 0x9E3779B97F4A7C15ull;
+        for (size_t i = h >> 32;; ++i) {
+            const UOpNode*& slot = table[i & (table.size() - 1)];
+            if (slot == n) return false;
+            if (slot == nullptr) {
+                slot = n;
+                ++count;
+                return true;
+            }
+        }
+    };
+    std::vector<const UOp*> stack{this};
+    insert(get());
+    while (!stack.empty()) {
+        const UOp* u = stack.back();
+        stack.pop_back();
+        for (const UOp& c : u->srcs())
+            if (insert(c.get())) stack.push_back(&c);
+    }
+    return count;
+}
 
 UOp with_srcs(const UOp& u, std::vector<UOp> srcs) {
     bool same = srcs.size() == u.srcs().size();

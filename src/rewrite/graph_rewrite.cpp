@@ -38,7 +38,10 @@ UOp graph_rewrite(const UOp& root, const pattern::RuleTable& table,
     trace::Recorder* const rec = trace::current(); // TEMPURA_VIZ: each step recorded
 
     auto fired = [&](const UOp& node, const pattern::CompiledRule* rule, const UOp& result) {
-        if (rec != nullptr) rec->step(rule->text(), rule->file, rule->line, node, result);
+        if (rec != nullptr) {
+            const pattern::RuleTerms t = rule->terms(rule->rule); // the location rides along
+            rec->step(rule->text(), t.file, t.line, node, result);
+        }
         if (++steps > limit && !limit_known) {
             limit_known = true;
             limit = 100000 + 100 * root.node_count();

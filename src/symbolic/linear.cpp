@@ -306,8 +306,9 @@ std::optional<UOp> fold_divmod(const UOp& u) {
     const bool is_div = u.op() == Op::Idiv;
     const UOp& x = u.src(0);
     int64_t c;
-    if (!dt.is_int() || dt.count != 1 || dt.is_unsigned() || !is_int_const(u.src(1), c) || c == 0)
-        return std::nullopt;
+    if (!dt.is_int() || dt.count != 1 || dt.is_unsigned()) return std::nullopt;
+    if (!is_int_const(u.src(1), c)) return fold_var_divmod(u);
+    if (c == 0) return std::nullopt;
     auto K = [&](int64_t v) { return UOp::constant(dt, v); };
     if (c < 0) {
         if (c == dt.min()) return std::nullopt;
@@ -362,15 +363,14 @@ std::optional<UOp> fold_divmod(const UOp& u) {
                             {UOp::alu(Op::Mul, {UOp::alu(Op::Mod, {a, K(cg)}), K(gi)}), K(r)});
         }
     }
-    if (!is_div && x.vmin() >= 0 && l.constant >= 0) {
-        // (sum(k_i * x_i) + k0) % c == (sum((k_i % c) * x_i) + k0 % c) % c when every k_i > 0
-        // and x_i >= 0 (both sums >= 0, so C's remainder is the mathematical one, and they
-        // differ by a multiple of c).
-        bool all = true, reduces = l.constant >= c;
-        for (const auto& t : l.terms) {
-            all = all && t.coef > 0 && t.mono.vmin() >= 0;
-            reduces = reduces || t.coef >= c;
-        }
+    if (!is_div && x.vmin() >= 0 && l.constant >= 0 && l.terms.size() == 1) {
+        // (k*x + k0) % c == ((k % c)*x + k0 % c) % c when k > 0 and x >= 0 (both sides' sums are
+        // >= 0, so C's remainder is the mathematical one, and they differ by a multiple of c).
+        // A lone term only: in a sum the rewrite would rarely save a node and would break the
+        // sharing of x with its other users (x / c beside x % c).
+        const auto& t0 = l.terms[0];
+        const bool all = t0.coef > 0 && t0.mono.vmin() >= 0;
+        const bool reduces = t0.coef >= c && t0.coef % c <= 1; // the multiplication goes
         if (all && reduces) {
             Linear r{dt, {}, l.constant % c};
             for (const auto& t : l.terms)
@@ -391,19 +391,32 @@ std::optional<UOp> fold_divmod(const UOp& u) {
             }
         const int64_t g2 = static_cast<int64_t>(gg);
         if (any && g2 > 1) {
-            Linear q{dt, {}, floor_div(l.constant, g2)};
-            Terms rest;
+            // The unit terms' range first (no allocation): most sums fail here.
+            const int64_t q0 = floor_div(l.constant, g2), r0 = l.constant - q0 * g2;
+            i128 lo = r0, hi = r0;
+            bool units = false, known = true;
             for (const auto& t : l.terms) {
-                if (t.coef != 1)
-                    q.terms.push_back({t.mono, t.coef / g2});
-                else
-                    rest.push_back(t);
+                if (t.coef != 1) continue;
+                units = true;
+                known = known && t.mono.vmin() != kUnknownMin && t.mono.vmax() != kUnknownMax;
+                if (!known) break;
+                lo += t.mono.vmin();
+                hi += t.mono.vmax();
             }
-            const int64_t r0 = l.constant - q.constant * g2;
-            auto rb = bounds_of_terms(dt, rest, r0);
-            auto qb = bounds_of_terms(dt, q.terms, q.constant);
-            if (!rest.empty() && rb && qb && rb->first >= 0 && rb->second < g2 && qb->first >= 0)
-                return UOp::alu(Op::Idiv, {rebuild(q), K(c / g2)});
+            if (units && known && lo >= 0 && hi < g2) {
+                Linear q{dt, {}, q0};
+                Terms rest;
+                for (const auto& t : l.terms) {
+                    if (t.coef != 1)
+                        q.terms.push_back({t.mono, t.coef / g2});
+                    else
+                        rest.push_back(t);
+                }
+                auto rb = bounds_of_terms(dt, rest, r0);
+                auto qb = bounds_of_terms(dt, q.terms, q.constant);
+                if (rb && qb && rb->first >= 0 && rb->second < g2 && qb->first >= 0)
+                    return UOp::alu(Op::Idiv, {rebuild(q), K(c / g2)});
+            }
         }
     }
     // Split off the multiples of c: x = c*q + r.

@@ -35,8 +35,8 @@ std::optional<std::pair<int64_t, int64_t>> term_bounds(const Linear& l);
 // Canonicalizers used as rule right-hand sides: nullopt when the node is already canonical.
 std::optional<UOp> canonical_sum(const UOp& u);     // Add, Sub, Neg of integers
 std::optional<UOp> canonical_product(const UOp& u); // Mul of integers
-std::optional<UOp> fold_divmod(const UOp& u);       // Idiv, Mod of integers by a constant
-std::optional<UOp> fold_var_divmod(const UOp& u);   // Idiv, Mod of integers by a d > 0
-std::optional<UOp> fold_compare(const UOp& u);      // CmpLt, CmpEq, CmpNe of integers
+std::optional<UOp> fold_divmod(const UOp& u);     // Idiv, Mod of integers (by a constant or d > 0)
+std::optional<UOp> fold_var_divmod(const UOp& u); // Idiv, Mod of integers by a variable d > 0
+std::optional<UOp> fold_compare(const UOp& u);    // CmpLt, CmpEq, CmpNe of integers
 
 } // namespace tempura::symbolic

@@ -23,10 +23,9 @@ inline constexpr auto sums = rules(
     rule(x * y, canonical_product, is_int(x)).named("canonical product"));
 
 inline constexpr auto divmod = rules(
-    rule(x / c0, fold_divmod, is_int(x)).named("div folding"),   // (a*c + b) / c, nested, gcd...
-    rule(x % c0, fold_divmod, is_int(x)).named("mod folding"),   // (a*c + b) % c, ranges...
-    rule(x / y, fold_var_divmod, is_int(x)).named("div by a variable"),  // (a*d + b) / d, d > 0
-    rule(x % y, fold_var_divmod, is_int(x)).named("mod by a variable"));
+    // (a*c + b) / c, nested, gcd..., and by a variable d > 0: (a*d + b) / d
+    rule(x / y, fold_divmod, is_int(x)).named("div folding"),
+    rule(x % y, fold_divmod, is_int(x)).named("mod folding"));  // (a*c + b) % c, ranges...
 
 inline constexpr auto comparisons = rules(
     rule(x < y, fold_compare, is_int(x)).named("lt folding"),    // constants moved, factors out

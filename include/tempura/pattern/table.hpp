@@ -22,6 +22,8 @@ namespace tempura::pattern {
 
 struct RuleTerms {
     Term lhs, rhs, pred;
+    const char* file = ""; // where the rule was written, and its line (TEMPURA_VIZ shows it)
+    unsigned line = 0;
 };
 
 struct CompiledRule {
@@ -29,8 +31,6 @@ struct CompiledRule {
     RuleTerms (*terms)(const void* rule);
     const void* rule;
     const char* label;
-    const char* file; // where the rule was written, and its line
-    unsigned line;
     int16_t child_op[3]; // the op each source must have, -1 for any
     uint8_t nchild;      // how many of child_op apply (0: no early reject)
     bool swap;           // commutative binary root: the children may match in either order
@@ -167,7 +167,7 @@ std::optional<UOp> apply_rule(const void* r, const UOp& n, const RewriteContext&
 template <class R>
 RuleTerms terms_of(const void* r) {
     const R& rr = *static_cast<const R*>(r);
-    return RuleTerms{rr.lhs.term(), rr.rhs.term(), rr.pred.term()};
+    return RuleTerms{rr.lhs.term(), rr.rhs.term(), rr.pred.term(), rr.file, rr.line};
 }
 
 template <class R>
@@ -187,8 +187,6 @@ constexpr CompiledRule compiled_rule(const R& r) {
                         &terms_of<R>,
                         static_cast<const void*>(&r),
                         r.label,
-                        r.file,
-                        r.line,
                         {C::ops[0], C::ops[1], C::ops[2]},
                         C::n,
                         L::kRootOp >= 0 && is_commutative(static_cast<Op>(L::kRootOp)) &&
