@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <initializer_list>
+#include <vector>
 
 namespace tempura {
 
@@ -45,6 +46,54 @@ int64_t next_pow2_minus1(int64_t v) {
     int b = 0;
     while (b < 63 && (uint64_t{1} << b) <= x) ++b;
     return static_cast<int64_t>((uint64_t{1} << b) - 1);
+}
+
+// x % c for x >= 0 and c > 0, where x = sum of k_i * t_i (each k_i a constant) + r: with
+// g = gcd(c, every k_i), g | c, so x % c == g * (something in [0, c/g)) + r % g, and when r
+// lies in [0, g) that is in [min r, c - g + max r]. Returns false when the sum has no such form
+// (or any bound is unknown). The sum is walked without recursion (Add/Sub chains, Mul by a
+// constant); the number of terms is bounded.
+bool mod_of_sum(const UOp& x, i128 c, i128& lo, i128& hi) {
+    i128 g = c, rl = 0, rh = 0;
+    bool any = false;
+    std::vector<std::pair<const UOp*, int>> stack{{&x, 1}};
+    for (int steps = 0; !stack.empty(); ++steps) {
+        if (steps > 64) return false;
+        auto [u, sign] = stack.back();
+        stack.pop_back();
+        const Op op = u->op();
+        if (op == Op::Add || op == Op::Sub) {
+            stack.push_back({&u->src(0), sign});
+            stack.push_back({&u->src(1), op == Op::Sub ? -sign : sign});
+            continue;
+        }
+        if (op == Op::Mul && u->src(1).op() == Op::Const && u->src(1).vmin() == u->src(1).vmax()) {
+            i128 k = u->src(1).vmin();
+            if (k < 0) k = -k;
+            if (k == 0) continue;
+            i128 a = g, b = k; // gcd
+            while (b != 0) {
+                const i128 t = a % b;
+                a = b;
+                b = t;
+            }
+            g = a;
+            any = true;
+            continue;
+        }
+        if (u->vmin() == kUnknownMin || u->vmax() == kUnknownMax) return false;
+        if (sign > 0) {
+            rl += u->vmin();
+            rh += u->vmax();
+        } else {
+            rl -= u->vmax();
+            rh -= u->vmin();
+        }
+    }
+    if (!any || g <= 1 || rl < 0 || rh >= g) return false;
+    lo = rl;
+    hi = c - g + rh;
+    return true;
 }
 
 } // namespace
@@ -109,6 +158,12 @@ Bounds compute_bounds(Op op, DType dt, const std::vector<UOp>& s, const Arg& arg
             // A constant divisor over a window shorter than it that does not wrap around.
             i128 c = lo(1) < 0 ? -lo(1) : lo(1);
             if (hi(0) - lo(0) < c && lo(0) % c <= hi(0) % c) return fit(dt, lo(0) % c, hi(0) % c);
+        }
+        if (lo(1) == hi(1) && lo(1) > 0 && lo(0) >= 0) {
+            // A sum whose terms share a factor with the divisor: (a*4 + b + 2) % 8 with
+            // 0 <= b <= 1 lies in [2, 7].
+            i128 l = 0, h = 0;
+            if (mod_of_sum(s[0], lo(1), l, h)) return fit(dt, l, std::min({h, hi(0), m}));
         }
         if (lo(0) >= 0) return fit(dt, 0, std::min(hi(0), m));
         if (hi(0) <= 0) return fit(dt, std::max(lo(0), -m), 0);

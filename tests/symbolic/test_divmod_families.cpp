@@ -68,10 +68,12 @@ TEST_CASE("divmod family: x%12/4*4 + x%4 + x/12*12 -> x") {
     check(y.v % 60 / 12 * 12 + y.v % 12 / 4 * 4 + y.v % 4 + y.v / 60 * 60, "y", {y});
 }
 
-TEST_CASE("divmod family: coefficients reduced by the modulus, (a*10) % 9 -> a % 9") {
+TEST_CASE("divmod family: a coefficient reduced by the modulus, (a*10) % 9 -> a % 9") {
     const Var a = var("a", 0, 100), b = var("b", 0, 2), s = var("s", 0, 0);
     check((a.v * 10) % 9, "a % 9", {a});
-    check((a.v * 10 + b.v * 11 + 20) % 9, "(a + b * 2 + 2) % 9", {a, b});
+    check((a.v * 10 + 20) % 9, "(a + 2) % 9", {a});
+    // In a sum the coefficients stay (the rewrite would break the sum's sharing with its / c).
+    check((a.v * 10 + b.v * 11 + 20) % 9, "(a * 10 + b * 11 + 2) % 9", {a, b});
     check((s.v * 10 + b.v) % 9, "b", {s, b}); // and to a when the bounds allow
     const Var small = var("t", 0, 8);
     check((small.v * 10) % 9, "t", {small});
@@ -111,4 +113,28 @@ TEST_CASE("comparison family: negated sides, simplex, dividing by a common facto
     // u up to 11 is not below gcd(12, 268) = 4: p*12 + u < 268 is not p < 23 (p = 22, u = 5).
     const Var w = var("w", 0, 11);
     check((p.v * 12 + w.v) < 268, "p * 12 + w < 268", {p, w});
+}
+
+TEST_CASE("bounds family: mod of a sum whose terms share a factor with the divisor") {
+    const Var a = var("a", 0, 100), b = var("b", 0, 1), w = var("w", 0, 5);
+    const UOp e = (a.v * 4 + b.v + 2) % 8; // 4a % 8 is 0 or 4; + b + 2 in [2, 3]
+    CHECK(e.vmin() == 2);
+    CHECK(e.vmax() == 7);
+    const UOp f = (a.v * 12 + b.v * 6 + 1) % 24; // gcd 6: 6k + 1 for k in 0..3
+    CHECK(f.vmin() == 1);
+    CHECK(f.vmax() == 19);
+    // The rest is not below the gcd: the plain bound.
+    const UOp h = (a.v * 4 + w.v) % 8;
+    CHECK(h.vmin() == 0);
+    CHECK(h.vmax() == 7);
+    // Every value lies inside the bounds.
+    for (int64_t av = 0; av <= 100; ++av)
+        for (int64_t bv = 0; bv <= 1; ++bv) {
+            const std::map<std::string, int64_t> at{{"a", av}, {"b", bv}};
+            const int64_t ve = tempura::evaluate(e, at), vf = tempura::evaluate(f, at);
+            REQUIRE(ve >= 2);
+            REQUIRE(ve <= 7);
+            REQUIRE(vf >= 1);
+            REQUIRE(vf <= 19);
+        }
 }
