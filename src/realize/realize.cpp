@@ -458,7 +458,7 @@ void run_plan(int dbg, const Plan& plan,
                     s.kernel->name().c_str(), "CPU", ms, gflops, gbs, s.kernel->compile_ms());
                 if (vc != nullptr) vc->timings[i] = {s.kernel->name(), ms, gflops, gbs};
             } else {
-                std::snprintf(buf, sizeof buf, "*** %-32s %-7s", s.kernel->name().c_str(), "CPU");
+                std::snprintf(buf, sizeof buf, "*** %-32s %s", s.kernel->name().c_str(), "CPU");
             }
             std::fprintf(stderr, "%s\n", buf);
             if (dbg >= 4) std::fprintf(stderr, "%s\n", s.kernel->source().c_str());

@@ -103,54 +103,38 @@ void combine(Linear& l) {
             t.end());
 }
 
-// (x / c) % m * (k*c) + (x % c) * k  ->  (x % (c*m)) * k, for c, m > 0: with Q = x / (c*m) ==
-// (x / c) / m (truncation composes for positive divisors), (x / c) % m == x / c - Q*m, so
-// ((x / c) % m) * c + x % c == x - Q*c*m == x % (c*m), for every x in C.
-bool recombine_mod_chain(Linear& l) {
+// Two identities, each pairing a term with (x % c) * k:
+//   (x / c) * (k*c) + (x % c) * k  ->  x * k : x == (x / c) * c + x % c holds for every x in C.
+//   (x / c) % m * (k*c) + (x % c) * k  ->  (x % (c*m)) * k, for c, m > 0: with Q = x / (c*m) ==
+//   (x / c) / m (truncation composes for positive divisors), (x / c) % m == x / c - Q*m, so
+//   ((x / c) % m) * c + x % c == x - Q*c*m == x % (c*m), for every x in C.
+bool recombine_divmod(Linear& l) {
     auto& t = l.terms;
     for (size_t i = 0; i < t.size(); ++i) {
-        const UOp& outer = t[i].mono;
-        int64_t m, c;
-        if (outer.op() != Op::Mod || !is_int_const(outer.src(1), m) || m <= 0) continue;
-        const UOp& d = outer.src(0);
-        if (d.op() != Op::Idiv || !is_int_const(d.src(1), c) || c <= 0) continue;
-        const i128 cm = i128{c} * m;
-        if (!fits(l.dtype, cm)) continue;
+        // The term's x / c, and what the pair becomes (over k).
+        const UOp* d = &t[i].mono;
+        UOp merged;
+        int64_t c, m;
+        if (d->op() == Op::Mod && is_int_const(d->src(1), m) && m > 0) {
+            d = &d->src(0);
+            if (d->op() != Op::Idiv || !is_int_const(d->src(1), c) || c <= 0) continue;
+            const i128 cm = i128{c} * m;
+            if (!fits(l.dtype, cm)) continue;
+            merged =
+                UOp::alu(Op::Mod, {d->src(0), UOp::constant(l.dtype, static_cast<int64_t>(cm))});
+        } else {
+            if (d->op() != Op::Idiv || !is_int_const(d->src(1), c) || c == 0) continue;
+            merged = d->src(0);
+        }
         for (size_t j = 0; j < t.size(); ++j) {
             const UOp& r = t[j].mono;
-            if (r.op() != Op::Mod || !r.src(0).same(d.src(0)) || !r.src(1).same(d.src(1))) continue;
+            if (r.op() != Op::Mod || !r.src(0).same(d->src(0)) || !r.src(1).same(d->src(1)))
+                continue;
             if (t[i].coef != wmul(l.dtype, t[j].coef, c)) continue;
             const int64_t k = t[j].coef;
-            UOp merged =
-                UOp::alu(Op::Mod, {d.src(0), UOp::constant(l.dtype, static_cast<int64_t>(cm))});
             t.erase(t.begin() + static_cast<long>(std::max(i, j)));
             t.erase(t.begin() + static_cast<long>(std::min(i, j)));
             Stack stack{{&merged, k}};
-            flatten_into(l, stack);
-            combine(l);
-            return true;
-        }
-    }
-    return false;
-}
-
-// (x / c) * (k*c) + (x % c) * k  ->  x * k : x == (x / c) * c + x % c holds for every x in C.
-bool recombine_divmod(Linear& l) {
-    auto& t = l.terms;
-    if (recombine_mod_chain(l)) return true;
-    for (size_t i = 0; i < t.size(); ++i) {
-        const UOp& d = t[i].mono;
-        int64_t c;
-        if (d.op() != Op::Idiv || !is_int_const(d.src(1), c) || c == 0) continue;
-        for (size_t j = 0; j < t.size(); ++j) {
-            const UOp& m = t[j].mono;
-            if (m.op() != Op::Mod || !m.src(0).same(d.src(0)) || !m.src(1).same(d.src(1))) continue;
-            if (t[i].coef != wmul(l.dtype, t[j].coef, c)) continue;
-            UOp x = d.src(0);
-            int64_t k = t[j].coef;
-            t.erase(t.begin() + static_cast<long>(std::max(i, j)));
-            t.erase(t.begin() + static_cast<long>(std::min(i, j)));
-            Stack stack{{&x, k}};
             flatten_into(l, stack);
             combine(l);
             return true;
