@@ -2,7 +2,9 @@
 #include "tempura/ir/bounds.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <initializer_list>
+#include <numeric>
 #include <vector>
 
 namespace tempura {
@@ -53,8 +55,9 @@ int64_t next_pow2_minus1(int64_t v) {
 // lies in [0, g) that is in [min r, c - g + max r]. Returns false when the sum has no such form
 // (or any bound is unknown). The sum is walked without recursion (Add/Sub chains, Mul by a
 // constant); the number of terms is bounded.
-bool mod_of_sum(const UOp& x, i128 c, i128& lo, i128& hi) {
-    i128 g = c, rl = 0, rh = 0;
+bool mod_of_sum(const UOp& x, int64_t c, i128& lo, i128& hi) {
+    uint64_t g = static_cast<uint64_t>(c);
+    i128 rl = 0, rh = 0;
     bool any = false;
     std::vector<std::pair<const UOp*, int>> stack{{&x, 1}};
     for (int steps = 0; !stack.empty(); ++steps) {
@@ -68,16 +71,10 @@ bool mod_of_sum(const UOp& x, i128 c, i128& lo, i128& hi) {
             continue;
         }
         if (op == Op::Mul && u->src(1).op() == Op::Const && u->src(1).vmin() == u->src(1).vmax()) {
-            i128 k = u->src(1).vmin();
-            if (k < 0) k = -k;
+            const int64_t k = u->src(1).vmin();
             if (k == 0) continue;
-            i128 a = g, b = k; // gcd
-            while (b != 0) {
-                const i128 t = a % b;
-                a = b;
-                b = t;
-            }
-            g = a;
+            g = std::gcd(g,
+                         k == INT64_MIN ? uint64_t{1} << 63 : static_cast<uint64_t>(std::abs(k)));
             any = true;
             continue;
         }
@@ -90,9 +87,10 @@ bool mod_of_sum(const UOp& x, i128 c, i128& lo, i128& hi) {
             rh -= u->vmin();
         }
     }
-    if (!any || g <= 1 || rl < 0 || rh >= g) return false;
+    const i128 gi = static_cast<i128>(g);
+    if (!any || gi <= 1 || rl < 0 || rh >= gi) return false;
     lo = rl;
-    hi = c - g + rh;
+    hi = c - gi + rh;
     return true;
 }
 
@@ -163,7 +161,7 @@ Bounds compute_bounds(Op op, DType dt, const std::vector<UOp>& s, const Arg& arg
             // A sum whose terms share a factor with the divisor: (a*4 + b + 2) % 8 with
             // 0 <= b <= 1 lies in [2, 7].
             i128 l = 0, h = 0;
-            if (mod_of_sum(s[0], lo(1), l, h)) return fit(dt, l, std::min({h, hi(0), m}));
+            if (mod_of_sum(s[0], s[1].vmin(), l, h)) return fit(dt, l, std::min({h, hi(0), m}));
         }
         if (lo(0) >= 0) return fit(dt, 0, std::min(hi(0), m));
         if (hi(0) <= 0) return fit(dt, std::max(lo(0), -m), 0);

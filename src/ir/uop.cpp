@@ -420,9 +420,48 @@ UOp UOp::replace_srcs(std::vector<UOp> srcs) const {
     return make(op(), dtype(), std::move(srcs), arg(), location());
 }
 
+namespace {
+
+// The set of nodes a walk has seen: open addressing over raw pointers, no allocation per node
+// (toposort and node_count run on every realize and every simplify call).
+class SeenSet {
+  public:
+    // Whether n was not in the set (it is now).
+    bool insert(const UOpNode* n) {
+        if ((count_ + 1) * 2 > table_.size()) grow();
+        for (size_t i = slot_of(n);; ++i) {
+            const UOpNode*& slot = table_[i & (table_.size() - 1)];
+            if (slot == n) return false;
+            if (slot == nullptr) {
+                slot = n;
+                ++count_;
+                return true;
+            }
+        }
+    }
+    size_t size() const { return count_; }
+
+  private:
+    static size_t slot_of(const UOpNode* n) {
+        return static_cast<size_t>(
+            ((reinterpret_cast<uintptr_t>(n) >> 4) * 0x9E3779B97F4A7C15ull) >> 32);
+    }
+    void grow() {
+        std::vector<const UOpNode*> old(table_.size() * 2, nullptr);
+        old.swap(table_);
+        count_ = 0;
+        for (const UOpNode* q : old)
+            if (q != nullptr) insert(q);
+    }
+    std::vector<const UOpNode*> table_ = std::vector<const UOpNode*>(64, nullptr);
+    size_t count_ = 0;
+};
+
+} // namespace
+
 std::vector<UOp> UOp::toposort() const {
     std::vector<UOp> out;
-    std::unordered_set<const UOpNode*> seen;
+    SeenSet seen;
     // Iterative post-order DFS: (node, next child index).
     std::vector<std::pair<const UOp*, size_t>> stack;
     stack.emplace_back(this, 0);
@@ -431,7 +470,7 @@ std::vector<UOp> UOp::toposort() const {
         auto& [u, i] = stack.back();
         if (i < u->srcs().size()) {
             const UOp& c = u->src(i++);
-            if (seen.insert(c.get()).second) stack.emplace_back(&c, 0);
+            if (seen.insert(c.get())) stack.emplace_back(&c, 0);
         } else {
             out.push_back(*u);
             stack.pop_back();
@@ -441,45 +480,18 @@ std::vector<UOp> UOp::toposort() const {
 }
 
 size_t UOp::node_count() const {
-    // A walk over raw pointers with a flat open-addressing set: no reference counting and no
-    // allocation per node (simplify() counts both its input and its output, on every call).
+    // The same walk as toposort's, in any order and without copying a UOp per node.
     if (is_null()) return 0;
-    std::vector<const UOpNode*> table(64, nullptr);
-    size_t count = 0;
-    auto insert = [&](const UOpNode* n) {
-        if ((count + 1) * 2 > table.size()) {
-            std::vector<const UOpNode*> bigger(table.size() * 2, nullptr);
-            for (const UOpNode* q : table) {
-                if (q == nullptr) continue;
-                size_t h = (reinterpret_cast<uintptr_t>(q) >> 4) * 0x9E3779B97F4A7C15ull;
-                for (size_t i = h >> 32;; ++i)
-                    if (bigger[i & (bigger.size() - 1)] == nullptr) {
-                        bigger[i & (bigger.size() - 1)] = q;
-                        break;
-                    }
-            }
-            table.swap(bigger);
-        }
-        size_t h = (reinterpret_cast<uintptr_t>(n) >> 4) * 0x9E3779B97F4A7C15ull;
-        for (size_t i = h >> 32;; ++i) {
-            const UOpNode*& slot = table[i & (table.size() - 1)];
-            if (slot == n) return false;
-            if (slot == nullptr) {
-                slot = n;
-                ++count;
-                return true;
-            }
-        }
-    };
+    SeenSet seen;
     std::vector<const UOp*> stack{this};
-    insert(get());
+    seen.insert(get());
     while (!stack.empty()) {
         const UOp* u = stack.back();
         stack.pop_back();
         for (const UOp& c : u->srcs())
-            if (insert(c.get())) stack.push_back(&c);
+            if (seen.insert(c.get())) stack.push_back(&c);
     }
-    return count;
+    return seen.size();
 }
 
 UOp with_srcs(const UOp& u, std::vector<UOp> srcs) {

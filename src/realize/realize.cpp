@@ -360,8 +360,7 @@ Plan build_plan(const UOp& root, const std::vector<UOp>& inputs, const SymbolicS
 // Kernels of one level run concurrently when there is enough work to share.
 constexpr size_t kParallelWork = size_t{1} << 16;
 
-void run_plan(int dbg, const Plan& plan,
-              const std::vector<std::shared_ptr<runtime::Buffer>>& inputs,
+void run_plan(const Plan& plan, const std::vector<std::shared_ptr<runtime::Buffer>>& inputs,
               std::vector<std::shared_ptr<runtime::Buffer>>& outputs,
               const std::map<std::string, int64_t>& values) {
     outputs.clear();
@@ -398,6 +397,7 @@ void run_plan(int dbg, const Plan& plan,
             out_ptr[o] = outputs.back()->data();
         }
     }
+    const int dbg = debug_level();
     viz::CallTrace* const vc = dbg >= 2 ? viz::current_call() : nullptr;
     if (vc != nullptr) vc->timings.resize(plan.steps.size());
     if (dbg >= 2)
@@ -646,7 +646,7 @@ std::vector<RealizeResult> realize_graphs(const std::vector<UOp>& roots) {
     inputs.reserve(input_nodes.size());
     for (const UOp& b : input_nodes)
         inputs.push_back(runtime::lookup_buffer(b.arg_as<std::vector<int64_t>>().at(0)));
-    run_plan(debug_level(), *plan, inputs, outputs, sym.values);
+    run_plan(*plan, inputs, outputs, sym.values);
     for (size_t j = 0; j < todo.size(); ++j) {
         RealizeResult& r = results[where[j]];
         const Slot& slot = plan->results.at(j);

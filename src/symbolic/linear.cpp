@@ -285,6 +285,40 @@ std::optional<UOp> canonical_product(const UOp& u) {
     return acc;
 }
 
+namespace {
+// l = g*q + r with g = gcd(c, the coefficients other than +-1) > 1 and r (the unit terms and
+// what the constant leaves over g) in [0, g): q, with g. The quotient's floor and the
+// comparison's both reduce to q (see their callers). nullopt when l has no such split.
+std::optional<Linear> split_by_gcd(const Linear& l, int64_t c, int64_t& g) {
+    uint64_t gg = uabs(c);
+    bool any = false;
+    for (const auto& t : l.terms)
+        if (uabs(t.coef) > 1) {
+            gg = std::gcd(gg, uabs(t.coef));
+            any = true;
+        }
+    g = static_cast<int64_t>(gg);
+    if (!any || g <= 1) return std::nullopt;
+    // The rest's range first (no allocation): most sums fail here.
+    const int64_t q0 = floor_div(l.constant, g), r0 = l.constant - q0 * g;
+    i128 lo = r0, hi = r0;
+    bool units = false;
+    for (const auto& t : l.terms) {
+        if (uabs(t.coef) > 1) continue;
+        if (t.mono.vmin() == kUnknownMin || t.mono.vmax() == kUnknownMax) return std::nullopt;
+        units = true;
+        lo += t.coef > 0 ? t.mono.vmin() : -i128{t.mono.vmax()};
+        hi += t.coef > 0 ? t.mono.vmax() : -i128{t.mono.vmin()};
+    }
+    if (!units || lo < 0 || hi >= g) return std::nullopt;
+    Linear q{l.dtype, {}, q0};
+    for (const auto& t : l.terms)
+        if (uabs(t.coef) > 1) q.terms.push_back({t.mono, t.coef / g});
+    if (!bounds_of_terms(l.dtype, q.terms, q.constant)) return std::nullopt;
+    return q;
+}
+} // namespace
+
 std::optional<UOp> fold_divmod(const UOp& u) {
     const DType dt = u.dtype();
     const bool is_div = u.op() == Op::Idiv;
@@ -364,44 +398,10 @@ std::optional<UOp> fold_divmod(const UOp& u) {
         }
     }
     if (is_div && x.vmin() >= 0) {
-        // (g*q + r) / c == q / (c/g) with g = gcd(c, the coefficients other than 1), 0 <= r < g
-        // and q >= 0: floor((g*q + r) / (g*m)) == floor(floor((g*q + r) / g) / m) == floor(q/m).
-        uint64_t gg = static_cast<uint64_t>(c);
-        bool any = false;
-        for (const auto& t : l.terms)
-            if (t.coef != 1) {
-                gg = std::gcd(gg, uabs(t.coef));
-                any = true;
-            }
-        const int64_t g2 = static_cast<int64_t>(gg);
-        if (any && g2 > 1) {
-            // The unit terms' range first (no allocation): most sums fail here.
-            const int64_t q0 = floor_div(l.constant, g2), r0 = l.constant - q0 * g2;
-            i128 lo = r0, hi = r0;
-            bool units = false, known = true;
-            for (const auto& t : l.terms) {
-                if (t.coef != 1) continue;
-                units = true;
-                known = known && t.mono.vmin() != kUnknownMin && t.mono.vmax() != kUnknownMax;
-                if (!known) break;
-                lo += t.mono.vmin();
-                hi += t.mono.vmax();
-            }
-            if (units && known && lo >= 0 && hi < g2) {
-                Linear q{dt, {}, q0};
-                Terms rest;
-                for (const auto& t : l.terms) {
-                    if (t.coef != 1)
-                        q.terms.push_back({t.mono, t.coef / g2});
-                    else
-                        rest.push_back(t);
-                }
-                auto rb = bounds_of_terms(dt, rest, r0);
-                auto qb = bounds_of_terms(dt, q.terms, q.constant);
-                if (rb && qb && rb->first >= 0 && rb->second < g2 && qb->first >= 0)
-                    return UOp::alu(Op::Idiv, {rebuild(q), K(c / g2)});
-            }
-        }
+        // (g*q + r) / c == q / (c/g) with 0 <= r < g, g | c and q >= 0 (x >= 0, r < g):
+        // floor((g*q + r) / (g*m)) == floor(floor((g*q + r) / g) / m) == floor(q/m).
+        int64_t g = 1;
+        if (auto q = split_by_gcd(l, c, g)) return UOp::alu(Op::Idiv, {rebuild(*q), K(c / g)});
     }
     // Split off the multiples of c: x = c*q + r.
     Linear q{dt, {}, 0}, r{dt, {}, 0};
@@ -518,30 +518,11 @@ std::optional<UOp> fold_compare(const UOp& u) {
             if (bounds_of_terms(dt, s.terms, 0)) return cmp(rebuild(s), 1);
         }
     }
-    // g*q + r < c with g = gcd(c, the coefficients other than +-1), 0 <= r < g  <=>  q < c/g:
-    // g | c, so g*q + r < c <=> g*q < c - r <=> q < c/g - r/g <=> q < c/g (0 <= r/g < 1).
+    // g*q + r < c with 0 <= r < g and g | c  <=>  q < c/g: g*q + r < c <=> g*q < c - r <=>
+    // q < c/g - r/g <=> q < c/g (0 <= r/g < 1). (The constant is 0 here: moved to c above.)
     {
-        uint64_t gg = uabs(c);
-        bool any = false;
-        for (const auto& t : l.terms)
-            if (uabs(t.coef) > 1) {
-                gg = std::gcd(gg, uabs(t.coef));
-                any = true;
-            }
-        const int64_t g2 = static_cast<int64_t>(gg);
-        if (any && g2 > 1) {
-            Linear q{dt, {}, 0};
-            Terms rest;
-            for (const auto& t : l.terms) {
-                if (uabs(t.coef) > 1)
-                    q.terms.push_back({t.mono, t.coef / g2});
-                else
-                    rest.push_back(t);
-            }
-            auto rb = bounds_of_terms(dt, rest, 0);
-            if (!rest.empty() && rb && rb->first >= 0 && rb->second < g2)
-                return cmp(rebuild(q), c / g2);
-        }
+        int64_t g = 1;
+        if (auto q = split_by_gcd(l, c, g)) return cmp(rebuild(*q), c / g);
     }
     // d*q + r < c with 0 <= r < d and d | c  <=>  q < c/d.
     for (const auto& cand : l.terms) {
