@@ -163,7 +163,10 @@ void BM_Embedding(benchmark::State& state) {
             benchmark::DoNotOptimize(out.data());
         },
         7);
-    if (got != out) state.SkipWithError("embedding differs from the loop");
+    if (got != out) {
+        state.SkipWithError("embedding differs from the loop");
+        return;
+    }
     const Tensor zeros = Tensor::zeros({v, d});
     const double back_ms = median_ms(
         [&] {
@@ -179,6 +182,13 @@ void BM_Embedding(benchmark::State& state) {
             benchmark::DoNotOptimize(grad.data());
         },
         7);
+    const std::vector<float> back =
+        zeros.scatter_add(0, it.reshape({n, 1}).expand({n, d}), g).to_vector<float>();
+    for (size_t i = 0; i < grad.size(); ++i)
+        if (std::fabs(back[i] - grad[i]) > 1e-4f * (1.0f + std::fabs(grad[i]))) {
+            state.SkipWithError("the scatter_add gradient differs from the loop");
+            return;
+        }
     report(state, ms, "loop", loop);
     state.counters["backward_ms"] = back_ms;
     state.counters["peer_backward_loop_ms"] = back_loop;
@@ -193,7 +203,10 @@ void BM_Sort(benchmark::State& state) {
     const Tensor t = Tensor::from_vector(v, {n});
     std::vector<float> want = v;
     std::sort(want.begin(), want.end());
-    if (t.sort().to_vector<float>() != want) state.SkipWithError("sort differs from std::sort");
+    if (t.sort().to_vector<float>() != want) {
+        state.SkipWithError("sort differs from std::sort");
+        return;
+    }
     const double ms = median_ms([&] { t.sort().realize(); }, 5);
     const double peer = median_ms(
         [&] {

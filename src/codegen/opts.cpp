@@ -105,6 +105,9 @@ UOp mask_padded(const UOp& ast, const UOp& r, const UOp& valid) {
 } // namespace
 
 OptKernel::OptKernel(UOp ast, DeviceLimits limits) : ast_(std::move(ast)), limits_(limits) {
+    // Opts never add or remove a load or a store: whether the kernel reads what it writes is
+    // decided once, here, not on every refresh.
+    serial_ = reads_what_it_writes(ast_);
     refresh();
 }
 
@@ -126,7 +129,6 @@ bool reads_what_it_writes(const UOp& ast) {
 void OptKernel::refresh() {
     axes_.clear();
     n_out_ = 0;
-    serial_ = reads_what_it_writes(ast_);
     if (serial_) return;
     next_axis_ = std::max(next_axis_, detail::next_axis_id(ast_));
     if (const UOp end = find_end(ast_); !end.is_null())

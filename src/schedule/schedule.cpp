@@ -724,7 +724,8 @@ std::vector<ScheduledKernel> schedule_rewritten(const UOp& root, const SymbolicS
             ScheduledKernel k;
             k.output = outs.front();
             k.outputs = outs.size();
-            k.ast = trace::stage("rangeify", UOp::sink(outs),
+            // (the traced input, a SINK of the roots, is built only when a trace is recorded)
+            k.ast = trace::stage("rangeify", trace::current() ? UOp::sink(outs) : UOp(),
                                  [&] { return rangeify_outputs(outs, mat, k.params, sym); });
             k.name = kernel_name(k.ast, dims_of(k.output, sym));
             if (trace::Recorder* r = trace::current()) r->rename_last("rangeify " + k.name);

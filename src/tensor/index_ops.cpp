@@ -4,6 +4,7 @@
 
 #include "tempura/error.hpp"
 #include "tempura/tensor/nn.hpp"
+#include "tempura/tensor/shape.hpp"
 #include "tensor_impl.hpp"
 
 namespace tempura {
@@ -11,12 +12,6 @@ namespace tempura {
 namespace {
 
 std::string str(int64_t v) { return std::to_string(v); }
-
-int64_t norm_axis(const char* op, int64_t axis, int64_t ndim) {
-    if (axis < -ndim || axis >= ndim)
-        fail(op, "axis " + str(axis) + " is out of range for " + str(ndim) + " dims");
-    return axis < 0 ? axis + ndim : axis;
-}
 
 void check_index(const char* op, const Tensor& index, int64_t size, int64_t axis) {
     if (index.dtype() != DType::Int32 && index.dtype() != DType::Int64)
@@ -40,7 +35,7 @@ Tensor gather_node(const Tensor& x, int64_t axis, const Tensor& index) {
 
 Tensor Tensor::gather(int64_t axis, const Tensor& index) const {
     const char* op = "gather";
-    axis = norm_axis(op, axis, ndim());
+    axis = normalize_axis(op, axis, ndim());
     if (index.ndim() != ndim())
         fail(op, "index of shape " + shape_str(index.shape()) + " needs " + str(ndim()) +
                      " dims, as the source " + shape_str(shape_));
@@ -54,7 +49,7 @@ Tensor Tensor::gather(int64_t axis, const Tensor& index) const {
 
 Tensor Tensor::index_select(int64_t axis, const Tensor& index) const {
     const char* op = "index_select";
-    axis = norm_axis(op, axis, ndim());
+    axis = normalize_axis(op, axis, ndim());
     if (index.ndim() != 1) fail(op, "needs a 1-D index, got shape " + shape_str(index.shape()));
     check_index(op, index, shape_[axis], axis);
     Shape one(shape_.size(), 1), out = shape_;
@@ -64,7 +59,7 @@ Tensor Tensor::index_select(int64_t axis, const Tensor& index) const {
 
 Tensor Tensor::scatter_add(int64_t axis, const Tensor& index, const Tensor& src) const {
     const char* op = "scatter_add";
-    axis = norm_axis(op, axis, ndim());
+    axis = normalize_axis(op, axis, ndim());
     detail::check_same_dtype(op, *this, src);
     if (index.ndim() != ndim() || src.ndim() != ndim())
         fail(op, "index " + shape_str(index.shape()) + " and source " + shape_str(src.shape()) +

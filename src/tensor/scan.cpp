@@ -7,6 +7,7 @@
 #include <string>
 
 #include "tempura/error.hpp"
+#include "tempura/tensor/shape.hpp"
 #include "tensor_impl.hpp"
 
 namespace tempura {
@@ -90,10 +91,7 @@ Tensor scan_last(ScanKind k, const Tensor& x) {
 
 Tensor scan(const char* op, ScanKind k, const Tensor& x, int64_t axis) {
     const int64_t nd = x.ndim();
-    if (axis < -nd || axis >= nd)
-        fail(op, "axis " + std::to_string(axis) + " is out of range for " + std::to_string(nd) +
-                     " dims");
-    if (axis < 0) axis += nd;
+    axis = normalize_axis(op, axis, nd);
     if (x.dtype().is_bool()) {
         const Tensor r = scan(op, k, x.cast(DType::Int32), axis);
         return k == ScanKind::Max ? r.cast(DType::Bool) : r;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "tempura/error.hpp"
+#include "tempura/tensor/shape.hpp"
 #include "tensor_impl.hpp"
 
 namespace tempura {
@@ -20,19 +21,17 @@ struct Order {
     int64_t n; // elements before the padding (indices >= n are padding: last, whatever the key)
 };
 
-Tensor isnan_of(const Tensor& x) { return x != x; }
-
 // Whether key a goes before key b: ascending puts NaN last, descending first (as PyTorch).
 Tensor key_before(const Order& o, const Tensor& a, const Tensor& b) {
     if (!a.dtype().is_float()) return o.descending ? a > b : a < b;
-    const Tensor an = isnan_of(a), bn = isnan_of(b);
+    const Tensor an = a.isnan(), bn = b.isnan();
     if (o.descending) return logical_or(a > b, logical_and(an, logical_not(bn)));
     return logical_or(a < b, logical_and(logical_not(an), bn));
 }
 
 Tensor key_equal(const Tensor& a, const Tensor& b) {
     if (!a.dtype().is_float()) return a == b;
-    return logical_or(a == b, logical_and(isnan_of(a), isnan_of(b)));
+    return logical_or(a == b, logical_and(a.isnan(), b.isnan()));
 }
 
 // (a, ia) before (b, ib): padding last, then the key, then the index (ties keep their order).
@@ -92,9 +91,7 @@ std::pair<Tensor, Tensor> sort_impl(const char* op, const Tensor& x, int64_t axi
                                     int64_t keep) {
     const int64_t nd = x.ndim();
     if (nd == 0) fail(op, "needs a tensor with at least one dim");
-    if (axis < -nd || axis >= nd)
-        fail(op, "axis " + str(axis) + " is out of range for " + str(nd) + " dims");
-    if (axis < 0) axis += nd;
+    axis = normalize_axis(op, axis, nd);
     if (x.dtype().is_bool()) {
         auto [v, i] = sort_impl(op, x.cast(DType::Int32), axis, desc, keep);
         return {v.cast(DType::Bool), i};
@@ -127,9 +124,7 @@ std::pair<Tensor, Tensor> sort_impl(const char* op, const Tensor& x, int64_t axi
 int64_t axis_size(const char* op, const Tensor& x, int64_t axis) {
     const int64_t nd = x.ndim();
     if (nd == 0) fail(op, "needs a tensor with at least one dim");
-    if (axis < -nd || axis >= nd)
-        fail(op, "axis " + str(axis) + " is out of range for " + str(nd) + " dims");
-    return x.shape()[static_cast<size_t>(axis < 0 ? axis + nd : axis)];
+    return x.shape()[static_cast<size_t>(normalize_axis(op, axis, nd))];
 }
 
 } // namespace
