@@ -28,15 +28,18 @@ constexpr int64_t window_out(int64_t n, int64_t k, int64_t s, int64_t p, int64_t
 
 template <int64_t C, int64_t H, int64_t W, int64_t O, int64_t CG, int64_t KH, int64_t KW, int64_t S,
           int64_t P, int64_t D, int64_t G>
-constexpr fixed_detail::Checked<2> conv2d_check(const char* op) {
+// `one_d`: conv1d's check (W == KW == 1 stand for the missing dim; messages say L and K only).
+constexpr fixed_detail::Checked<2> conv2d_check(const char* op, bool one_d = false) {
     fixed_detail::Checked<2> r;
     if (S < 1 || D < 1 || P < 0 || G < 1)
         return r.fail(op, ": stride ", S, ", dilation ", D, " and groups ", G,
                       " must be positive and padding ", P, " not negative");
-    if (C != CG * G) return r.fail("conv2d: input has ", C, " channels, weight expects ", CG * G);
-    if (O % G != 0)
-        return r.fail("conv2d: ", O, " output channels do not split into ", G, " groups");
-    const int64_t oh = window_out(H, KH, S, P, D), ow = window_out(W, KW, S, P, D);
+    if (C != CG * G) return r.fail(op, ": input has ", C, " channels, weight expects ", CG * G);
+    if (O % G != 0) return r.fail(op, ": ", O, " output channels do not split into ", G, " groups");
+    const int64_t oh = window_out(H, KH, S, P, D), ow = one_d ? 1 : window_out(W, KW, S, P, D);
+    if (oh < 0 && one_d)
+        return r.fail(op, ": kernel ", KH, " (dilation ", D, ") is larger than the padded input ",
+                      H + 2 * P);
     if (oh < 0 || ow < 0)
         return r.fail(op, ": kernel ", KH, "x", KW, " (dilation ", D,
                       ") is larger than the padded input ", H + 2 * P, "x", W + 2 * P);
@@ -140,7 +143,7 @@ template <int64_t Stride = 1, int64_t Padding = 0, int64_t Dilation = 1, int64_t
 auto conv1d(const FixedTensor<T, N, C, L>& x, const FixedTensor<T, O, CG, K>& w) {
     constexpr auto r =
         fixed_nn_detail::conv2d_check<C, L, 1, O, CG, K, 1, Stride, Padding, Dilation, Groups>(
-            "conv2d");
+            "conv1d", true);
     if constexpr (!r.ok) {
         fixed_detail::report<r.message>();
         return InvalidFixedTensor<T>{};
