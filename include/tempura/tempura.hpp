@@ -5,6 +5,7 @@
 #include "tempura/ir/dtype.hpp"
 #include "tempura/ir/ops.hpp"
 #include "tempura/ir/uop.hpp"
+#include "tempura/realize/device.hpp"
 #include "tempura/rewrite/graph_rewrite.hpp"
 #include "tempura/symbolic/eval.hpp"
 #include "tempura/symbolic/simplify.hpp"

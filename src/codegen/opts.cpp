@@ -252,7 +252,7 @@ void OptKernel::apply(const Opt& o) {
             if (type_of(r) != AxisType::Loop && type_of(r) != AxisType::Global)
                 fail("opt", what + "axis " + std::to_string(o.axis) + " is not a plain loop");
             amount_ok(r);
-            if (o.arg == size_of(r))
+            if (o.arg == size_of(r) && !limits_.gpu)
                 fail("opt", what + "blocking axis " + std::to_string(o.axis) +
                                 " by its whole size changes nothing");
             const UOp inner = split(r, o.arg, AxisType::Local, false);
@@ -403,6 +403,18 @@ std::vector<Access> accesses(const UOp& ast, DType& out_dtype) {
 std::vector<Opt> heuristic_opts(const UOp& ast, const DeviceLimits& lim) {
     OptKernel k(ast, lim);
     if (k.axes().empty()) return {};
+    if (lim.gpu) {
+        // Coalesced thread blocks: the innermost output axis (the store's unit stride) is split
+        // into threads of a block, as many as divide it up to 256, so that a warp's 32
+        // threads touch 32 neighbouring elements.
+        const size_t n_out = k.output_axes();
+        if (n_out == 0 || !k.axes()[n_out - 1].src(0).is_const()) return {};
+        const int64_t size = size_of(k.axes()[n_out - 1]);
+        for (int64_t d = std::min<int64_t>(256, lim.max_threads_per_block); d >= 2; d /= 2)
+            if (size % d == 0 && k.try_apply({OptOp::Local, static_cast<int64_t>(n_out - 1), d}))
+                break;
+        return k.applied();
+    }
     DType dt = DType::Float32;
     const std::vector<Access> acc = accesses(ast, dt);
     const int64_t lanes =

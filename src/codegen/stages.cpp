@@ -392,6 +392,10 @@ UOp apply_opts_stage(const UOp& a, KernelState& k) {
 }
 UOp expand_stage(const UOp& a, KernelState& k) { return expand(a, k.limits.vector_bytes); }
 UOp threads_stage(const UOp& a, KernelState& k) { return lower_threads(a, k.out.threads); }
+UOp gpu_dims_stage(const UOp& a, KernelState& k) {
+    if (!k.limits.gpu) return a;
+    return gpu_dims(a, k.limits, k.name, k.out.grid, k.out.block);
+}
 UOp index_dtype_stage(const UOp& a, KernelState&) { return lower_index_dtype(a); }
 
 // The index of the first stage that runs after opts are chosen.
@@ -411,6 +415,7 @@ const std::vector<Stage>& pipeline() {
         {"expander", expand_stage},
         {"vector folds", rewrite_stage<vector_folds>},
         {"thread lowering", threads_stage},
+        {"gpu dims", gpu_dims_stage},
         {"mulacc", rewrite_stage<mulacc_fusion>},
         {"index dtype lowering", index_dtype_stage},
         {"post-index symbolic", symbolic_stage},

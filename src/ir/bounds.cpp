@@ -116,7 +116,8 @@ Bounds compute_bounds(Op op, DType dt, const std::vector<UOp>& s, const Arg& arg
         return {va.min, va.max};
     }
     case Op::Bind: return {s[0].vmin(), s[0].vmax()}; // the variable's range, not its value
-    case Op::Range: {
+    case Op::Range:
+    case Op::Special: {
         if (s[0].vmax() <= 0) return {0, 0};
         return {0, s[0].vmax() - 1};
     }

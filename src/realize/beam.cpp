@@ -664,7 +664,10 @@ std::vector<Opt> beam_or_heuristic(const std::string& name, const UOp& ast,
     // has none, and takes the heuristics.
     bool symbolic = false;
     for (const UOp& u : ast.toposort()) symbolic = symbolic || u.op() == Op::DefineVar;
-    if (const int64_t w = env::get_int("TEMPURA_BEAM", 0, 0, 1024); w >= 1 && !symbolic)
+    // BEAM times kernels on the CPU's JIT; a GPU device's kernels take the heuristics (EMU's
+    // timings would say nothing about a GPU).
+    if (const int64_t w = env::get_int("TEMPURA_BEAM", 0, 0, 1024);
+        w >= 1 && !symbolic && !limits.gpu)
         return beam_search(name, ast, limits, static_cast<int>(w));
     return heuristic_opts(prepare_for_opts(ast), limits);
 }

@@ -17,10 +17,12 @@
 #include <thread>
 #include <unordered_map>
 
+#include "tempura/backend/gpu.hpp"
 #include "tempura/backend/llvm_cpu.hpp"
 #include "tempura/codegen/stages.hpp"
 #include "tempura/error.hpp"
 #include "tempura/realize/beam.hpp"
+#include "tempura/realize/device.hpp"
 #include "tempura/realize/viz.hpp"
 #include "tempura/rewrite/trace.hpp"
 #include "tempura/runtime/buffer.hpp"
@@ -55,6 +57,8 @@ struct Step {
     // The kernel's DEFINE_VARs in program order: a variable of the plan (its index in
     // Plan::vars) or kCoreVar, the core a THREAD kernel's run is.
     std::vector<int64_t> vars;
+    bool gpu = false; // a GPU kernel (EMU): launched over grid x block
+    std::array<int64_t, 3> grid{1, 1, 1}, block{1, 1, 1};
 };
 
 constexpr int64_t kCoreVar = -1;
@@ -81,6 +85,7 @@ double count_flops(const std::vector<UOp>& program) {
 }
 
 struct Plan {
+    int device = runtime::kCpu;                     // where its kernels run and its outputs live
     std::vector<std::pair<DType, int64_t>> outputs; // buffers the plan allocates
     // Symbolic shapes: the variables the kernels read, and per output its number of elements
     // as an expression of them (null when fixed; outputs then holds the size it had when built).
@@ -165,44 +170,46 @@ void plan_memory(Plan& plan) {
 // With symbolic dims, a node that has them is keyed by them instead of its concrete sizes, and a
 // BIND by its variable alone (the value is an argument of the run): one plan serves every value.
 std::string plan_key(const std::vector<UOp>& topo, std::vector<UOp>& inputs,
-                     const SymbolicShapes& sym) {
+                     const SymbolicShapes& sym, int device) {
     auto put = [](std::string& key, int64_t v) {
         key.append(reinterpret_cast<const char*>(&v), sizeof v);
     };
-    return structure_key(topo, "realize", [&](const UOp& u, std::string& key) {
-        if (u.op() == Op::Bind) return true;
-        const std::vector<UOp>* dims = nullptr;
-        if (!sym.empty())
-            if (auto it = sym.dims.find(u); it != sym.dims.end()) dims = &it->second;
-        if (u.op() == Op::Buffer) {
-            put(key, static_cast<int64_t>(inputs.size()));
-            put(key, dims != nullptr ? -1 : u.arg_as<std::vector<int64_t>>().at(1));
-            inputs.push_back(u);
-            return true;
-        }
-        if (dims == nullptr) return false;
-        key += 'S';
-        for (const UOp& d : *dims) {
-            if (d.is_const()) {
-                put(key, d.const_value());
-            } else {
-                key += d.render();
-                key += '\0';
-            }
-        }
-        if (u.op() == Op::Reshape || u.op() == Op::Expand) return true; // the arg is the sizes
-        if (u.op() == Op::Shrink) {
-            // The bounds, with the end of a whole symbolic dim (the only way a shrunk dim stays
-            // symbolic) as a marker instead of its size.
-            const auto& b = u.arg_as<std::vector<int64_t>>();
-            for (size_t d = 0; d < dims->size(); ++d) {
-                put(key, b[2 * d]);
-                put(key, (*dims)[d].is_const() ? b[2 * d + 1] : INT64_MIN);
-            }
-            return true;
-        }
-        return false; // PAD, PERMUTE, FLIP, REDUCE_AXIS, ALU: the arg is no size
-    });
+    return runtime::device_name(device) + ":" +
+           structure_key(topo, "realize", [&](const UOp& u, std::string& key) {
+               if (u.op() == Op::Bind) return true;
+               const std::vector<UOp>* dims = nullptr;
+               if (!sym.empty())
+                   if (auto it = sym.dims.find(u); it != sym.dims.end()) dims = &it->second;
+               if (u.op() == Op::Buffer) {
+                   put(key, static_cast<int64_t>(inputs.size()));
+                   put(key, dims != nullptr ? -1 : u.arg_as<std::vector<int64_t>>().at(1));
+                   inputs.push_back(u);
+                   return true;
+               }
+               if (dims == nullptr) return false;
+               key += 'S';
+               for (const UOp& d : *dims) {
+                   if (d.is_const()) {
+                       put(key, d.const_value());
+                   } else {
+                       key += d.render();
+                       key += '\0';
+                   }
+               }
+               if (u.op() == Op::Reshape || u.op() == Op::Expand)
+                   return true; // the arg is the sizes
+               if (u.op() == Op::Shrink) {
+                   // The bounds, with the end of a whole symbolic dim (the only way a shrunk dim
+                   // stays symbolic) as a marker instead of its size.
+                   const auto& b = u.arg_as<std::vector<int64_t>>();
+                   for (size_t d = 0; d < dims->size(); ++d) {
+                       put(key, b[2 * d]);
+                       put(key, (*dims)[d].is_const() ? b[2 * d + 1] : INT64_MIN);
+                   }
+                   return true;
+               }
+               return false; // PAD, PERMUTE, FLIP, REDUCE_AXIS, ALU: the arg is no size
+           });
 }
 
 // Runs task(i) for i in [0, n) on up to `threads` threads (the caller is one of them). Plain
@@ -233,8 +240,10 @@ void run_on_threads(size_t n, size_t threads, const std::function<void(size_t)>&
         if (e) std::rethrow_exception(e);
 }
 
-Plan build_plan(const UOp& root, const std::vector<UOp>& inputs, const SymbolicShapes& sym) {
+Plan build_plan(const UOp& root, const std::vector<UOp>& inputs, const SymbolicShapes& sym,
+                int device) {
     Plan plan;
+    plan.device = device;
     for (const auto& [name, value] : sym.values) plan.vars.push_back(name);
     UOpMap<Slot> slot_of;
     for (size_t i = 0; i < inputs.size(); ++i) slot_of.emplace(inputs[i], Slot{true, i});
@@ -245,11 +254,12 @@ Plan build_plan(const UOp& root, const std::vector<UOp>& inputs, const SymbolicS
     struct Built {
         std::shared_ptr<const runtime::CompiledKernel> kernel;
         int64_t threads = 1;
+        std::array<int64_t, 3> grid{1, 1, 1}, block{1, 1, 1};
         double flops = 0;
         std::vector<int64_t> vars;
     };
     std::vector<Built> built(kernels.size());
-    const codegen::DeviceLimits limits = runtime::host_limits();
+    const codegen::DeviceLimits limits = runtime::device_limits(device);
     const auto compile_threads = static_cast<size_t>(env::get_int(
         "TEMPURA_COMPILE_THREADS", static_cast<int64_t>(runtime::thread_count()), 1, 1024));
     viz::CallTrace* const vc = viz::current_call(); // TEMPURA_VIZ: each kernel's stages
@@ -267,7 +277,12 @@ Plan build_plan(const UOp& root, const std::vector<UOp>& inputs, const SymbolicS
             const trace::Scope traced(vc != nullptr ? &vc->kernels[i].rec : nullptr);
             low = codegen::lower_kernel_opt(k.name, k.ast, limits, &opts);
         }
-        built[i].kernel = runtime::compile_cpu_kernel(k.name, low.program);
+        built[i].kernel =
+            limits.gpu ? runtime::compile_emu_kernel(k.name, low.program,
+                                                     low.block[0] * low.block[1] * low.block[2])
+                       : runtime::compile_cpu_kernel(k.name, low.program);
+        built[i].grid = low.grid;
+        built[i].block = low.block;
         if (vc != nullptr) {
             viz::KernelTrace& kt = vc->kernels[i];
             kt.name = k.name;
@@ -306,10 +321,14 @@ Plan build_plan(const UOp& root, const std::vector<UOp>& inputs, const SymbolicS
             plan.output_numel.push_back(n_sym);
             slot_of.emplace(node, Slot{false, out.index + o});
         }
-        Step step{nullptr, {out}, k.outputs, 0, static_cast<size_t>(numel(shape)), 0, 1, {}};
+        Step step{nullptr, {out}, k.outputs, 0,        static_cast<size_t>(numel(shape)), 0, 1,
+                  {},      false, {1, 1, 1}, {1, 1, 1}};
         if (!k.ast.is_null()) {
             step.kernel = built[ki].kernel;
             step.threads = built[ki].threads;
+            step.gpu = limits.gpu;
+            step.grid = built[ki].grid;
+            step.block = built[ki].block;
             step.flops = built[ki].flops;
             step.vars = built[ki].vars;
             step.params.clear();
@@ -339,8 +358,8 @@ Plan build_plan(const UOp& root, const std::vector<UOp>& inputs, const SymbolicS
             double bytes = 0;
             for (const UOp& p : k.params)
                 bytes += static_cast<double>(slot_bytes({p.dtype().base(), numel(p.shape())}));
-            plan.kernels->push_back(
-                KernelInfo{k.name, "CPU", step.kernel->source(), step.flops, bytes});
+            plan.kernels->push_back(KernelInfo{k.name, runtime::device_name(device),
+                                               step.kernel->source(), step.flops, bytes});
         }
         for (size_t o = 0; o < k.outputs; ++o)
             step_of_output.emplace(k.params.at(o), plan.steps.size());
@@ -384,8 +403,10 @@ void run_plan(const Plan& plan, const std::vector<std::shared_ptr<runtime::Buffe
     // Every kernel writes its whole output: no need to zero it first. Outputs that share a
     // block of the memory plan point into it; the others are buffers of their own.
     std::vector<std::shared_ptr<runtime::Buffer>> blocks;
-    for (size_t bytes : block_bytes)
+    for (size_t bytes : block_bytes) {
         blocks.push_back(runtime::make_buffer(DType::UInt8, static_cast<int64_t>(bytes), false));
+        blocks.back()->set_device(plan.device);
+    }
     std::vector<void*> out_ptr(plan.outputs.size());
     for (size_t o = 0; o < plan.outputs.size(); ++o) {
         const auto& [dt, n] = sizes[o];
@@ -394,6 +415,7 @@ void run_plan(const Plan& plan, const std::vector<std::shared_ptr<runtime::Buffe
             out_ptr[o] = blocks[static_cast<size_t>(plan.block_of[o])]->data();
         } else {
             outputs.push_back(runtime::make_buffer(dt, n, false));
+            outputs.back()->set_device(plan.device);
             out_ptr[o] = outputs.back()->data();
         }
     }
@@ -435,7 +457,9 @@ void run_plan(const Plan& plan, const std::vector<std::shared_ptr<runtime::Buffe
                 vars[v] = var_values[static_cast<size_t>(s.vars[v])];
         }
         const auto t0 = std::chrono::steady_clock::now();
-        if (s.threads > 1) {
+        if (s.gpu) {
+            runtime::emu_launch(*s.kernel, argv, vars, s.grid, s.block);
+        } else if (s.threads > 1) {
             runtime::parallel_for(static_cast<size_t>(s.threads), [&](size_t core) {
                 int64_t mine[8];
                 std::copy(vars, vars + s.vars.size(), mine);
@@ -453,12 +477,14 @@ void run_plan(const Plan& plan, const std::vector<std::shared_ptr<runtime::Buffe
                         .count();
                 const double gflops = ms > 0 ? s.flops / ms / 1e6 : 0.0;
                 const double gbs = ms > 0 ? static_cast<double>(bytes) / ms / 1e6 : 0.0;
-                std::snprintf(
-                    buf, sizeof buf, "*** %-32s %-7s %10.4f %10.2f %10.2f  (compiled in %.2f ms)",
-                    s.kernel->name().c_str(), "CPU", ms, gflops, gbs, s.kernel->compile_ms());
+                std::snprintf(buf, sizeof buf,
+                              "*** %-32s %-7s %10.4f %10.2f %10.2f  (compiled in %.2f ms)",
+                              s.kernel->name().c_str(), runtime::device_name(plan.device).c_str(),
+                              ms, gflops, gbs, s.kernel->compile_ms());
                 if (vc != nullptr) vc->timings[i] = {s.kernel->name(), ms, gflops, gbs};
             } else {
-                std::snprintf(buf, sizeof buf, "*** %-32s %s", s.kernel->name().c_str(), "CPU");
+                std::snprintf(buf, sizeof buf, "*** %-32s %s", s.kernel->name().c_str(),
+                              runtime::device_name(plan.device).c_str());
             }
             std::fprintf(stderr, "%s\n", buf);
             if (dbg >= 4) std::fprintf(stderr, "%s\n", s.kernel->source().c_str());
@@ -469,7 +495,7 @@ void run_plan(const Plan& plan, const std::vector<std::shared_ptr<runtime::Buffe
         bool threaded = false; // a kernel that runs on the pool itself: the level runs in order
         for (size_t i : level) {
             work += plan.steps[i].work;
-            threaded = threaded || plan.steps[i].threads > 1;
+            threaded = threaded || plan.steps[i].threads > 1 || plan.steps[i].gpu;
         }
         if (level.size() > 1 && work >= kParallelWork && runtime::thread_count() > 1 && !threaded)
             runtime::parallel_for(level.size(), [&](size_t j) { run_step(level[j]); });
@@ -510,7 +536,7 @@ class Becomes {
     // The graph with every node that has a live buffer replaced by RESHAPE(BUFFER); `held` keeps
     // those buffers alive until the caller is done. Returns root itself when nothing matched.
     UOp substitute(const UOp& root, const std::vector<UOp>& topo,
-                   std::vector<std::shared_ptr<runtime::Buffer>>& held) {
+                   std::vector<std::shared_ptr<runtime::Buffer>>& held, int device) {
         if (size_.load(std::memory_order_relaxed) == 0) return root;
         std::unordered_map<const UOpNode*, UOp> repl;
         {
@@ -522,7 +548,7 @@ class Becomes {
                 auto it = map_.find(u.id());
                 if (it == map_.end()) continue;
                 std::shared_ptr<runtime::Buffer> b = it->second.buffer.lock();
-                if (!b) continue;
+                if (!b || b->device() != device) continue; // computed on another device
                 const UOp leaf = UOp::make(Op::Buffer, b->dtype(), it->second.dims,
                                            std::vector<int64_t>{b->id(), b->numel()});
                 UOp view = UOp::make(Op::Reshape, b->dtype(), {leaf}, it->second.shape);
@@ -572,8 +598,9 @@ PlanCacheStats plan_cache_stats() {
 namespace {
 // The cached plan of a graph (built and cached on a miss), and its BUFFER inputs in order.
 std::shared_ptr<const Plan> plan_of(const UOp& graph, const std::vector<UOp>& topo,
-                                    std::vector<UOp>& input_nodes, const SymbolicShapes& sym) {
-    std::string key = plan_key(topo, input_nodes, sym);
+                                    std::vector<UOp>& input_nodes, const SymbolicShapes& sym,
+                                    int device) {
+    std::string key = plan_key(topo, input_nodes, sym, device);
     if (auto hit = plans().find(key)) {
         if (viz::CallTrace* vc = viz::current_call()) {
             vc->cached = true;
@@ -581,7 +608,7 @@ std::shared_ptr<const Plan> plan_of(const UOp& graph, const std::vector<UOp>& to
         }
         return std::move(*hit);
     }
-    auto built = std::make_shared<const Plan>(build_plan(graph, input_nodes, sym));
+    auto built = std::make_shared<const Plan>(build_plan(graph, input_nodes, sym, device));
     return plans().insert(key, built, plan_bytes(key, *built));
 }
 
@@ -605,19 +632,23 @@ PlanMemory plan_memory(const UOp& graph) {
     std::vector<UOp> input_nodes;
     std::vector<UOp> topo = root.toposort();
     strip_detach(root, topo);
-    return plan_of(root, topo, input_nodes, infer_symbolic_shapes(topo))->memory;
+    return plan_of(root, topo, input_nodes, infer_symbolic_shapes(topo),
+                   runtime::default_device_index())
+        ->memory;
 }
 
-std::vector<RealizeResult> realize_graphs(const std::vector<UOp>& roots) {
+std::vector<RealizeResult> realize_graphs(const std::vector<UOp>& roots, int device) {
     std::vector<RealizeResult> results(roots.size());
     if (roots.empty()) return results;
-    viz::CallScope viz_call; // TEMPURA_VIZ: this call's trace, added to the page at the end
+    if (device < 0) device = runtime::default_device_index();
+    runtime::device_name(device); // checks it
+    viz::CallScope viz_call;      // TEMPURA_VIZ: this call's trace, added to the page at the end
     // Shared work computed once: what an earlier realize computed is read from its buffer.
     std::vector<std::shared_ptr<runtime::Buffer>> held;
     UOp all = roots.size() == 1 ? roots[0] : UOp::sink(roots);
     std::vector<UOp> original_topo = all.toposort();
     strip_detach(all, original_topo); // (a DETACH of a buffer is that buffer, below)
-    const UOp substituted = becomes().substitute(all, original_topo, held);
+    const UOp substituted = becomes().substitute(all, original_topo, held, device);
     // Roots that are buffers, or were realized before, need no kernel.
     std::vector<UOp> todo;
     std::vector<size_t> where;
@@ -641,11 +672,16 @@ std::vector<RealizeResult> realize_graphs(const std::vector<UOp>& roots) {
     const std::vector<UOp> topo = graph.same(all) ? std::move(original_topo) : graph.toposort();
     std::vector<UOp> input_nodes;
     const SymbolicShapes sym = infer_symbolic_shapes(topo);
-    const std::shared_ptr<const Plan> plan = plan_of(graph, topo, input_nodes, sym);
+    const std::shared_ptr<const Plan> plan = plan_of(graph, topo, input_nodes, sym, device);
     std::vector<std::shared_ptr<runtime::Buffer>> inputs, outputs;
     inputs.reserve(input_nodes.size());
-    for (const UOp& b : input_nodes)
+    for (const UOp& b : input_nodes) {
         inputs.push_back(runtime::lookup_buffer(b.arg_as<std::vector<int64_t>>().at(0)));
+        if (inputs.back()->device() != device)
+            fail("realize",
+                 "tensors on different devices: " + runtime::device_name(inputs.back()->device()) +
+                     " and " + runtime::device_name(device));
+    }
     run_plan(*plan, inputs, outputs, sym.values);
     for (size_t j = 0; j < todo.size(); ++j) {
         RealizeResult& r = results[where[j]];
@@ -660,6 +696,8 @@ std::vector<RealizeResult> realize_graphs(const std::vector<UOp>& roots) {
     return results;
 }
 
-RealizeResult realize_graph(const UOp& root) { return std::move(realize_graphs({root})[0]); }
+RealizeResult realize_graph(const UOp& root, int device) {
+    return std::move(realize_graphs({root}, device)[0]);
+}
 
 } // namespace tempura

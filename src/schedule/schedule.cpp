@@ -565,7 +565,13 @@ UOp rangeify_outputs(const std::vector<UOp>& outputs, const std::vector<UOp>& ma
         const UOp copy = UOp::make(Op::Store, DType::Void,
                                    {UOp::make(Op::Index, p.dtype(), {p, linear_index(i1, out)}),
                                     r.lower(output.src(0), i1, UOp())});
-        std::vector<UOp> k = loops(dims_of(output.src(1), sym), r2);
+        const std::vector<UOp> kdims = dims_of(output.src(1), sym);
+        // An empty index adds nothing: the kernel is the copy. (Its loop of 0 trips would
+        // fold to the constant 0, and the index's load be hoisted out of it, reading element
+        // 0 of an empty buffer.)
+        for (const UOp& d : kdims)
+            if (d.is_const() && d.const_value() == 0) return UOp::sink({end(copy, r1)});
+        std::vector<UOp> k = loops(kdims, r2);
         const UOp j = UOp::make(Op::Cast, DType::Index, {r.lower(output.src(1), k, UOp())});
         const UOp valid = (idx_const(-1) < j) & (j < out[axis]);
         const UOp v = r.lower(output.src(2), k, UOp());

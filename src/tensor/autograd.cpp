@@ -422,7 +422,7 @@ AutogradGraph autograd_graph(const Tensor& t) {
             }
             repl.emplace(u.get(),
                          UOp::make(Op::Reshape, u.dtype(), {s->core.graph}, Shape{a.at(1)}));
-            g.bufs = TensorAccess::merge(g.bufs, s->core.graph_buffers);
+            g.bufs = TensorAccess::merge("backward", g.bufs, s->core.graph_buffers);
         }
         if (repl.empty()) break;
         g.root = g.root.substitute(repl);

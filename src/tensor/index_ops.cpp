@@ -27,7 +27,7 @@ Tensor gather_node(const Tensor& x, int64_t axis, const Tensor& index) {
     UOp u = UOp::make(Op::Gather, x.dtype(), {x.uop(), index.uop()}, std::vector<int64_t>{axis});
     return TensorAccess::make(
         std::move(u), index.shape(),
-        TensorAccess::merge(TensorAccess::buffers(x), TensorAccess::buffers(index)),
+        TensorAccess::merge("gather", TensorAccess::buffers(x), TensorAccess::buffers(index)),
         TensorAccess::symbolic(x) || TensorAccess::symbolic(index), TensorAccess::tracks(x));
 }
 
@@ -77,9 +77,11 @@ Tensor Tensor::scatter_add(int64_t axis, const Tensor& index, const Tensor& src)
     const Tensor s = src.shape() == index.shape() ? src : src.shrink(part);
     UOp u = UOp::make(Op::ScatterAdd, dtype(), {uop(), index.uop(), s.uop()},
                       std::vector<int64_t>{axis});
-    const auto bufs = TensorAccess::merge(
-        TensorAccess::merge(TensorAccess::buffers(*this), TensorAccess::buffers(index)),
-        TensorAccess::buffers(s));
+    const auto bufs =
+        TensorAccess::merge("scatter_add",
+                            TensorAccess::merge("scatter_add", TensorAccess::buffers(*this),
+                                                TensorAccess::buffers(index)),
+                            TensorAccess::buffers(s));
     return TensorAccess::make(std::move(u), shape_, bufs,
                               TensorAccess::symbolic(*this) || TensorAccess::symbolic(index) ||
                                   TensorAccess::symbolic(s),

@@ -284,6 +284,7 @@ Tensor avg_pool2d(const Tensor& x, const PoolOptions& o) {
 }
 
 Tensor adaptive_avg_pool2d(const Tensor& x, Shape out_hw) {
+    const auto on = detail::on_device_of(x);
     const char* op = "adaptive_avg_pool2d";
     if (x.ndim() != 4) fail(op, "input must be [N, C, H, W], got " + shape_str(x.shape()));
     detail::check_float(op, x);

@@ -37,6 +37,7 @@ void Optimizer::step() {
     }
     if (which.empty()) return;
     ++steps_;
+    const auto on = detail::on_device_of(params_[which.front()]);
     const Tensor scalars = step_scalars();
     std::vector<Tensor> next(which.size());
     std::vector<std::vector<Tensor>> next_state(which.size());

@@ -205,6 +205,7 @@ Tensor dropout(const Tensor& x, double p, bool training) {
     if (!(p >= 0 && p <= 1)) fail("dropout", "p must lie in [0, 1], got " + num(p));
     if (!training || p == 0) return x;
     if (p == 1) return x * 0.0;
+    const auto on = detail::on_device_of(x);
     const Tensor keep = Tensor::rand(x.shape()) >= p;
     return where(keep, x * (1 / (1 - p)), 0.0);
 }

@@ -160,6 +160,7 @@ namespace {
 // over the axis. A NaN is the max (MAX propagates it) and equals nothing, so on floats
 // `x != x` marks it: the first NaN's index, as NumPy returns.
 Tensor first_max_index(const std::string& op, const Tensor& x_in, int64_t axis, bool keepdim) {
+    const auto on = detail::on_device_of(x_in);
     const int64_t a = normalize_axis(op, axis, x_in.ndim());
     const int64_t n = x_in.shape()[a];
     if (n == 0) fail(op, "cannot reduce an empty axis of " + shape_str(x_in.shape()));

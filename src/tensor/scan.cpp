@@ -90,6 +90,7 @@ Tensor scan_last(ScanKind k, const Tensor& x) {
 }
 
 Tensor scan(const char* op, ScanKind k, const Tensor& x, int64_t axis) {
+    const auto on = detail::on_device_of(x);
     const int64_t nd = x.ndim();
     axis = normalize_axis(op, axis, nd);
     if (x.dtype().is_bool()) {

@@ -42,6 +42,7 @@ Tensor every_nth(const Tensor& x, int64_t a, int64_t step, int64_t count) {
 
 // The [rows, cols] bool mask of (j - i) compared with k over the last two dims of x.
 Tensor diagonal_mask(const Tensor& x, int64_t k, bool lower) {
+    const auto on = detail::on_device_of(x);
     const int64_t r = x.shape()[x.ndim() - 2], c = x.shape().back();
     const Tensor i = Tensor::arange(r, DType::Int64).reshape({r, 1});
     const Tensor j = Tensor::arange(c, DType::Int64).reshape({1, c});
@@ -171,6 +172,7 @@ Tensor Tensor::linspace(double start, double stop, int64_t n, DType dtype) {
 }
 
 Tensor Tensor::one_hot(int64_t classes) const {
+    const auto on = detail::on_device_of(*this);
     if (!dtype().is_int() || dtype().is_bool())
         fail("one_hot", "needs an integer tensor, got " + dtype().name());
     if (classes < 0) fail("one_hot", "negative number of classes " + std::to_string(classes));

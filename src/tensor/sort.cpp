@@ -89,6 +89,7 @@ std::pair<Tensor, Tensor> bitonic(const Order& o, Tensor v, Tensor idx) {
 // Sorts along `axis`: {values, Int32 indices}, the first `keep` of them.
 std::pair<Tensor, Tensor> sort_impl(const char* op, const Tensor& x, int64_t axis, bool desc,
                                     int64_t keep) {
+    const auto on = detail::on_device_of(x);
     const int64_t nd = x.ndim();
     if (nd == 0) fail(op, "needs a tensor with at least one dim");
     axis = normalize_axis(op, axis, nd);

@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numbers>
 
 #include "convert.hpp"
 #include "tempura/error.hpp"
+#include "tempura/realize/device.hpp"
 #include "tempura/tensor/graph.hpp"
 #include "tensor_impl.hpp"
 
@@ -21,10 +23,13 @@ std::shared_ptr<const Tensor::Buffers> TensorAccess::no_buffers() {
 }
 
 std::shared_ptr<const Tensor::Buffers>
-TensorAccess::merge(const std::shared_ptr<const Tensor::Buffers>& a,
+TensorAccess::merge(const char* op, const std::shared_ptr<const Tensor::Buffers>& a,
                     const std::shared_ptr<const Tensor::Buffers>& b) {
     if (a == b || b->empty()) return a;
     if (a->empty()) return b;
+    if (a->front()->device() != b->front()->device())
+        fail(op, "tensors on different devices: " + runtime::device_name(a->front()->device()) +
+                     " and " + runtime::device_name(b->front()->device()));
     auto out = std::make_shared<Tensor::Buffers>();
     out->reserve(a->size() + b->size());
     const auto by_id = [](const auto& x, const auto& y) { return x->id() < y->id(); };
@@ -146,7 +151,7 @@ Tensor binary(const std::string& name, Op op, const Tensor& a, const Tensor& b) 
                  y = broadcast_to(b, out, sym && b.ndim() < static_cast<int64_t>(out.size()));
     return TensorAccess::make(
         UOp::alu(op, {x.uop(), y.uop()}), out,
-        TensorAccess::merge(TensorAccess::buffers(a), TensorAccess::buffers(b)), sym,
+        TensorAccess::merge(name.c_str(), TensorAccess::buffers(a), TensorAccess::buffers(b)), sym,
         TensorAccess::tracks(a) || TensorAccess::tracks(b));
 }
 
@@ -174,7 +179,11 @@ Tensor::Tensor(UOp uop, Shape shape, std::shared_ptr<const Buffers> buffers)
     : shape_(std::move(shape)) {
     core_.uop = std::move(uop);
     core_.buffers = std::move(buffers);
+    core_.device =
+        core_.buffers->empty() ? runtime::default_device_index() : core_.buffers->front()->device();
 }
+
+std::string Tensor::device() const { return runtime::device_name(core().device); }
 
 const Tensor::Core& Tensor::core() const { return shared_ ? shared_->core : core_; }
 Tensor::Core& Tensor::core_mut() { return shared_ ? shared_->core : core_; }
@@ -228,6 +237,20 @@ Tensor realized(const std::shared_ptr<runtime::Buffer>& b, const Shape& shape,
 
 } // namespace
 
+Tensor Tensor::to(const std::string& device) const {
+    const int d = runtime::device_index(device);
+    if (d == core().device) return *this;
+    Tensor src = *this;
+    src.realize();
+    auto b = runtime::make_buffer(dtype(), numel(), false);
+    b->set_device(d);
+    // Every device's memory is host memory so far (CPU and EMU): a copy is a memcpy.
+    if (b->nbytes() > 0) std::memcpy(b->data(), src.buffer()->data(), b->nbytes());
+    Tensor t = realized(b, shape_);
+    t.core_mut().device = d;
+    return t;
+}
+
 Tensor Tensor::from_host(DType src_dtype, const void* data, int64_t count, Shape shape,
                          DType dtype) {
     detail::check_element_dtype("from_vector", dtype);
@@ -237,6 +260,7 @@ Tensor Tensor::from_host(DType src_dtype, const void* data, int64_t count, Shape
         fail("from_vector", std::to_string(count) + " values do not fill shape " +
                                 shape_str(shape) + " (" + std::to_string(n) + " elements)");
     auto b = runtime::make_buffer(dtype, n);
+    b->set_device(runtime::default_device_index());
     detail::convert_elements(src_dtype, data, dtype, b->data(), n);
     return realized(b, shape);
 }
@@ -265,6 +289,7 @@ Tensor Tensor::arange(int64_t n, DType dtype) {
     detail::check_element_dtype("arange", dtype);
     if (n < 0) fail("arange", "negative length " + std::to_string(n));
     auto b = runtime::make_buffer(dtype, n);
+    b->set_device(runtime::default_device_index());
     for (int64_t i = 0; i < n; ++i) {
         if (dtype.is_float())
             detail::store_float(dtype, b->data(), i, static_cast<double>(i));
@@ -279,6 +304,7 @@ Tensor Tensor::eye(int64_t n, DType dtype) {
     if (n < 0) fail("eye", "negative size " + std::to_string(n));
     const Shape shape{n, n};
     auto b = runtime::make_buffer(dtype, tempura::numel(shape));
+    b->set_device(runtime::default_device_index());
     for (int64_t i = 0; i < n; ++i) detail::store_int(dtype, b->data(), i * n + i, 1);
     return realized(b, shape);
 }
@@ -318,18 +344,24 @@ const Tensor::Buffers& Tensor::buffers() const { return *core().buffers; }
 
 Tensor& Tensor::realize() {
     if (is_realized()) return *this;
-    adopt(realize_graph(uop()));
+    adopt(realize_graph(uop(), core().device));
     return *this;
 }
 
 void realize(const std::vector<std::reference_wrapper<Tensor>>& tensors) {
     std::vector<UOp> roots;
     UOpMap<size_t> index; // a graph two of the tensors share is realized once
-    for (const Tensor& t : tensors)
-        if (!t.is_realized() && index.emplace(t.uop(), roots.size()).second)
-            roots.push_back(t.uop());
+    int device = -1;
+    for (const Tensor& t : tensors) {
+        if (t.is_realized()) continue;
+        if (device >= 0 && t.core().device != device)
+            fail("realize", "tensors on different devices: " + runtime::device_name(device) +
+                                " and " + runtime::device_name(t.core().device));
+        device = t.core().device;
+        if (index.emplace(t.uop(), roots.size()).second) roots.push_back(t.uop());
+    }
     if (roots.empty()) return;
-    std::vector<RealizeResult> results = realize_graphs(roots);
+    std::vector<RealizeResult> results = realize_graphs(roots, device);
     for (Tensor& t : tensors)
         if (!t.is_realized()) t.adopt(results[index.at(t.uop())]);
 }
@@ -541,7 +573,8 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
                  x = broadcast_to(a, out, sym && a.ndim() < n),
                  y = broadcast_to(b, out, sym && b.ndim() < n);
     auto bufs = TensorAccess::merge(
-        TensorAccess::merge(TensorAccess::buffers(cond), TensorAccess::buffers(a)),
+        "where",
+        TensorAccess::merge("where", TensorAccess::buffers(cond), TensorAccess::buffers(a)),
         TensorAccess::buffers(b));
     return TensorAccess::make(UOp::alu(Op::Where, {c.uop(), x.uop(), y.uop()}), out,
                               std::move(bufs), sym,

@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 
+#include "tempura/realize/device.hpp"
 #include "tempura/tensor/tensor.hpp"
 
 namespace tempura {
@@ -12,9 +13,11 @@ namespace tempura {
 // The one friend of Tensor: builds tensors from nodes and reads their buffer lists.
 struct TensorAccess {
     static std::shared_ptr<const Tensor::Buffers> no_buffers();
-    // The sorted union of two buffer lists (sharing an input list when possible).
+    // The sorted union of two buffer lists (sharing an input list when possible). Throws
+    // "[<op>] tensors on different devices: CPU and EMU" when both read buffers and their
+    // devices differ (a tensor that reads none, a constant, goes with any device).
     static std::shared_ptr<const Tensor::Buffers>
-    merge(const std::shared_ptr<const Tensor::Buffers>& a,
+    merge(const char* op, const std::shared_ptr<const Tensor::Buffers>& a,
           const std::shared_ptr<const Tensor::Buffers>& b);
     // A tensor over `uop`; `tracks`: gradients flow through it (an input does). Under NoGrad a
     // tracking result is wrapped in DETACH and does not track.
@@ -48,6 +51,11 @@ struct Tensor::Shared {
 };
 
 namespace detail {
+
+// The ops that make tensors of their own (indices, masks, counters) make them on x's device.
+inline runtime::DeviceScope on_device_of(const Tensor& x) {
+    return runtime::DeviceScope(TensorAccess::core(x).device);
+}
 
 // Autograd's leaf registry (autograd.cpp): a requires-grad tensor's buffer -> its shared state.
 void register_leaf(const std::shared_ptr<Tensor::Shared>& s);

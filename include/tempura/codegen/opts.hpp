@@ -18,6 +18,7 @@
 //   SWAP(a, b)     swaps the loop order of output axes a and b
 //   PADTO(a, n)    pads axis a up to a multiple of n; the extra iterations are masked (loads
 //                  gated, stores skipped, reduces fed their identity)
+#include <array>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -59,7 +60,21 @@ struct DeviceLimits {
     bool has_shared = false;   // workgroup shared memory (GROUP); the CPU has none
     int64_t max_upcast = 256;  // vector lanes x unrolled copies per kernel
     std::string name = "CPU";  // the device, for messages and the BEAM cache key
+    // A GPU (CUDA, EMU): output axes become block and thread indices (the "gpu dims" stage)
+    // instead of loops, within these limits.
+    bool gpu = false;
+    int64_t max_threads_per_block = 1;
+    std::array<int64_t, 3> max_block{1, 1, 1}; // threads along x, y, z
+    std::array<int64_t, 3> max_grid{1, 1, 1};  // blocks along x, y, z
+    int64_t shared_bytes = 0;                  // per block
+    int64_t warp_size = 1;
+    int sm = 0; // compute capability x 10 (80 for sm_80); 0 on the CPU
 };
+
+// The limits of a GPU of compute capability `sm` (80 for sm_80) as every Ampere-or-newer part
+// has them: 1024 threads per block, blocks of (1024, 1024, 64), grids of (2^31 - 1, 65535,
+// 65535), 48 KiB of shared memory per block without opt-in, warps of 32.
+DeviceLimits gpu_limits(const std::string& name, int sm);
 
 // True when TEMPURA_NOOPT=1: kernels are lowered with no opts at all.
 bool noopt_requested();

@@ -49,6 +49,13 @@ UOp expand(const UOp& ast, int64_t vector_bytes);
 // vars[0]; the runtime calls the kernel once per core. Sets `threads` (1 when there is none).
 UOp lower_threads(const UOp& ast, int64_t& threads);
 
+// Stage "gpu dims" (GPU devices only): the output ranges become SPECIAL block indices (global
+// axes) and thread indices (LOCAL axes), each of up to three ranges on a dim of its own when it
+// fits the device's limits, else merged into x and recovered by division and modulo. A store
+// that does not use a LOCAL range is gated to that range's thread 0. Sets the launch size.
+UOp gpu_dims(const UOp& ast, const DeviceLimits& limits, const std::string& kernel,
+             std::array<int64_t, 3>& grid, std::array<int64_t, 3>& block);
+
 // Stage "MULACC": float a * b + c becomes MULACC(a, b, c) (an FMA on the CPU).
 UOp fuse_mulacc(const UOp& ast);
 
@@ -61,8 +68,10 @@ std::vector<UOp> linearize(const UOp& ast);
 // A kernel lowered with opts.
 struct LoweredKernel {
     std::vector<UOp> program;
-    int64_t threads = 1;   // run the program once per core with vars[0] = core
-    std::vector<Opt> opts; // the opts applied
+    int64_t threads = 1;                   // run the program once per core with vars[0] = core
+    std::array<int64_t, 3> grid{1, 1, 1};  // a GPU kernel's blocks along x, y, z
+    std::array<int64_t, 3> block{1, 1, 1}; // and threads per block
+    std::vector<Opt> opts;                 // the opts applied
 };
 
 // What the stages of one kernel's lowering share.

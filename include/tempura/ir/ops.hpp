@@ -93,6 +93,9 @@ struct OpInfo {
     X(Bind, "BIND", 1, 1, Define, 0, -1, Value)                                                    \
     X(DefineReg, "DEFINE_REG", 0, 0, Define, 0, -1, Ints)                                          \
     X(Param, "PARAM", kVariadic, 0, Define, 0, -1, Ints)                                           \
+    /* SPECIAL(size) {kind, dim}: a GPU index in [0, size): kind 0 the block index (blockIdx), */  \
+    /* kind 1 the thread index in the block (threadIdx), along dim 0, 1 or 2 (x, y, z) */          \
+    X(Special, "SPECIAL", 1, 1, Define, 0, -1, Ints)                                               \
     /* program structure */                                                                        \
     X(Sink, "SINK", kVariadic, 0, Structure, 0, -1, Any)                                           \
     X(Group, "GROUP", kVariadic, 0, Structure, 0, -1, None)                                        \

@@ -34,11 +34,13 @@ struct RealizeResult {
     std::vector<UOp> dims;
 };
 
-RealizeResult realize_graph(const UOp& root);
+// `device`: the device (realize/device.hpp's index) the kernels run on and the result lives on;
+// -1 the default device.
+RealizeResult realize_graph(const UOp& root, int device = -1);
 // Several roots in one schedule: work they share is computed once, and roots of the same dims
 // that do not read one another through a third kernel share one kernel (a max and a sum of one
 // input: one pass over it). Each result's `kernels` lists the whole schedule's kernels.
-std::vector<RealizeResult> realize_graphs(const std::vector<UOp>& roots);
+std::vector<RealizeResult> realize_graphs(const std::vector<UOp>& roots, int device = -1);
 
 // The memory of a graph's plan: what its intermediate and result buffers take if each has its
 // own (unplanned_bytes, the peak without planning) and what they take with the memory plan,

@@ -29,6 +29,10 @@ class Buffer {
     int64_t numel() const { return numel_; }
     size_t nbytes() const { return nbytes_; }
     int64_t id() const { return id_; }
+    // The device whose memory this is (realize/device.hpp's index: 0 is the CPU). EMU's memory
+    // is host memory too; the tag is what keeps tensors of different devices apart.
+    int device() const { return device_; }
+    void set_device(int d) { device_ = d; }
 
   private:
     DType dtype_;
@@ -36,6 +40,7 @@ class Buffer {
     size_t nbytes_;
     int64_t id_;
     void* data_ = nullptr;
+    int device_ = 0;
 };
 
 // A new buffer, registered so that lookup_buffer(id) finds it while it lives.

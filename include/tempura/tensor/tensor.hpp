@@ -295,6 +295,16 @@ class Tensor {
     // A materialization point (CONTIGUOUS): the scheduler writes this value to a buffer.
     Tensor contiguous() const;
 
+    // ---- devices ---------------------------------------------------------------------------
+    // Where the tensor lives ("CPU", "EMU"): the device of the buffers it reads, or for one
+    // that reads none (a constant) the default device when it was made. Ops combine tensors of
+    // one device, or constants, and throw "[add] tensors on different devices: CPU and EMU"
+    // otherwise; the kernels of a tensor run on its device.
+    std::string device() const;
+    // A copy on `device` (realized: the value is copied, never recomputed), or this tensor when
+    // it is there already. Throws "[device] ..." for a device that is not usable here.
+    Tensor to(const std::string& device) const;
+
     // ---- reductions (axes {} = all; negative axes count from the end) ----------------------
     Tensor sum(Shape axes = {}, bool keepdim = false) const;
     Tensor prod(Shape axes = {}, bool keepdim = false) const;
@@ -457,6 +467,7 @@ class Tensor {
         // Whether gradients flow from this tensor to a leaf that requires one (not detached,
         // not built under NoGrad).
         bool tracks_grad = false;
+        int device = 0; // realize/device.hpp's index: the buffers', or the default at creation
         std::shared_ptr<const std::vector<KernelInfo>> kernels; // shared with the cached plan
         // A tracking tensor that was realized keeps the graph it was computed by (and what that
         // reads), so that gradients still flow through it.

@@ -193,7 +193,8 @@ std::string sanitize(const std::string& name) {
 }
 
 std::shared_ptr<const CompiledKernel> compile_uncached(const std::string& name,
-                                                       const std::vector<UOp>& linear) {
+                                                       const std::vector<UOp>& linear,
+                                                       llvm_backend::Target target) {
     Jit& j = jit();
     const auto t0 = std::chrono::steady_clock::now();
     const std::string symbol = "tempura_" + sanitize(name) + "_" + std::to_string(j.next_id++);
@@ -204,7 +205,7 @@ std::shared_ptr<const CompiledKernel> compile_uncached(const std::string& name,
     mod->setTargetTriple(j.tm->getTargetTriple().str());
 
     llvm_backend::RenderInfo info;
-    llvm::Function* fn = llvm_backend::render_kernel(*mod, symbol, name, linear, info);
+    llvm::Function* fn = llvm_backend::render_kernel(*mod, symbol, name, linear, info, target);
     fn->addFnAttr("target-cpu", j.cpu);
     fn->addFnAttr("target-features", j.features);
     // Intel's tuning (Sapphire Rapids and others) asks LLVM's vectorizers for 256-bit vectors
@@ -281,9 +282,11 @@ std::shared_ptr<const CompiledKernel> renamed(const std::shared_ptr<const Compil
 
 } // namespace
 
-std::shared_ptr<const CompiledKernel> compile_cpu_kernel(const std::string& name,
-                                                         const std::vector<UOp>& linear) {
-    std::string key = structure_key(linear, "cpu");
+std::shared_ptr<const CompiledKernel> compile_for_host(const std::string& name,
+                                                       const std::vector<UOp>& linear,
+                                                       llvm_backend::Target target) {
+    const bool emu = target == llvm_backend::Target::Emu;
+    std::string key = (emu ? "emu:" : "cpu:") + structure_key(linear, emu ? "emu" : "cpu");
     Cache& c = cache();
     if (auto hit = c.kernels.find(key)) {
         ++c.hits;
@@ -291,11 +294,16 @@ std::shared_ptr<const CompiledKernel> compile_cpu_kernel(const std::string& name
     }
     // Compiles run outside the cache lock, concurrently with each other; two threads
     // racing on one new program both compile, and the first to finish is kept.
-    auto k = compile_uncached(name, linear);
+    auto k = compile_uncached(name, linear, target);
     ++c.misses;
     // What an entry costs: its key and IR text, and about as much again of machine code.
     const size_t bytes = key.size() + 2 * k->source().size() + 1024;
     return renamed(c.kernels.insert(key, k, bytes), name);
+}
+
+std::shared_ptr<const CompiledKernel> compile_cpu_kernel(const std::string& name,
+                                                         const std::vector<UOp>& linear) {
+    return compile_for_host(name, linear, llvm_backend::Target::Cpu);
 }
 
 CpuCacheStats cpu_kernel_cache_stats() {

@@ -8,6 +8,7 @@
 #include "backend/llvm_cpu/render.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <unordered_map>
 
@@ -17,6 +18,7 @@
 #include <llvm/IR/Function.h>
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/IntrinsicsNVPTX.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/MDBuilder.h>
 #include <llvm/IR/Module.h>
@@ -31,14 +33,17 @@ namespace tempura::llvm_backend {
 
 namespace {
 
+std::atomic<EmuFaultFn> g_emu_fault{nullptr};
+
 std::string describe(const UOp& u) {
     return std::string(op_name(u.op())) + " of dtype " + u.dtype().name();
 }
 
 class Renderer {
   public:
-    Renderer(llvm::Module& m, const std::string& kernel)
-        : ctx_(m.getContext()), mod_(m), b_(m.getContext()), kernel_(kernel) {
+    Renderer(llvm::Module& m, const std::string& kernel, Target target, int64_t max_threads)
+        : ctx_(m.getContext()), mod_(m), b_(m.getContext()), kernel_(kernel), target_(target),
+          max_threads_(max_threads) {
         // `contract` on every float instruction lets the backend fuse a*b+c into an FMA.
         llvm::FastMathFlags fmf;
         fmf.setAllowContract(true);
@@ -47,21 +52,67 @@ class Renderer {
 
     llvm::Function* render(const std::string& symbol, const std::vector<UOp>& linear,
                            RenderInfo& info) {
-        auto* ptr_ty = llvm::PointerType::get(ctx_, 0);
-        auto* fn_ty = llvm::FunctionType::get(b_.getVoidTy(), {ptr_ty, ptr_ty}, false);
-        fn_ = llvm::Function::Create(fn_ty, llvm::Function::ExternalLinkage, symbol, mod_);
-        fn_->addFnAttr(llvm::Attribute::NoUnwind);
-        // The two argument arrays are only read, and no buffer overlaps them: loads of buffer
-        // pointers and variables can be hoisted out of loops that store.
-        for (unsigned i = 0; i < 2; ++i) {
-            fn_->addParamAttr(i, llvm::Attribute::NoAlias);
-            fn_->addParamAttr(i, llvm::Attribute::NoCapture);
-            fn_->addParamAttr(i, llvm::Attribute::ReadOnly);
+        // What the signature needs to know first: the buffer slots (and which are written)
+        // and the number of variables.
+        std::vector<bool> stored;
+        for (const UOp& u : linear) {
+            if (u.is_null()) continue;
+            if (u.op() == Op::DefineVar) ++n_vars_;
+            if (u.op() == Op::Param)
+                if (const auto* a = std::get_if<std::vector<int64_t>>(&u.arg());
+                    a && !a->empty() && (*a)[0] >= 0 && (*a)[0] < (int64_t{1} << 16))
+                    n_slots_ = std::max(n_slots_, (*a)[0] + 1);
         }
-        buffers_ = fn_->getArg(0);
-        vars_ = fn_->getArg(1);
-        buffers_->setName("buffers");
-        vars_->setName("vars");
+        stored.assign(static_cast<size_t>(n_slots_), false);
+        for (const UOp& u : linear)
+            if (!u.is_null() && u.op() == Op::Store && u.src(0).op() == Op::Index &&
+                u.src(0).src(0).op() == Op::Param)
+                if (const auto* a = std::get_if<std::vector<int64_t>>(&u.src(0).src(0).arg());
+                    a && !a->empty() && (*a)[0] >= 0 && (*a)[0] < n_slots_)
+                    stored[static_cast<size_t>((*a)[0])] = true;
+        if (target_ == Target::Nvptx) {
+            std::vector<llvm::Type*> params(static_cast<size_t>(n_slots_),
+                                            llvm::PointerType::get(ctx_, 1));
+            params.resize(params.size() + n_vars_, b_.getInt64Ty());
+            auto* fn_ty = llvm::FunctionType::get(b_.getVoidTy(), params, false);
+            fn_ = llvm::Function::Create(fn_ty, llvm::Function::ExternalLinkage, symbol, mod_);
+            fn_->setCallingConv(llvm::CallingConv::PTX_Kernel);
+            fn_->addFnAttr(llvm::Attribute::NoUnwind);
+            // Distinct slots are distinct buffers; one only read is `readonly`, so that its
+            // loads become ld.global.nc.
+            for (unsigned i = 0; i < static_cast<unsigned>(n_slots_); ++i) {
+                fn_->addParamAttr(i, llvm::Attribute::NoAlias);
+                fn_->addParamAttr(i, llvm::Attribute::NoCapture);
+                if (!stored[i]) fn_->addParamAttr(i, llvm::Attribute::ReadOnly);
+                fn_->getArg(i)->setName("buf" + std::to_string(i));
+            }
+            // LLVM 19 reads the kernel flag and the block size from nvvm.annotations (it
+            // ignores an "nvvm.maxntid" function attribute).
+            llvm::NamedMDNode* ann = mod_.getOrInsertNamedMetadata("nvvm.annotations");
+            auto entry = [&](const char* key, int64_t v) {
+                ann->addOperand(llvm::MDNode::get(
+                    ctx_, {llvm::ValueAsMetadata::get(fn_), llvm::MDString::get(ctx_, key),
+                           llvm::ConstantAsMetadata::get(b_.getInt32(static_cast<uint32_t>(v)))}));
+            };
+            entry("kernel", 1);
+            if (max_threads_ > 0) entry("maxntidx", max_threads_);
+        } else {
+            auto* ptr_ty = llvm::PointerType::get(ctx_, 0);
+            auto* fn_ty = llvm::FunctionType::get(b_.getVoidTy(), {ptr_ty, ptr_ty}, false);
+            fn_ = llvm::Function::Create(fn_ty, llvm::Function::ExternalLinkage, symbol, mod_);
+            fn_->addFnAttr(llvm::Attribute::NoUnwind);
+            // The two argument arrays are only read, and no buffer overlaps them: loads of
+            // buffer pointers and variables can be hoisted out of loops that store.
+            for (unsigned i = 0; i < 2; ++i) {
+                fn_->addParamAttr(i, llvm::Attribute::NoAlias);
+                fn_->addParamAttr(i, llvm::Attribute::NoCapture);
+                fn_->addParamAttr(i, llvm::Attribute::ReadOnly);
+            }
+            buffers_ = fn_->getArg(0);
+            vars_ = fn_->getArg(1);
+            buffers_->setName("buffers");
+            vars_->setName("vars");
+        }
 
         // `entry` holds only the allocas of DEFINE_REG (so mem2reg/SROA can promote them); the
         // program starts in `body`.
@@ -139,9 +190,13 @@ class Renderer {
         if (dt.count == 1) return elem;
         return llvm::FixedVectorType::get(elem, dt.count);
     }
+    // Global memory is address space 1 on NVPTX; everything else is generic (0).
+    unsigned addrspace(DType dt) const {
+        return target_ == Target::Nvptx && dt.addrspace == AddrSpace::Global ? 1 : 0;
+    }
     // The type of a value in registers: a scalar, or a fixed vector <n x T> for T.vec(n) ...
     llvm::Type* value_type(DType dt, const UOp& u) const {
-        if (dt.is_ptr) return llvm::PointerType::get(ctx_, 0);
+        if (dt.is_ptr) return llvm::PointerType::get(ctx_, addrspace(dt));
         return lanes(lane_type(dt, u), dt, u);
     }
     // ... and in memory (bool is one byte, as in C++ and numpy: <n x i8> for a bool vector).
@@ -352,6 +407,43 @@ class Renderer {
         return x;
     }
 
+    // Target::Emu: whether an access of `lanes` elements through `idx` (an INDEX of a PARAM of
+    // known size) lies inside its buffer, after reporting one that does not (where `gate`, if
+    // any, is on) to the emulator. Null where nothing is checked.
+    llvm::Value* emu_in_bounds(const UOp& idx, int64_t lanes, bool is_store, llvm::Value* gate) {
+        if (target_ != Target::Emu || idx.op() != Op::Index || idx.src(0).op() != Op::Param)
+            return nullptr;
+        const auto& a = idx.src(0).arg_as<std::vector<int64_t>>();
+        if (a.size() < 2 || a[1] < 0) return nullptr; // a symbolic size
+        const EmuFaultFn report = g_emu_fault.load();
+        if (report == nullptr) fail("emu", "internal: no fault handler for kernel " + kernel_);
+        llvm::Value* off = index_src(idx, 1);
+        llvm::Type* i64 = b_.getInt64Ty();
+        llvm::Value* ok = b_.CreateAnd(
+            b_.CreateICmpSGE(off, llvm::ConstantInt::get(i64, 0)),
+            b_.CreateICmpSLE(off,
+                             llvm::ConstantInt::get(i64, static_cast<uint64_t>(a[1] - lanes))));
+        llvm::Value* bad = b_.CreateNot(ok);
+        if (gate != nullptr) bad = b_.CreateAnd(bad, gate);
+        const std::string n = "oob" + std::to_string(cur_);
+        auto* then = llvm::BasicBlock::Create(ctx_, n, fn_);
+        auto* done = llvm::BasicBlock::Create(ctx_, n + ".end", fn_);
+        b_.CreateCondBr(bad, then, done);
+        b_.SetInsertPoint(then);
+        auto* fty = llvm::FunctionType::get(b_.getVoidTy(), {i64, i64, i64, i64, i64}, false);
+        llvm::Value* callee = llvm::ConstantExpr::getIntToPtr(
+            llvm::ConstantInt::get(i64, reinterpret_cast<uintptr_t>(report)),
+            llvm::PointerType::get(ctx_, 0));
+        b_.CreateCall(fty, callee,
+                      {llvm::ConstantInt::get(i64, static_cast<uint64_t>(a[0])),
+                       llvm::ConstantInt::get(i64, static_cast<uint64_t>(a[1])), off,
+                       llvm::ConstantInt::get(i64, static_cast<uint64_t>(lanes)),
+                       llvm::ConstantInt::get(i64, is_store ? 1 : 0)});
+        b_.CreateBr(done);
+        b_.SetInsertPoint(done);
+        return ok;
+    }
+
     llvm::Value* load(const UOp& u) {
         llvm::Value* p = ptr_src(u, 0);
         if (u.dtype().is_ptr) unsupported(u, "a LOAD yields a value, not a pointer");
@@ -372,6 +464,10 @@ class Renderer {
         } else if (u.srcs().size() != 1) {
             unsupported(u, "a LOAD takes INDEX, or INDEX, gate and alt; got " +
                                std::to_string(u.srcs().size()) + " sources");
+        }
+        if (llvm::Value* ok = emu_in_bounds(u.src(0), u.dtype().count, false, gate)) {
+            gate = gate == nullptr ? ok : b_.CreateAnd(gate, ok);
+            if (alt == nullptr) alt = llvm::Constant::getNullValue(value_type(u.dtype(), u));
         }
         if (gate == nullptr) return load_value(u, p);
         // From a buffer known to hold the access: load from gate ? p : the buffer's start, then
@@ -411,14 +507,17 @@ class Renderer {
         if (et.is_bool()) v = b_.CreateZExt(v, mem_type(et, u));
         const llvm::Align align = access_align(et, u);
         auto g = gates_.find(u.src(0).get());
-        if (g == gates_.end()) {
+        llvm::Value* gate = g == gates_.end() ? nullptr : g->second;
+        if (llvm::Value* ok = emu_in_bounds(u.src(0), u.src(1).dtype().count, true, gate))
+            gate = gate == nullptr ? ok : b_.CreateAnd(gate, ok);
+        if (gate == nullptr) {
             tag_access(u.src(0), b_.CreateAlignedStore(v, p, align));
             return;
         }
         const std::string n = "st" + std::to_string(cur_);
         auto* then = llvm::BasicBlock::Create(ctx_, n + ".then", fn_);
         auto* done = llvm::BasicBlock::Create(ctx_, n + ".end", fn_);
-        b_.CreateCondBr(g->second, then, done);
+        b_.CreateCondBr(gate, then, done);
         b_.SetInsertPoint(then);
         tag_access(u.src(0), b_.CreateAlignedStore(v, p, align));
         b_.CreateBr(done);
@@ -454,6 +553,7 @@ class Renderer {
             unsupported(u, "its arg must be {slot, numel} with slot >= 0");
         const int64_t slot = (*slots)[0];
         max_slot_ = std::max(max_slot_, slot);
+        if (target_ == Target::Nvptx) return fn_->getArg(static_cast<unsigned>(slot));
         auto* ptr_ty = llvm::PointerType::get(ctx_, 0);
         llvm::Value* at =
             b_.CreateConstInBoundsGEP1_64(ptr_ty, buffers_, static_cast<uint64_t>(slot));
@@ -465,12 +565,44 @@ class Renderer {
         if (!dt.is_int() || dt.count != 1)
             unsupported(u, "a DEFINE_VAR must be an integer (index, int32 or int64)");
         const auto k = static_cast<uint64_t>(var_count_++);
+        llvm::Type* ty = value_type(dt, u);
+        if (target_ == Target::Nvptx) {
+            llvm::Value* v = fn_->getArg(static_cast<unsigned>(n_slots_ + static_cast<int64_t>(k)));
+            return ty == v->getType() ? v : b_.CreateTrunc(v, ty);
+        }
         llvm::Value* at = b_.CreateConstInBoundsGEP1_64(b_.getInt64Ty(), vars_, k);
         std::string name = "var";
         if (const auto* va = std::get_if<VarArg>(&u.arg())) name = va->name;
         llvm::Value* v = b_.CreateLoad(b_.getInt64Ty(), at, name);
-        llvm::Type* ty = value_type(dt, u);
         return ty == v->getType() ? v : b_.CreateTrunc(v, ty);
+    }
+
+    // SPECIAL(size) {kind, dim}: the block (kind 0) or thread (kind 1) index along x, y or z.
+    llvm::Value* special(const UOp& u) {
+        const DType dt = u.dtype();
+        if (!dt.is_int() || dt.count != 1) unsupported(u, "a SPECIAL is an integer index");
+        const auto* a = std::get_if<std::vector<int64_t>>(&u.arg());
+        if (a == nullptr || a->size() != 2 || (*a)[0] < 0 || (*a)[0] > 1 || (*a)[1] < 0 ||
+            (*a)[1] > 2)
+            unsupported(u, "its arg must be {kind 0 or 1, dim 0 .. 2}");
+        const int64_t kind = (*a)[0], dim = (*a)[1];
+        llvm::Type* ty = value_type(dt, u);
+        if (target_ == Target::Nvptx) {
+            static constexpr llvm::Intrinsic::ID ids[2][3] = {
+                {llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_x,
+                 llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_y,
+                 llvm::Intrinsic::nvvm_read_ptx_sreg_ctaid_z},
+                {llvm::Intrinsic::nvvm_read_ptx_sreg_tid_x,
+                 llvm::Intrinsic::nvvm_read_ptx_sreg_tid_y,
+                 llvm::Intrinsic::nvvm_read_ptx_sreg_tid_z}};
+            llvm::Value* v = b_.CreateIntrinsic(ids[kind][dim], {}, {});
+            return b_.CreateZExtOrTrunc(v, ty);
+        }
+        if (target_ != Target::Emu) unsupported(u, "the CPU has no block or thread indices");
+        const auto k = static_cast<uint64_t>(n_vars_) + static_cast<uint64_t>(kind * 3 + dim);
+        llvm::Value* at = b_.CreateConstInBoundsGEP1_64(b_.getInt64Ty(), vars_, k);
+        llvm::Value* v = b_.CreateLoad(b_.getInt64Ty(), at, kind == 0 ? "block" : "thread");
+        return b_.CreateZExtOrTrunc(v, ty);
     }
 
     llvm::Value* define_reg(const UOp& u) {
@@ -492,6 +624,9 @@ class Renderer {
     // double f(double) or float f(float) from the C library, applied to each lane; 16-bit floats
     // go through float.
     llvm::Value* libm_per_lane(const char* name, llvm::Value* x) {
+        if (target_ == Target::Nvptx)
+            fail("nvptx", where(cur_) + "no GPU lowering of " + name +
+                              " (it would call the C library, and GPU kernels link no libdevice)");
         llvm::Type* ty = x->getType();
         llvm::Type* elem = ty->getScalarType();
         llvm::Type* ct = elem->isDoubleTy() ? b_.getDoubleTy() : b_.getFloatTy();
@@ -831,6 +966,7 @@ class Renderer {
         case Op::Gep: return gep(u);
         case Op::Param: return param(u);
         case Op::DefineVar: return define_var(u);
+        case Op::Special: return special(u);
         case Op::DefineReg: return define_reg(u);
         case Op::Index: return index(u);
         case Op::Load: return load(u);
@@ -851,6 +987,10 @@ class Renderer {
     llvm::Module& mod_;
     mutable llvm::IRBuilder<> b_; // its type getters are non-const
     std::string kernel_;
+    Target target_;
+    int64_t max_threads_;
+    int64_t n_slots_ = 0; // 1 + the highest PARAM slot
+    size_t n_vars_ = 0;   // DEFINE_VARs
     llvm::Function* fn_ = nullptr;
     llvm::BasicBlock* entry_ = nullptr;
     llvm::Value* buffers_ = nullptr;
@@ -870,9 +1010,11 @@ class Renderer {
 
 llvm::Function* render_kernel(llvm::Module& module, const std::string& symbol,
                               const std::string& kernel, const std::vector<UOp>& linear,
-                              RenderInfo& info) {
-    Renderer r(module, kernel);
+                              RenderInfo& info, Target target, int64_t max_threads) {
+    Renderer r(module, kernel, target, max_threads);
     return r.render(symbol, linear, info);
 }
+
+void set_emu_fault_fn(EmuFaultFn fn) { g_emu_fault.store(fn); }
 
 } // namespace tempura::llvm_backend

@@ -2,6 +2,7 @@
 // Private to src/backend/llvm_cpu: the linearized kernel (docs/KERNEL_IR.md section 2) -> an LLVM
 // function, built with llvm::IRBuilder (no textual IR round trip).
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -12,7 +13,29 @@ class Function;
 class Module;
 } // namespace llvm
 
+namespace tempura::runtime {
+class CompiledKernel;
+}
+
 namespace tempura::llvm_backend {
+
+// What the program is rendered for.
+enum class Target {
+    Cpu,   // void f(ptr buffers, ptr vars): the CPU backend's kernels
+    Emu,   // the same signature, for the emulated GPU's per-thread program: SPECIAL ids are read
+           // from vars[n .. n + 6) after the n DEFINE_VARs (block x, y, z, then thread x, y, z),
+           // and every access of a PARAM of known size is checked: outside the buffer it is
+           // skipped and reported through tempura_emu_fault (emu_fault_fn).
+    Nvptx, // a ptx_kernel: one `ptr addrspace(1) noalias` per buffer slot, then one i64 per
+           // DEFINE_VAR; SPECIAL reads llvm.nvvm.read.ptx.sreg.{ctaid,tid}.{x,y,z}
+};
+
+// The emulator's report of an access outside its buffer: the buffer's slot and size, the element
+// offset, the number of lanes, and whether it was a store. Called by EMU programs (Target::Emu) on
+// the thread that runs them.
+using EmuFaultFn = void (*)(int64_t slot, int64_t numel, int64_t offset, int64_t lanes,
+                            int64_t store);
+void set_emu_fault_fn(EmuFaultFn fn);
 
 struct RenderInfo {
     size_t buffer_count = 0; // 1 + the highest PARAM slot
@@ -24,6 +47,15 @@ struct RenderInfo {
 // for programs that break the contract; `kernel` names the kernel in those messages.
 llvm::Function* render_kernel(llvm::Module& module, const std::string& symbol,
                               const std::string& kernel, const std::vector<UOp>& linear,
-                              RenderInfo& info);
+                              RenderInfo& info, Target target = Target::Cpu,
+                              int64_t max_threads = 0);
 
 } // namespace tempura::llvm_backend
+
+namespace tempura::runtime {
+// compile_cpu_kernel for either host target (Cpu, or Emu's per-thread program), cached by the
+// program's structure and the target.
+std::shared_ptr<const CompiledKernel> compile_for_host(const std::string& name,
+                                                       const std::vector<UOp>& linear,
+                                                       llvm_backend::Target target);
+} // namespace tempura::runtime

@@ -1,0 +1,49 @@
+#pragma once
+// Devices: where a tensor's memory lives and where its kernels run. "CPU" (the host, index 0) and
+// "EMU" (the emulated GPU: the GPU code path, from gpu dims to PTX, run on the CPU; index 1).
+// "CUDA" and "CUDA:n" name NVIDIA GPUs: they are listed by devices() only where a CUDA driver and
+// device are usable, and running kernels on them is not built yet (an error says so).
+#include <string>
+#include <vector>
+
+#include "tempura/codegen/opts.hpp"
+
+namespace tempura {
+
+// The devices usable here, "CPU" first.
+std::vector<std::string> devices();
+
+// The device new tensors are created on ("CPU" unless TEMPURA_DEVICE or set_default_device says
+// otherwise). Throws "[device] ..." for a name that is not a usable device.
+void set_default_device(const std::string& device);
+std::string default_device();
+
+namespace runtime {
+
+inline constexpr int kCpu = 0;
+inline constexpr int kEmu = 1;
+
+// The index of a device name ("CPU", "EMU"); throws "[device] unknown device 'X' (devices: CPU,
+// EMU)" or, for CUDA, says why it cannot be used.
+int device_index(const std::string& name);
+// The canonical name of a device index.
+const std::string& device_name(int index);
+// The default device's index.
+int default_device_index();
+// While alive, the calling thread's default device is `index`: an op that makes tensors of its
+// own (argmax's indices, sort's, one_hot's classes) makes them on its operand's device.
+class DeviceScope {
+  public:
+    explicit DeviceScope(int index);
+    ~DeviceScope();
+    DeviceScope(const DeviceScope&) = delete;
+    DeviceScope& operator=(const DeviceScope&) = delete;
+
+  private:
+    int saved_;
+};
+// What the codegen may assume of the device.
+codegen::DeviceLimits device_limits(int index);
+
+} // namespace runtime
+} // namespace tempura

@@ -1,0 +1,106 @@
+// GPU programs -> PTX: the shared renderer (src/backend/llvm_cpu/render.cpp, Target::Nvptx), LLVM's
+// O2 pipeline with the NVPTX TargetMachine (its NVVM reflection and address-space inference
+// included), then the NVPTX code generator, all in process.
+#include <mutex>
+
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/LegacyPassManager.h>
+#include <llvm/IR/Module.h>
+#include <llvm/IR/Verifier.h>
+#include <llvm/MC/TargetRegistry.h>
+#include <llvm/Passes/OptimizationLevel.h>
+#include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/CodeGen.h>
+#include <llvm/Support/raw_ostream.h>
+#include <llvm/Target/TargetMachine.h>
+#include <llvm/Target/TargetOptions.h>
+
+#include "backend/llvm_cpu/render.hpp"
+#include "tempura/backend/gpu.hpp"
+#include "tempura/error.hpp"
+
+extern "C" {
+void LLVMInitializeNVPTXTargetInfo();
+void LLVMInitializeNVPTXTarget();
+void LLVMInitializeNVPTXTargetMC();
+void LLVMInitializeNVPTXAsmPrinter();
+}
+
+namespace tempura::runtime {
+
+namespace {
+
+constexpr const char* kTriple = "nvptx64-nvidia-cuda";
+
+const llvm::Target& nvptx_target() {
+    static const llvm::Target* t = [] {
+        LLVMInitializeNVPTXTargetInfo();
+        LLVMInitializeNVPTXTarget();
+        LLVMInitializeNVPTXTargetMC();
+        LLVMInitializeNVPTXAsmPrinter();
+        std::string err;
+        const llvm::Target* found = llvm::TargetRegistry::lookupTarget(kTriple, err);
+        if (found == nullptr) fail("nvptx", "LLVM has no NVPTX target: " + err);
+        return found;
+    }();
+    return *t;
+}
+
+std::string sanitize(const std::string& name) {
+    std::string s;
+    for (char c : name.substr(0, 48))
+        s += (std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_') ? c : '_';
+    return s.empty() ? "kernel" : s;
+}
+
+} // namespace
+
+std::string render_ptx(const std::string& name, const std::vector<UOp>& linear, int sm,
+                       int64_t block_threads) {
+    if (sm < 75 || sm > 90)
+        fail("nvptx", "kernel " + name + ": sm_" + std::to_string(sm) +
+                          " is outside what LLVM 19 emits and CUDA 13 accepts (sm_75 .. sm_90)");
+    const llvm::Target& target = nvptx_target();
+    llvm::TargetOptions opts;
+    std::unique_ptr<llvm::TargetMachine> tm(target.createTargetMachine(
+        kTriple, "sm_" + std::to_string(sm), "", opts, llvm::Reloc::Static, std::nullopt,
+        llvm::CodeGenOptLevel::Default));
+    if (!tm) fail("nvptx", "cannot create the NVPTX TargetMachine for sm_" + std::to_string(sm));
+
+    llvm::LLVMContext ctx;
+    llvm::Module mod(sanitize(name), ctx);
+    mod.setDataLayout(tm->createDataLayout());
+    mod.setTargetTriple(kTriple);
+    llvm_backend::RenderInfo info;
+    llvm_backend::render_kernel(mod, sanitize(name), name, linear, info,
+                                llvm_backend::Target::Nvptx, block_threads);
+    std::string problems;
+    llvm::raw_string_ostream ps(problems);
+    if (llvm::verifyModule(mod, &ps))
+        fail("nvptx", "kernel '" + name + "' renders to invalid LLVM IR: " + ps.str());
+
+    {
+        llvm::LoopAnalysisManager lam;
+        llvm::FunctionAnalysisManager fam;
+        llvm::CGSCCAnalysisManager cgam;
+        llvm::ModuleAnalysisManager mam;
+        llvm::PassBuilder pb(tm.get());
+        pb.registerModuleAnalyses(mam);
+        pb.registerCGSCCAnalyses(cgam);
+        pb.registerFunctionAnalyses(fam);
+        pb.registerLoopAnalyses(lam);
+        pb.crossRegisterProxies(lam, fam, cgam, mam);
+        llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O2);
+        mpm.run(mod, mam);
+    }
+
+    llvm::SmallString<0> ptx;
+    llvm::raw_svector_ostream os(ptx);
+    llvm::legacy::PassManager pm;
+    if (tm->addPassesToEmitFile(pm, os, nullptr, llvm::CodeGenFileType::AssemblyFile))
+        fail("nvptx", "kernel '" + name + "': the NVPTX target cannot emit PTX");
+    pm.run(mod);
+    return std::string(ptx.str());
+}
+
+} // namespace tempura::runtime

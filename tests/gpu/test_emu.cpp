@@ -1,0 +1,336 @@
+// The GPU path without a GPU: devices, gpu dims, PTX checked by ptxas, and EMU, the emulated GPU
+// that runs the GPU program on the CPU and checks every access.
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include "../support.hpp"
+#include "tempura/backend/cuda.hpp"
+#include "tempura/backend/gpu.hpp"
+#include "tempura/codegen/stages.hpp"
+#include "tempura/tempura.hpp"
+
+using namespace tempura;
+
+namespace {
+
+// Restores the default device when a test is done with it.
+struct DefaultDevice {
+    std::string before = default_device();
+    explicit DefaultDevice(const std::string& d) { set_default_device(d); }
+    ~DefaultDevice() { set_default_device(before); }
+};
+
+// ptxas's verdict on a kernel's PTX for one arch: "" when it assembles, else its output.
+std::string ptxas(const std::string& ptx, const std::string& arch) {
+#ifdef TEMPURA_PTXAS
+    namespace fs = std::filesystem;
+    const fs::path dir = fs::temp_directory_path();
+    const std::string stem = "tempura_ptx_" + std::to_string(::getpid());
+    const fs::path src = dir / (stem + ".ptx"), log = dir / (stem + ".log");
+    std::ofstream(src) << ptx;
+    const std::string cmd = std::string(TEMPURA_PTXAS) + " -arch=" + arch + " " + src.string() +
+                            " -o /dev/null > " + log.string() + " 2>&1";
+    const int rc = std::system(cmd.c_str());
+    std::ifstream in(log);
+    std::string out((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    fs::remove(src);
+    fs::remove(log);
+    return rc == 0 ? "" : "ptxas -arch=" + arch + " failed: " + out;
+#else
+    (void)ptx;
+    (void)arch;
+    return "";
+#endif
+}
+
+// Every kernel of `t` is an EMU kernel whose PTX targets sm_80 and assembles for sm_80 and sm_90.
+void check_kernels(Tensor t) {
+    t.realize(); // (a cached plan: the kernels that computed it)
+    REQUIRE(!t.kernels().empty());
+    for (const KernelInfo& k : t.kernels()) {
+        INFO(k.name);
+        CHECK(k.backend == "EMU");
+        CHECK(k.source.find(".target sm_80") != std::string::npos);
+        CHECK(k.source.find(".entry " + k.name) != std::string::npos);
+        CHECK(ptxas(k.source, "sm_80") == "");
+        CHECK(ptxas(k.source, "sm_90") == "");
+    }
+}
+
+void check_close(const std::vector<float>& got, const std::vector<float>& want, float tol) {
+    REQUIRE(got.size() == want.size());
+    size_t bad = 0;
+    for (size_t i = 0; i < got.size(); ++i)
+        if (!(std::abs(got[i] - want[i]) <= tol * (1 + std::abs(want[i])))) ++bad;
+    CHECK(bad == 0);
+}
+
+std::vector<float> values(size_t n, uint32_t seed) {
+    std::vector<float> v(n);
+    uint32_t s = seed;
+    for (float& x : v) {
+        s = s * 1664525u + 1013904223u;
+        x = static_cast<float>(static_cast<int32_t>(s >> 8) % 2001 - 1000) / 250.0f;
+    }
+    return v;
+}
+
+} // namespace
+
+TEST_CASE("devices: CPU and EMU, and the errors for others") {
+    CHECK(devices() == std::vector<std::string>{"CPU", "EMU"});
+    CHECK(error_of([] { set_default_device("TPU"); }) ==
+          "[device] unknown device 'TPU' (devices: CPU, EMU)");
+    if (!cuda::cuda_usable()) {
+        CHECK(error_of([] { set_default_device("CUDA"); }) ==
+              "[device] CUDA: no usable CUDA device here (devices: CPU, EMU)");
+        CHECK(error_of([] { Tensor::ones({2}).to("CUDA:1"); }) ==
+              "[device] CUDA:1: no usable CUDA device here (devices: CPU, EMU)");
+    }
+    const DefaultDevice emu("EMU");
+    CHECK(default_device() == "EMU");
+    const Tensor a = Tensor::from_vector(std::vector<float>{1, 2, 3});
+    CHECK(a.device() == "EMU");
+    CHECK(Tensor::zeros({2}).device() == "EMU");
+}
+
+TEST_CASE("devices: tensors on different devices do not mix; to() copies") {
+    const Tensor c = Tensor::from_vector(std::vector<float>{1, 2, 3, 4});
+    CHECK(c.device() == "CPU");
+    const Tensor e = c.to("EMU");
+    CHECK(e.device() == "EMU");
+    CHECK(c.to("CPU").buffer() == c.buffer()); // already there: the same tensor
+    CHECK(e.buffer() != c.buffer());
+    CHECK(error_of([&] { (void)(c + e); }) == "[add] tensors on different devices: CPU and EMU");
+    CHECK(error_of([&] { (void)(e * c); }) == "[mul] tensors on different devices: EMU and CPU");
+    CHECK(error_of([&] { (void)where(c > 2.0f, e, e); }) ==
+          "[where] tensors on different devices: CPU and EMU");
+    CHECK(error_of([&] {
+              Tensor x = c * 2.0f, y = e * 2.0f;
+              realize({x, y});
+          }) == "[realize] tensors on different devices: CPU and EMU");
+    // A constant goes with either device.
+    Tensor k = e + 1.0f;
+    k.realize();
+    CHECK(k.device() == "EMU");
+    CHECK(k.to_vector<float>() == std::vector<float>{2, 3, 4, 5});
+    CHECK(k.kernels().at(0).backend == "EMU");
+    Tensor on_cpu = c + 1.0f;
+    on_cpu.realize();
+    CHECK(on_cpu.kernels().at(0).backend == "CPU");
+    const Tensor back = k.to("CPU");
+    CHECK(back.device() == "CPU");
+    CHECK((back + c).to_vector<float>() == std::vector<float>{3, 5, 7, 9});
+}
+
+TEST_CASE("EMU: kernels agree with the CPU's, and their PTX assembles") {
+#ifndef TEMPURA_PTXAS
+    MESSAGE("SKIPPED: ptxas checks (CMake found no CUDA toolkit); the values are still checked");
+#endif
+    const Tensor x = Tensor::from_vector(values(64 * 96, 1), {64, 96});
+    const Tensor w = Tensor::from_vector(values(96 * 40, 2), {96, 40});
+    const Tensor xe = x.to("EMU"), we = w.to("EMU");
+
+    SUBCASE("elementwise with broadcasting") {
+        const Tensor b = Tensor::from_vector(values(96, 3), {96});
+        auto f = [](const Tensor& p, const Tensor& q) { return (p * 2.0f + q).exp().sqrt(); };
+        Tensor r = f(xe, b.to("EMU"));
+        r.realize();
+        check_close(r.to_vector<float>(), f(x, b).to_vector<float>(), 1e-6f);
+        check_kernels(r);
+        // Inputs are readonly (non-coherent loads), sqrt is IEEE (sqrt.rn), exp is the
+        // decomposition (no libdevice call), and the block is the LOCAL blocking (96 -> 32).
+        const std::string& ptx = r.kernels().at(0).source;
+        CHECK(ptx.find("ld.global.nc.f32") != std::string::npos);
+        CHECK(ptx.find("sqrt.rn.f32") != std::string::npos);
+        CHECK(ptx.find("call") == std::string::npos);
+        CHECK(ptx.find(".maxntid 32, 1, 1") != std::string::npos);
+    }
+    SUBCASE("reductions over each axis") {
+        for (int64_t axis : {0, 1}) {
+            const Tensor s = xe.sum(axis), m = xe.max(axis);
+            check_close(s.to_vector<float>(), x.sum(axis).to_vector<float>(), 1e-5f);
+            CHECK(m.to_vector<float>() == x.max(axis).to_vector<float>());
+            check_kernels(s);
+        }
+        CHECK(xe.argmax(1).to_vector<int32_t>() == x.argmax(1).to_vector<int32_t>());
+    }
+    SUBCASE("matmul and softmax") {
+        const Tensor m = xe.matmul(we).softmax(-1);
+        check_close(m.to_vector<float>(), x.matmul(w).softmax(-1).to_vector<float>(), 1e-5f);
+        check_kernels(m);
+    }
+    SUBCASE("conv2d with padding and stride, and max_pool2d") {
+        const Tensor img = Tensor::from_vector(values(2 * 3 * 9 * 9, 4), {2, 3, 9, 9});
+        const Tensor k = Tensor::from_vector(values(4 * 3 * 3 * 3, 5), {4, 3, 3, 3});
+        nn::ConvOptions o;
+        o.stride = {2};
+        o.padding = {1};
+        const Tensor c = nn::conv2d(img.to("EMU"), k.to("EMU"), o);
+        check_close(c.to_vector<float>(), nn::conv2d(img, k, o).to_vector<float>(), 1e-5f);
+        check_kernels(c);
+        nn::PoolOptions p;
+        p.kernel = {2};
+        const Tensor mp = nn::max_pool2d(img.to("EMU"), p);
+        CHECK(mp.to_vector<float>() == nn::max_pool2d(img, p).to_vector<float>());
+    }
+    SUBCASE("gather, scatter_add, cumsum and sort") {
+        const Tensor idx = Tensor::from_vector(std::vector<int32_t>{3, 0, 95, 7, 7, 1}, {1, 6})
+                               .expand({64, 6})
+                               .contiguous();
+        const Tensor g = xe.gather(1, idx.to("EMU"));
+        CHECK(g.to_vector<float>() == x.gather(1, idx).to_vector<float>());
+        const Tensor src = Tensor::ones({64, 6});
+        const Tensor sa = xe.scatter_add(1, idx.to("EMU"), src.to("EMU"));
+        CHECK(sa.to_vector<float>() == x.scatter_add(1, idx, src).to_vector<float>());
+        check_close(xe.cumsum(1).to_vector<float>(), x.cumsum(1).to_vector<float>(), 1e-5f);
+        CHECK(xe.sort(1).to_vector<float>() == x.sort(1).to_vector<float>());
+        check_kernels(xe.sort(1));
+    }
+    SUBCASE("random numbers are the same for a seed on every device") {
+        manual_seed(11);
+        const std::vector<float> cpu = Tensor::rand({1000}).to_vector<float>();
+        manual_seed(11);
+        const DefaultDevice emu("EMU");
+        const Tensor r = Tensor::rand({1000});
+        CHECK(r.device() == "EMU");
+        CHECK(r.to_vector<float>() == cpu);
+    }
+}
+
+TEST_CASE("EMU: an access outside a buffer names the kernel, block, thread and element") {
+    // Hand-written GPU program: out[block * 4 + thread] = 1 over a grid of 4 x 4, into a buffer
+    // of 8 elements: blocks 2 and 3 write past its end.
+    const UOp four = UOp::index(4);
+    const UOp out = UOp::make(Op::Param, DType::Float32.ptr(), {}, std::vector<int64_t>{0, 8});
+    const UOp b = UOp::make(Op::Special, DType::Index, {four}, std::vector<int64_t>{0, 0});
+    const UOp t = UOp::make(Op::Special, DType::Index, {four}, std::vector<int64_t>{1, 0});
+    const UOp mul = b * four;
+    const UOp off = mul + t;
+    const UOp idx = UOp::make(Op::Index, DType::Float32.ptr(), {out, off});
+    const UOp one = UOp::constant_f(DType::Float32, 1.0);
+    const UOp st = UOp::make(Op::Store, DType::Void, {idx, one});
+    const std::vector<UOp> program{four, out, b, t, mul, off, idx, one, st};
+    const auto k = runtime::compile_emu_kernel("E_oob", program, 4);
+    CHECK(k->source().find("st.global.") != std::string::npos);
+    CHECK(ptxas(k->source(), "sm_80") == "");
+    std::vector<float> mem(8, 0.0f);
+    void* bufs[1] = {mem.data()};
+    CHECK(error_of([&] {
+              runtime::emu_launch(*k, bufs, nullptr, {4, 1, 1}, {4, 1, 1});
+          }) ==
+          "[emu] kernel E_oob: block (2, 0, 0), thread (0, 0, 0): STORE at element 8 of buffer 0 "
+          "(8 elements)");
+    CHECK(mem == std::vector<float>(8, 1.0f)); // the accesses inside the buffer happened
+    runtime::emu_launch(*k, bufs, nullptr, {2, 1, 1}, {4, 1, 1});
+    CHECK(error_of([&] {
+              runtime::emu_launch(*k, bufs, nullptr, {1, 1, 1}, {2048, 1, 1});
+          }) ==
+          "[emu] kernel E_oob: block (2048, 1, 1) is outside the device's limits (1024, 1024, "
+          "64)");
+    CHECK(error_of([&] {
+              runtime::emu_launch(*k, bufs, nullptr, {1, 1, 1}, {64, 32, 1});
+          }) == "[emu] kernel E_oob: 2048 threads per block exceed the limit of 1024");
+}
+
+// gpu dims lays every output range out over blocks and threads. For each layout (ranges that
+// fit a dim each, more ranges than dims, ranges bigger than a dim, LOCAL ranges), enumerating
+// every block and thread must reach every output element exactly once.
+TEST_CASE("gpu dims: the block and thread indices cover the output exactly once") {
+    struct Case {
+        std::vector<int64_t> global, local;
+    };
+    const std::vector<Case> cases = {
+        {{5}, {}},           {{3, 4}, {}},  {{2, 3, 4}, {}}, {{2, 2, 3, 2}, {}},
+        {{70}, {}},          {{4, 70}, {}}, {{3}, {4}},      {{2, 3}, {2, 4}},
+        {{2}, {2, 2, 2, 2}}, {{5, 5}, {9}}, {{1, 6}, {3}},
+    };
+    codegen::DeviceLimits lim = codegen::gpu_limits("small", 80);
+    lim.max_grid = {64, 8, 4}; // small limits force merging and splitting
+    lim.max_block = {8, 4, 2};
+    lim.max_threads_per_block = 16;
+    for (const Case& c : cases) {
+        std::vector<UOp> ranges;
+        int64_t id = 0;
+        for (int64_t s : c.global)
+            ranges.push_back(UOp::make(Op::Range, DType::Index, {UOp::index(s)},
+                                       RangeArg{id++, AxisType::Loop}));
+        for (int64_t s : c.local)
+            ranges.push_back(UOp::make(Op::Range, DType::Index, {UOp::index(s)},
+                                       RangeArg{id++, AxisType::Local}));
+        UOp offset = UOp::index(0);
+        int64_t n = 1;
+        for (const UOp& r : ranges) {
+            offset = offset * UOp::index(r.src(0).const_value()) + r;
+            n *= r.src(0).const_value();
+        }
+        const UOp out = UOp::make(Op::Param, DType::Int32.ptr(), {}, std::vector<int64_t>{0, n});
+        std::vector<UOp> end{UOp::make(Op::Store, DType::Void,
+                                       {UOp::make(Op::Index, DType::Int32.ptr(), {out, offset}),
+                                        UOp::constant(DType::Int32, 1)})};
+        end.insert(end.end(), ranges.begin(), ranges.end());
+        const UOp ast = UOp::sink({UOp::make(Op::End, DType::Void, end)});
+        std::array<int64_t, 3> grid{}, block{};
+        const UOp g = codegen::gpu_dims(ast, lim, "K", grid, block);
+        INFO("global " << c.global.size() << " local " << c.local.size() << " n " << n);
+        for (size_t d = 0; d < 3; ++d) {
+            CHECK(grid[d] <= lim.max_grid[d]);
+            CHECK(block[d] <= lim.max_block[d]);
+        }
+        CHECK(grid[0] * grid[1] * grid[2] * block[0] * block[1] * block[2] == n);
+        std::vector<UOp> specials;
+        UOp store;
+        for (const UOp& u : g.toposort()) {
+            if (u.op() == Op::Special) specials.push_back(u);
+            if (u.op() == Op::Range) FAIL("a range is left");
+            if (u.op() == Op::Store) store = u;
+        }
+        REQUIRE(!store.is_null());
+        std::map<int64_t, int> hits;
+        for (int64_t bz = 0; bz < grid[2]; ++bz)
+            for (int64_t by = 0; by < grid[1]; ++by)
+                for (int64_t bx = 0; bx < grid[0]; ++bx)
+                    for (int64_t tz = 0; tz < block[2]; ++tz)
+                        for (int64_t ty = 0; ty < block[1]; ++ty)
+                            for (int64_t tx = 0; tx < block[0]; ++tx) {
+                                const int64_t ids[2][3] = {{bx, by, bz}, {tx, ty, tz}};
+                                std::unordered_map<const UOpNode*, UOp> at;
+                                for (const UOp& s : specials) {
+                                    const auto& a = s.arg_as<std::vector<int64_t>>();
+                                    at.emplace(s.get(), UOp::index(ids[a[0]][a[1]]));
+                                }
+                                const UOp o = simplify(store.src(0).src(1).substitute(at));
+                                REQUIRE(o.is_const());
+                                ++hits[o.const_value()];
+                            }
+        CHECK(static_cast<int64_t>(hits.size()) == n);
+        for (const auto& [o, h] : hits) {
+            CHECK(o >= 0);
+            CHECK(o < n);
+            CHECK(h == 1);
+        }
+    }
+}
+
+TEST_CASE("EMU: a scatter's ordered loop runs as one thread") {
+    // Two updates of one element in one kernel: the read-add-write must not be spread over
+    // threads.
+    const Tensor base = Tensor::zeros({4}).to("EMU");
+    const Tensor idx = Tensor::from_vector(std::vector<int32_t>{1, 1, 1, 2}).to("EMU");
+    const Tensor src = Tensor::from_vector(std::vector<float>{1, 2, 3, 4}).to("EMU");
+    const Tensor r = base.scatter_add(0, idx, src);
+    CHECK(r.to_vector<float>() == std::vector<float>{0, 6, 4, 0});
+    check_kernels(r);
+}
