@@ -21,6 +21,13 @@ UOp sin64_of(const UOp& u) { return sin_cos_f64(u.src(0), false); }
 UOp cos64_of(const UOp& u) { return sin_cos_f64(u.src(0), true); }
 UOp erf_of(const UOp& u) { return erf_f32(u.src(0)); }
 UOp pow_float_of(const UOp& u) { return pow_float(u.src(0), u.src(1)); }
+// A 16-bit float's transcendental in float32, rounded once: what a GPU without 16-bit units for
+// them does, and then the float32 decomposition (the same ulp bounds) on every device.
+UOp in_float32(const UOp& u) {
+    const UOp wide = UOp::make(Op::Cast, DType::Float32, {u.src(0)}, Arg{}, u.location());
+    const UOp r = UOp::make(u.op(), DType::Float32, {wide}, Arg{}, u.location());
+    return UOp::make(Op::Cast, u.dtype(), {r}, Arg{}, u.location());
+}
 UOp pow_int_of(const UOp& u) { return pow_int(u.src(0), u.src(1)); }
 
 // An Index-typed node (not a pointer) rebuilt with the dtype the context names.
@@ -106,7 +113,13 @@ inline constexpr auto early = rules(
     rule(op<Op::Cos>(x), cos32_of, is_float32(x)),                            // full-range cos
     rule(op<Op::Sin>(x), sin64_of, is_float64(x)),
     rule(op<Op::Cos>(x), cos64_of, is_float64(x)),
-    rule(op<Op::Erf>(x), erf_of, is_float32(x)));                             // series + erfc
+    rule(op<Op::Erf>(x), erf_of, is_float32(x)),                              // series + erfc
+    rule(op<Op::Exp2>(x), in_float32, is_float16(x)),                         // 16-bit floats:
+    rule(op<Op::Log2>(x), in_float32, is_float16(x)),                         // in float32,
+    rule(op<Op::Sin>(x), in_float32, is_float16(x)),                          // rounded once
+    rule(op<Op::Cos>(x), in_float32, is_float16(x)),
+    rule(op<Op::Erf>(x), in_float32, is_float16(x)),
+    rule(op<Op::Sqrt>(x), in_float32, is_float16(x)));
 
 inline constexpr auto gated = rules(
     rule(where(x, op<Op::Load>(y), z), where_into_gated_load));             // g ? *p : alt, gated

@@ -68,6 +68,8 @@ void check_int(const std::string& op, const Tensor& x) {
 
 Tensor Tensor::pow(const Tensor& exponent) const {
     check_arith("pow", *this);
+    if (detail::is_16bit_float(*this) && exponent.dtype() == dtype())
+        return cast(DType::Float32).pow(exponent.cast(DType::Float32)).cast(dtype());
     return binary("pow", Op::Pow, *this, exponent);
 }
 
@@ -99,6 +101,8 @@ Tensor Tensor::rsqrt() const {
 
 Tensor Tensor::gelu() const {
     check_float("gelu", *this);
+    if (detail::is_16bit_float(*this))
+        return detail::in_float32(*this, [&](const Tensor& x) { return x.gelu(); });
     return k(*this, 0.5) * *this *
            (k(*this, 1.0) + (*this * k(*this, std::numbers::sqrt2 / 2)).erf());
 }
@@ -110,6 +114,8 @@ Tensor Tensor::silu() const {
 
 Tensor Tensor::softplus() const {
     check_float("softplus", *this);
+    if (detail::is_16bit_float(*this))
+        return detail::in_float32(*this, [&](const Tensor& x) { return x.softplus(); });
     // log(1 + e^x) = max(x, 0) + log(1 + e^-|x|): e^-|x| <= 1 never overflows, and log1p keeps
     // the tiny values of very negative x.
     return binary("softplus", Op::Max, *this, k(*this, 0.0)) + log1p_nonneg((-abs()).exp());
@@ -117,6 +123,8 @@ Tensor Tensor::softplus() const {
 
 Tensor Tensor::mish() const {
     check_float("mish", *this);
+    if (detail::is_16bit_float(*this))
+        return detail::in_float32(*this, [&](const Tensor& x) { return x.mish(); });
     return *this * softplus().tanh();
 }
 
@@ -127,6 +135,8 @@ Tensor Tensor::leaky_relu(double slope) const {
 
 Tensor Tensor::elu(double alpha) const {
     check_float("elu", *this);
+    if (detail::is_16bit_float(*this))
+        return detail::in_float32(*this, [&](const Tensor& x) { return x.elu(alpha); });
     return where(*this > k(*this, 0.0), *this, k(*this, alpha) * expm1(*this));
 }
 
@@ -196,6 +206,8 @@ Tensor Tensor::isinf() const {
 
 Tensor Tensor::tanh() const {
     check_float("tanh", *this);
+    if (detail::is_16bit_float(*this))
+        return detail::in_float32(*this, [&](const Tensor& x) { return x.tanh(); });
     // E / (E + 2) with E = e^(2|x|) - 1: no cancellation near 0 (2 sigmoid(2x) - 1 lost every
     // digit there). Past the point where tanh rounds to 1 (9.1 in float32, 19.1 in float64, 5
     // in the 16-bit floats), 1: E / (E + 2) would meet inf / inf.
@@ -208,11 +220,15 @@ Tensor Tensor::tanh() const {
 
 Tensor Tensor::tan() const {
     check_float("tan", *this);
+    if (detail::is_16bit_float(*this))
+        return detail::in_float32(*this, [&](const Tensor& x) { return x.tan(); });
     return sin() / cos(); // each within 1 ulp over the whole range
 }
 
 Tensor Tensor::sinh() const {
     check_float("sinh", *this);
+    if (detail::is_16bit_float(*this))
+        return detail::in_float32(*this, [&](const Tensor& x) { return x.sinh(); });
     const Tensor a = abs();
     // |x| < 1: (E + E / (E + 1)) / 2 with E = e^|x| - 1, no cancellation near 0.
     const Tensor e = expm1(a);
@@ -226,6 +242,8 @@ Tensor Tensor::sinh() const {
 
 Tensor Tensor::cosh() const {
     check_float("cosh", *this);
+    if (detail::is_16bit_float(*this))
+        return detail::in_float32(*this, [&](const Tensor& x) { return x.cosh(); });
     // (e^|x| + e^-|x|) / 2 with e^|x| = t * t, t = e^(|x|/2) (see sinh).
     const Tensor t = (abs() * k(*this, 0.5)).exp();
     return k(*this, 0.5) * t * t + k(*this, 0.5) / t / t;
@@ -233,6 +251,8 @@ Tensor Tensor::cosh() const {
 
 Tensor Tensor::atan() const {
     check_float("atan", *this);
+    if (detail::is_16bit_float(*this))
+        return detail::in_float32(*this, [&](const Tensor& x) { return x.atan(); });
     // Cephes atanf: reduce |x| to [0, tan(pi/8)] by atan(x) = pi/2 + atan(-1/x) above
     // tan(3pi/8) and pi/4 + atan((x-1)/(x+1)) above tan(pi/8), then an odd polynomial.
     const Tensor a = abs();

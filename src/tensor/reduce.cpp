@@ -51,6 +51,11 @@ Shape reduced_shape(const Shape& shape, const Shape& axes, bool keepdim) {
 Tensor reduce(const std::string& op, Op rop, const Tensor& x, const Shape& axes_in, bool keepdim) {
     const Shape axes = reduce_axes(op, x, axes_in);
     if (axes.empty()) return x; // a scalar: nothing to reduce
+    // 16-bit floats accumulate in float32 (2048 + 1 is 2048 in Float16), rounded once at the
+    // end: sums, means, products and matmuls alike. The casts fuse into the reduce's kernel.
+    if ((rop == Op::Add || rop == Op::Mul) &&
+        (x.dtype() == DType::Float16 || x.dtype() == DType::BFloat16))
+        return reduce(op, rop, x.cast(DType::Float32), axes_in, keepdim).cast(x.dtype());
     // max and min have no identity to give an empty reduction (NumPy and PyTorch raise too).
     if (rop == Op::Max)
         for (int64_t a : axes)

@@ -420,6 +420,8 @@ Tensor Tensor::exp2() const {
 
 Tensor Tensor::exp() const {
     check_float("exp", *this);
+    if (detail::is_16bit_float(*this))
+        return detail::in_float32(*this, [&](const Tensor& x) { return x.exp(); });
     // e^x = 2^(x / ln 2)
     return unary(Op::Exp2, *this * scalar_like(*this, 1.0 / std::numbers::ln2));
 }
@@ -431,6 +433,8 @@ Tensor Tensor::log2() const {
 
 Tensor Tensor::log() const {
     check_float("log", *this);
+    if (detail::is_16bit_float(*this))
+        return detail::in_float32(*this, [&](const Tensor& x) { return x.log(); });
     // ln x = log2(x) * ln 2
     return unary(Op::Log2, *this) * scalar_like(*this, std::numbers::ln2);
 }
@@ -464,6 +468,8 @@ Tensor Tensor::relu() const {
 
 Tensor Tensor::sigmoid() const {
     check_float("sigmoid", *this);
+    if (detail::is_16bit_float(*this))
+        return detail::in_float32(*this, [&](const Tensor& x) { return x.sigmoid(); });
     return unary(Op::Recip, scalar_like(*this, 1.0) + (-*this).exp());
 }
 

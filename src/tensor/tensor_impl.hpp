@@ -52,6 +52,16 @@ struct Tensor::Shared {
 
 namespace detail {
 
+// 16-bit floats compute a composite op (exp as 2^(x log2 e), sigmoid, tanh, ...) in float32
+// and round once: its intermediate steps rounded to 16 bits would cost several ulp.
+inline bool is_16bit_float(const Tensor& x) {
+    return x.dtype() == DType::Float16 || x.dtype() == DType::BFloat16;
+}
+template <class F>
+Tensor in_float32(const Tensor& x, F&& f) {
+    return f(x.cast(DType::Float32)).cast(x.dtype());
+}
+
 // The ops that make tensors of their own (indices, masks, counters) make them on x's device.
 inline runtime::DeviceScope on_device_of(const Tensor& x) {
     return runtime::DeviceScope(TensorAccess::core(x).device);

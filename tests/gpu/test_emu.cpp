@@ -16,6 +16,7 @@
 #include <doctest/doctest.h>
 
 #include "../support.hpp"
+#include "ptxas.hpp"
 #include "tempura/backend/cuda.hpp"
 #include "tempura/backend/gpu.hpp"
 #include "tempura/codegen/stages.hpp"
@@ -31,29 +32,6 @@ struct DefaultDevice {
     explicit DefaultDevice(const std::string& d) { set_default_device(d); }
     ~DefaultDevice() { set_default_device(before); }
 };
-
-// ptxas's verdict on a kernel's PTX for one arch: "" when it assembles, else its output.
-std::string ptxas(const std::string& ptx, const std::string& arch) {
-#ifdef TEMPURA_PTXAS
-    namespace fs = std::filesystem;
-    const fs::path dir = fs::temp_directory_path();
-    const std::string stem = "tempura_ptx_" + std::to_string(::getpid());
-    const fs::path src = dir / (stem + ".ptx"), log = dir / (stem + ".log");
-    std::ofstream(src) << ptx;
-    const std::string cmd = std::string(TEMPURA_PTXAS) + " -arch=" + arch + " " + src.string() +
-                            " -o /dev/null > " + log.string() + " 2>&1";
-    const int rc = std::system(cmd.c_str());
-    std::ifstream in(log);
-    std::string out((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    fs::remove(src);
-    fs::remove(log);
-    return rc == 0 ? "" : "ptxas -arch=" + arch + " failed: " + out;
-#else
-    (void)ptx;
-    (void)arch;
-    return "";
-#endif
-}
 
 // Every kernel of `t` is an EMU kernel whose PTX targets sm_80 and assembles for sm_80 and sm_90.
 void check_kernels(Tensor t) {

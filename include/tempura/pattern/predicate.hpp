@@ -172,6 +172,12 @@ struct IsF64 {
     static constexpr const char* kName = "is_float64";
     static bool test(const UOp& a) { return a.dtype() == DType::Float64; }
 };
+struct IsF16 { // Float16 or BFloat16, scalar
+    static constexpr const char* kName = "is_float16";
+    static bool test(const UOp& a) {
+        return a.dtype() == DType::Float16 || a.dtype() == DType::BFloat16;
+    }
+};
 struct IsPow2 { // a positive integer constant that is a power of two
     static constexpr const char* kName = "is_pow2";
     static bool test(const UOp& c) {
@@ -246,6 +252,10 @@ constexpr auto is_float32(A a) {
 template <WildcardPattern A>
 constexpr auto is_float64(A a) {
     return Pred<preds::IsF64, A>{{a}};
+}
+template <WildcardPattern A>
+constexpr auto is_float16(A a) {
+    return Pred<preds::IsF16, A>{{a}};
 }
 template <WildcardPattern A>
 constexpr auto is_pow2(A a) {

@@ -1,0 +1,32 @@
+#pragma once
+// The GPU tests' check of PTX with the CUDA toolkit's ptxas, when CMake found it (TEMPURA_PTXAS).
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+// ptxas's verdict on a kernel's PTX for one arch: "" when it assembles, else its output.
+inline std::string ptxas(const std::string& ptx, const std::string& arch) {
+#ifdef TEMPURA_PTXAS
+    namespace fs = std::filesystem;
+    const fs::path dir = fs::temp_directory_path();
+    const std::string stem = "tempura_ptx_" + std::to_string(::getpid());
+    const fs::path src = dir / (stem + ".ptx"), log = dir / (stem + ".log");
+    std::ofstream(src) << ptx;
+    const std::string cmd = std::string(TEMPURA_PTXAS) + " -arch=" + arch + " " + src.string() +
+                            " -o /dev/null > " + log.string() + " 2>&1";
+    const int rc = std::system(cmd.c_str());
+    std::ifstream in(log);
+    std::string out((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    fs::remove(src);
+    fs::remove(log);
+    return rc == 0 ? "" : "ptxas -arch=" + arch + " failed: " + out;
+#else
+    (void)ptx;
+    (void)arch;
+    return "";
+#endif
+}
