@@ -2,6 +2,7 @@
 // that runs the GPU program on the CPU and checks every access.
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -311,4 +312,16 @@ TEST_CASE("EMU: a scatter's ordered loop runs as one thread") {
     const Tensor r = base.scatter_add(0, idx, src);
     CHECK(r.to_vector<float>() == std::vector<float>{0, 6, 4, 0});
     check_kernels(r);
+}
+
+TEST_CASE("EMU: an op the GPU cannot lower is an error that names it, not a crash") {
+    const Tensor d = Tensor::from_vector(std::vector<double>{0.5, 1.5}).to("EMU");
+    const std::string e = error_of([&] { d.exp().realize(); });
+    CHECK(e.rfind("[nvptx] kernel 'E_2', position ", 0) == 0);
+    CHECK(e.find("no GPU lowering of EXP2 of dtype float64 (it would call the C library, and "
+                 "GPU kernels link no libdevice)") != std::string::npos);
+    CHECK(error_of([&] { d.erf().realize(); }).find("no GPU lowering of erf") != std::string::npos);
+    // What the GPU has (float64 arithmetic, sqrt.rn, the sin/cos decompositions) runs.
+    const std::vector<double> s = (d * d + d.sqrt() + d.sin()).to_vector<double>();
+    CHECK(s[0] == doctest::Approx(0.25 + std::sqrt(0.5) + std::sin(0.5)).epsilon(1e-14));
 }

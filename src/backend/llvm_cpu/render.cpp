@@ -772,6 +772,13 @@ class Renderer {
                                            : op == Op::Sin  ? llvm::Intrinsic::sin
                                            : op == Op::Cos  ? llvm::Intrinsic::cos
                                                             : llvm::Intrinsic::sqrt;
+            // The GPU has sqrt.rn in hardware; EXP2, LOG2, SIN and COS reach here undecomposed
+            // only for float64 EXP2/LOG2 (the rest is decomposed), which the NVPTX target would
+            // turn into a call of a library that GPU kernels do not link.
+            if (target_ == Target::Nvptx && op != Op::Sqrt)
+                fail("nvptx", where(cur_) + "no GPU lowering of " + describe(u) +
+                                  " (it would call the C library, and GPU kernels link no "
+                                  "libdevice)");
             return intrinsic(id, {a[0]});
         }
         case Op::Erf:

@@ -3,6 +3,9 @@
 // included), then the NVPTX code generator, all in process.
 #include <mutex>
 
+#include <llvm/IR/DiagnosticHandler.h>
+#include <llvm/IR/DiagnosticInfo.h>
+#include <llvm/IR/DiagnosticPrinter.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/LegacyPassManager.h>
 #include <llvm/IR/Module.h>
@@ -68,6 +71,23 @@ std::string render_ptx(const std::string& name, const std::vector<UOp>& linear, 
     if (!tm) fail("nvptx", "cannot create the NVPTX TargetMachine for sm_" + std::to_string(sm));
 
     llvm::LLVMContext ctx;
+    // LLVM reports what the NVPTX target cannot lower (a libcall it has none for) as a
+    // diagnostic, then goes on to emit broken PTX: collect the errors and fail on them.
+    struct Diagnostics : llvm::DiagnosticHandler {
+        std::string errors;
+        bool handleDiagnostics(const llvm::DiagnosticInfo& d) override {
+            if (d.getSeverity() != llvm::DS_Error) return true;
+            std::string text;
+            llvm::raw_string_ostream os(text);
+            llvm::DiagnosticPrinterRawOStream printer(os);
+            d.print(printer);
+            errors += (errors.empty() ? "" : "; ") + os.str();
+            return true;
+        }
+    };
+    auto diagnostics = std::make_unique<Diagnostics>();
+    Diagnostics* diag = diagnostics.get();
+    ctx.setDiagnosticHandler(std::move(diagnostics));
     llvm::Module mod(sanitize(name), ctx);
     mod.setDataLayout(tm->createDataLayout());
     mod.setTargetTriple(kTriple);
@@ -100,6 +120,8 @@ std::string render_ptx(const std::string& name, const std::vector<UOp>& linear, 
     if (tm->addPassesToEmitFile(pm, os, nullptr, llvm::CodeGenFileType::AssemblyFile))
         fail("nvptx", "kernel '" + name + "': the NVPTX target cannot emit PTX");
     pm.run(mod);
+    if (!diag->errors.empty())
+        fail("nvptx", "kernel '" + name + "': the NVPTX target cannot lower it: " + diag->errors);
     return std::string(ptx.str());
 }
 
