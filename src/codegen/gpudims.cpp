@@ -106,6 +106,11 @@ UOp gpu_dims(const UOp& ast, const DeviceLimits& lim, const std::string& kernel,
                 into.push_back(r);
         }
     }
+    // GROUP's range: threads of the block too (after any LOCAL ones).
+    for (const UOp& u : ast.toposort())
+        if (u.op() == Op::Range && type_of(u) == AxisType::GroupReduce &&
+            std::none_of(local.begin(), local.end(), [&](const UOp& x) { return x.same(u); }))
+            local.push_back(u);
     if (global.empty() && local.empty()) return ast;
     std::vector<int64_t> gs, ls;
     for (const UOp& r : global) gs.push_back(size_of(r));

@@ -114,12 +114,12 @@ inline constexpr auto early = rules(
     rule(op<Op::Sin>(x), sin64_of, is_float64(x)),
     rule(op<Op::Cos>(x), cos64_of, is_float64(x)),
     rule(op<Op::Erf>(x), erf_of, is_float32(x)),                              // series + erfc
-    rule(op<Op::Exp2>(x), in_float32, is_float16(x)),                         // 16-bit floats:
-    rule(op<Op::Log2>(x), in_float32, is_float16(x)),                         // in float32,
-    rule(op<Op::Sin>(x), in_float32, is_float16(x)),                          // rounded once
-    rule(op<Op::Cos>(x), in_float32, is_float16(x)),
-    rule(op<Op::Erf>(x), in_float32, is_float16(x)),
-    rule(op<Op::Sqrt>(x), in_float32, is_float16(x)));
+    rule(op<Op::Exp2>(x), in_float32, is_16bit_float(x)),                         // 16-bit floats:
+    rule(op<Op::Log2>(x), in_float32, is_16bit_float(x)),                         // in float32,
+    rule(op<Op::Sin>(x), in_float32, is_16bit_float(x)),                          // rounded once
+    rule(op<Op::Cos>(x), in_float32, is_16bit_float(x)),
+    rule(op<Op::Erf>(x), in_float32, is_16bit_float(x)),
+    rule(op<Op::Sqrt>(x), in_float32, is_16bit_float(x)));
 
 inline constexpr auto gated = rules(
     rule(where(x, op<Op::Load>(y), z), where_into_gated_load));             // g ? *p : alt, gated

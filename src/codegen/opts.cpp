@@ -248,6 +248,10 @@ void OptKernel::apply(const Opt& o) {
         case OptOp::Local: {
             check_axis(o, true, false);
             if (no_locals_) fail("opt", what + "NOLOCALS was applied before");
+            for (const Opt& p : applied_)
+                if (p.op == OptOp::Group || p.op == OptOp::GroupTop)
+                    fail("opt", what + "the kernel has a grouped reduce already (one group of "
+                                       "threads per kernel)");
             const UOp r = axes_[static_cast<size_t>(o.axis)];
             if (type_of(r) != AxisType::Loop && type_of(r) != AxisType::Global)
                 fail("opt", what + "axis " + std::to_string(o.axis) + " is not a plain loop");
@@ -265,14 +269,44 @@ void OptKernel::apply(const Opt& o) {
             break;
         }
         case OptOp::Group:
-        case OptOp::GroupTop:
+        case OptOp::GroupTop: {
             check_axis(o, false, true);
             if (!limits_.has_shared)
                 fail("opt",
                      what + "the " + limits_.name +
                          " device has no shared memory for a grouped reduce (use THREAD on an "
                          "output axis, or UNROLL)");
-            fail("opt", what + "grouped reduces through shared memory are not implemented yet");
+            const UOp r = axes_[static_cast<size_t>(o.axis)];
+            if (type_of(r) != AxisType::Reduce)
+                fail("opt",
+                     what + "axis " + std::to_string(o.axis) + " is not a plain reduce loop");
+            amount_ok(r);
+            for (const UOp& u : ast_.toposort())
+                if (u.op() == Op::Range &&
+                    (type_of(u) == AxisType::GroupReduce || type_of(u) == AxisType::Local))
+                    fail("opt",
+                         what + "the kernel has " +
+                             (type_of(u) == AxisType::Local ? "LOCAL axes" : "a grouped reduce") +
+                             " already (one group of threads per kernel)");
+            if (o.arg > limits_.max_threads_per_block)
+                fail("opt", what + std::to_string(o.arg) + " threads exceed the device's " +
+                                std::to_string(limits_.max_threads_per_block) + " per block");
+            // The group's threads share the reduce: GROUP interleaves them (thread t takes
+            // t, t + g, ...: neighbouring threads read neighbouring elements), GROUPTOP gives
+            // each a contiguous run.
+            const int64_t n = size_of(r), g = o.arg;
+            const RangeArg ra = r.arg_as<RangeArg>();
+            const UOp grp = make_range(g, next_axis_++, AxisType::GroupReduce);
+            if (n == g) {
+                ast_ = replace_range(ast_, r, grp, {grp});
+            } else {
+                const UOp rest = make_range(n / g, ra.axis_id, AxisType::Reduce);
+                const UOp value = o.op == OptOp::GroupTop ? grp * UOp::index(n / g) + rest
+                                                          : rest * UOp::index(g) + grp;
+                ast_ = replace_range(ast_, r, value, {rest, grp});
+            }
+            break;
+        }
         case OptOp::Thread: {
             check_axis(o, true, false);
             const UOp r = axes_[static_cast<size_t>(o.axis)];
@@ -408,6 +442,17 @@ std::vector<Opt> heuristic_opts(const UOp& ast, const DeviceLimits& lim) {
         // into threads of a block, as many as divide it up to 256, so that a warp's 32
         // threads touch 32 neighbouring elements.
         const size_t n_out = k.output_axes();
+        // A reduction to few outputs: its reduce shared by a group of threads (GROUPTOP), so
+        // that the GPU has more than a few threads at work.
+        int64_t outputs = 1;
+        for (size_t i = 0; i < n_out; ++i) outputs *= size_of(k.axes()[i]);
+        if (k.axes().size() > n_out && outputs < 1024) {
+            const int64_t r = size_of(k.axes()[n_out]);
+            for (int64_t d = 256; d >= 16; d /= 2)
+                if (r % d == 0 && r >= 4 * d &&
+                    k.try_apply({OptOp::GroupTop, static_cast<int64_t>(n_out), d}))
+                    return k.applied();
+        }
         if (n_out == 0 || !k.axes()[n_out - 1].src(0).is_const()) return {};
         const int64_t size = size_of(k.axes()[n_out - 1]);
         for (int64_t d = std::min<int64_t>(256, lim.max_threads_per_block); d >= 2; d /= 2)

@@ -72,8 +72,12 @@ class Linearizer {
             if (u.op() == Op::Reduce) {
                 reduces_.push_back(u);
                 std::vector<const UOpNode*>& inner = inner_reduces_[u];
+                std::vector<UOp>& in_order = inner_in_order_[u];
                 for (const UOp& n : u.toposort())
-                    if (n.op() == Op::Reduce && !n.same(u)) inner.push_back(n.get());
+                    if (n.op() == Op::Reduce && !n.same(u)) {
+                        inner.push_back(n.get());
+                        in_order.push_back(n);
+                    }
             }
         scopes_.push_back(Scope{UOp(), {}, next_scope_++});
         for (const UOp& s : ast.srcs()) emit_effect(s);
@@ -98,6 +102,7 @@ class Linearizer {
     UOpMap<int> range_bit_;
     std::vector<UOp> reduces_;                          // every REDUCE of the kernel, sources first
     UOpMap<std::vector<const UOpNode*>> inner_reduces_; // the REDUCEs inside each REDUCE
+    UOpMap<std::vector<UOp>> inner_in_order_;           // the same, sources first
 
     bool scope_open(int id) const {
         for (const auto& s : scopes_)
@@ -255,6 +260,17 @@ class Linearizer {
     // REDUCE(v, ranges) -> acc = identity; for ranges: acc = op(acc, v); then load acc. Sibling
     // REDUCEs over the same ranges share the loops, each with its own accumulator.
     UOp emit_reduce(const UOp& red) {
+        // A REDUCE inside red's value that uses none of red's ranges (GROUP's partial reduce,
+        // read back after a barrier inside the final reduce's loop) is computed once, before
+        // red's loops, not again in every iteration of them.
+        {
+            uint64_t own = 0, open_now = 0;
+            for (size_t i = 1; i < red.srcs().size(); ++i) own |= mask_of_range(red.src(i));
+            for (size_t i = 1; i < scopes_.size(); ++i) open_now |= mask_of_range(scopes_[i].range);
+            for (const UOp& in : inner_in_order_.at(red))
+                if (!is_placed(in) && (mask(in) & own) == 0 && (mask(in) & ~open_now) == 0)
+                    emit_reduce(in);
+        }
         const std::vector<UOp> group = siblings(red);
         const size_t here = scopes_.size() - 1;
         const UOp zero = value(UOp::constant(DType::Int32, 0));
@@ -392,6 +408,7 @@ UOp apply_opts_stage(const UOp& a, KernelState& k) {
 }
 UOp expand_stage(const UOp& a, KernelState& k) { return expand(a, k.limits.vector_bytes); }
 UOp threads_stage(const UOp& a, KernelState& k) { return lower_threads(a, k.out.threads); }
+UOp group_stage(const UOp& a, KernelState& k) { return k.limits.gpu ? lower_group_reduces(a) : a; }
 UOp gpu_dims_stage(const UOp& a, KernelState& k) {
     if (!k.limits.gpu) return a;
     return gpu_dims(a, k.limits, k.name, k.out.grid, k.out.block);
@@ -411,6 +428,7 @@ const std::vector<Stage>& pipeline() {
         {"simplify ranges", simplify_ranges_stage},
         {"apply opts", apply_opts_stage}, // kApplyOpts
         {"post-opt symbolic", symbolic_stage},
+        {"group reduce", group_stage},
         {"gated loads", rewrite_stage<gated_loads>},
         {"expander", expand_stage},
         {"vector folds", rewrite_stage<vector_folds>},

@@ -46,6 +46,10 @@ int device_index(const std::string& name) {
     fail("device", "unknown device '" + name + "' (devices: " + listing() + ")");
 }
 
+std::string different_devices(int a, int b) {
+    return "tensors on different devices: " + device_name(a) + " and " + device_name(b);
+}
+
 const std::string& device_name(int index) {
     if (index < 0 || index >= static_cast<int>(names().size()))
         fail("device", "internal: no device of index " + std::to_string(index));

@@ -588,6 +588,7 @@ void clear_caches() {
     becomes().clear();
     plans().clear();
     runtime::clear_cpu_kernel_cache();
+    runtime::clear_emu_kernel_cache();
 }
 
 PlanCacheStats plan_cache_stats() {
@@ -672,16 +673,17 @@ std::vector<RealizeResult> realize_graphs(const std::vector<UOp>& roots, int dev
     const std::vector<UOp> topo = graph.same(all) ? std::move(original_topo) : graph.toposort();
     std::vector<UOp> input_nodes;
     const SymbolicShapes sym = infer_symbolic_shapes(topo);
+    // Every input on the device, checked before a plan is built for the graph.
+    for (const UOp& u : topo)
+        if (u.op() == Op::Buffer) {
+            const int d = runtime::lookup_buffer(u.arg_as<std::vector<int64_t>>().at(0))->device();
+            if (d != device) fail("realize", runtime::different_devices(d, device));
+        }
     const std::shared_ptr<const Plan> plan = plan_of(graph, topo, input_nodes, sym, device);
     std::vector<std::shared_ptr<runtime::Buffer>> inputs, outputs;
     inputs.reserve(input_nodes.size());
-    for (const UOp& b : input_nodes) {
+    for (const UOp& b : input_nodes)
         inputs.push_back(runtime::lookup_buffer(b.arg_as<std::vector<int64_t>>().at(0)));
-        if (inputs.back()->device() != device)
-            fail("realize",
-                 "tensors on different devices: " + runtime::device_name(inputs.back()->device()) +
-                     " and " + runtime::device_name(device));
-    }
     run_plan(*plan, inputs, outputs, sym.values);
     for (size_t j = 0; j < todo.size(); ++j) {
         RealizeResult& r = results[where[j]];

@@ -53,8 +53,7 @@ Tensor reduce(const std::string& op, Op rop, const Tensor& x, const Shape& axes_
     if (axes.empty()) return x; // a scalar: nothing to reduce
     // 16-bit floats accumulate in float32 (2048 + 1 is 2048 in Float16), rounded once at the
     // end: sums, means, products and matmuls alike. The casts fuse into the reduce's kernel.
-    if ((rop == Op::Add || rop == Op::Mul) &&
-        (x.dtype() == DType::Float16 || x.dtype() == DType::BFloat16))
+    if ((rop == Op::Add || rop == Op::Mul) && x.dtype().is_16bit_float())
         return reduce(op, rop, x.cast(DType::Float32), axes_in, keepdim).cast(x.dtype());
     // max and min have no identity to give an empty reduction (NumPy and PyTorch raise too).
     if (rop == Op::Max)

@@ -28,8 +28,7 @@ TensorAccess::merge(const char* op, const std::shared_ptr<const Tensor::Buffers>
     if (a == b || b->empty()) return a;
     if (a->empty()) return b;
     if (a->front()->device() != b->front()->device())
-        fail(op, "tensors on different devices: " + runtime::device_name(a->front()->device()) +
-                     " and " + runtime::device_name(b->front()->device()));
+        fail(op, runtime::different_devices(a->front()->device(), b->front()->device()));
     auto out = std::make_shared<Tensor::Buffers>();
     out->reserve(a->size() + b->size());
     const auto by_id = [](const auto& x, const auto& y) { return x->id() < y->id(); };
@@ -53,7 +52,9 @@ Tensor TensorAccess::make(UOp uop, Shape shape, std::shared_ptr<const Tensor::Bu
 
 Tensor TensorAccess::derive(const Tensor& x, UOp uop, Shape shape) {
     const Tensor::Core& c = x.core();
-    return make(std::move(uop), std::move(shape), c.buffers, c.symbolic, c.tracks_grad);
+    Tensor t = make(std::move(uop), std::move(shape), c.buffers, c.symbolic, c.tracks_grad);
+    t.core_.device = c.device; // a constant stays on the device it was made on
+    return t;
 }
 
 void TensorAccess::set_buffer(Tensor& x, std::shared_ptr<runtime::Buffer> buffer) {
@@ -355,8 +356,7 @@ void realize(const std::vector<std::reference_wrapper<Tensor>>& tensors) {
     for (const Tensor& t : tensors) {
         if (t.is_realized()) continue;
         if (device >= 0 && t.core().device != device)
-            fail("realize", "tensors on different devices: " + runtime::device_name(device) +
-                                " and " + runtime::device_name(t.core().device));
+            fail("realize", runtime::different_devices(device, t.core().device));
         device = t.core().device;
         if (index.emplace(t.uop(), roots.size()).second) roots.push_back(t.uop());
     }

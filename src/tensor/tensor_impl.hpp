@@ -54,9 +54,7 @@ namespace detail {
 
 // 16-bit floats compute a composite op (exp as 2^(x log2 e), sigmoid, tanh, ...) in float32
 // and round once: its intermediate steps rounded to 16 bits would cost several ulp.
-inline bool is_16bit_float(const Tensor& x) {
-    return x.dtype() == DType::Float16 || x.dtype() == DType::BFloat16;
-}
+inline bool is_16bit_float(const Tensor& x) { return x.dtype().is_16bit_float(); }
 template <class F>
 Tensor in_float32(const Tensor& x, F&& f) {
     return f(x.cast(DType::Float32)).cast(x.dtype());

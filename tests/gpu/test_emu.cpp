@@ -20,7 +20,9 @@
 #include "ptxas.hpp"
 #include "tempura/backend/cuda.hpp"
 #include "tempura/backend/gpu.hpp"
+#include "tempura/codegen/opts.hpp"
 #include "tempura/codegen/stages.hpp"
+#include "tempura/schedule/schedule.hpp"
 #include "tempura/tempura.hpp"
 
 using namespace tempura;
@@ -312,6 +314,11 @@ TEST_CASE("EMU: a scatter's ordered loop runs as one thread") {
     const Tensor r = base.scatter_add(0, idx, src);
     CHECK(r.to_vector<float>() == std::vector<float>{0, 6, 4, 0});
     check_kernels(r);
+    Tensor rr = r;
+    rr.realize();
+    const std::string& ptx = rr.kernels().at(0).source;
+    CHECK(ptx.find("%tid") == std::string::npos); // one thread, one block
+    CHECK(ptx.find("%ctaid") == std::string::npos);
 }
 
 TEST_CASE("EMU: an op the GPU cannot lower is an error that names it, not a crash") {
@@ -324,4 +331,104 @@ TEST_CASE("EMU: an op the GPU cannot lower is an error that names it, not a cras
     // What the GPU has (float64 arithmetic, sqrt.rn, the sin/cos decompositions) runs.
     const std::vector<double> s = (d * d + d.sqrt() + d.sin()).to_vector<double>();
     CHECK(s[0] == doctest::Approx(0.25 + std::sqrt(0.5) + std::sin(0.5)).epsilon(1e-14));
+}
+
+TEST_CASE("EMU: a reduction to few outputs shares its reduce through shared memory") {
+    std::vector<float> v(4 * 4096);
+    for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i % 7) * 0.5f;
+    const Tensor x = Tensor::from_vector(v, {4, 4096});
+    const Tensor xe = x.to("EMU");
+    Tensor s = xe.sum(1);
+    s.realize();
+    CHECK(s.to_vector<float>() == x.sum(1).to_vector<float>());
+    REQUIRE(s.kernels().size() == 1);
+    // GROUPTOP(1, 256): 256 threads a row, their partials in shared memory, a barrier.
+    const std::string& ptx = s.kernels()[0].source;
+    CHECK(ptx.find(".shared .align 16 .b8") != std::string::npos);
+    CHECK(ptx.find("bar.sync") != std::string::npos);
+    CHECK(ptx.find(".maxntid 256, 1, 1") != std::string::npos);
+    CHECK(ptxas(ptx, "sm_80") == "");
+    CHECK(ptxas(ptx, "sm_90") == "");
+    CHECK(xe.max(1).to_vector<float>() == x.max(1).to_vector<float>());
+    CHECK(xe.argmax(1).to_vector<int32_t>() == x.argmax(1).to_vector<int32_t>());
+    check_close(xe.softmax(1).to_vector<float>(), x.softmax(1).to_vector<float>(), 1e-6f);
+}
+
+TEST_CASE("EMU: GROUP and GROUPTOP as explicit opts, and the errors for what they refuse") {
+    std::vector<float> v(3 * 512);
+    for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>((i * 37) % 101) - 50.0f;
+    const Tensor x = Tensor::from_vector(v, {3, 512});
+    const std::vector<float> want = x.sum(1).to_vector<float>();
+    const std::vector<ScheduledKernel> ks = schedule_graph(x.sum(1).uop());
+    REQUIRE(ks.size() == 1);
+    const codegen::DeviceLimits lim = runtime::emu_limits();
+    for (codegen::OptOp op : {codegen::OptOp::Group, codegen::OptOp::GroupTop}) {
+        for (int64_t g : {2, 32, 512}) {
+            INFO(codegen::to_string(std::vector<codegen::Opt>{{op, 1, g}}));
+            const std::vector<codegen::Opt> opts{{op, 1, g}};
+            const codegen::LoweredKernel low =
+                codegen::lower_kernel_opt("r", ks[0].ast, lim, &opts);
+            CHECK(low.block == std::array<int64_t, 3>{g, 1, 1});
+            CHECK(low.grid == std::array<int64_t, 3>{3, 1, 1});
+            const auto k = runtime::compile_emu_kernel("r_3_512", low.program, g);
+            CHECK(k->barriers());
+            CHECK(k->shared_bytes() == static_cast<size_t>((g * 4 + 15) / 16 * 16));
+            std::vector<float> out(3, -1.0f);
+            void* bufs[2] = {out.data(), x.buffer()->data()};
+            runtime::emu_launch(*k, bufs, nullptr, low.grid, low.block);
+            CHECK(out == want);
+        }
+    }
+    codegen::OptKernel on_cpu(codegen::prepare_for_opts(ks[0].ast), codegen::DeviceLimits{});
+    CHECK(error_of([&] {
+              on_cpu.apply({codegen::OptOp::Group, 1, 4});
+          }) == "[opt] GROUP(1, 4): the CPU device has no shared memory for a grouped reduce (use "
+                "THREAD on an output axis, or UNROLL)");
+    codegen::OptKernel k(codegen::prepare_for_opts(ks[0].ast), lim);
+    CHECK(error_of([&] {
+              k.apply({codegen::OptOp::Group, 0, 3});
+          }) == "[opt] GROUP(0, 3): axis 0 is an output axis, not a reduce axis");
+    CHECK(error_of([&] {
+              k.apply({codegen::OptOp::GroupTop, 1, 3});
+          }) == "[opt] GROUPTOP(1, 3): axis 1 has size 512, not a multiple of 3 (PADTO first)");
+    k.apply({codegen::OptOp::GroupTop, 1, 16});
+    CHECK(error_of([&] {
+              k.apply({codegen::OptOp::Local, 0, 3});
+          }) ==
+          "[opt] LOCAL(0, 3): the kernel has a grouped reduce already (one group of threads per "
+          "kernel)");
+}
+
+TEST_CASE("EMU: the race detector reports a GROUP reduction without its barrier") {
+    const Tensor x = Tensor::ones({4, 2048}).contiguous().to("EMU");
+    clear_caches(); // a plan built with the barrier must not be reused
+    codegen::set_group_barrier_for_testing(false);
+    const std::string e = error_of([&] { x.sum(1).realize(); });
+    codegen::set_group_barrier_for_testing(true);
+    clear_caches();
+    // Thread 0 read every partial (its own and the unwritten rest) before thread 1 wrote its own.
+    CHECK(e == "[emu] kernel r_4_2048: block (0, 0, 0), thread (1, 0, 0): shared-memory race: "
+               "STORE of shared word 1 (byte 4) read by thread (0, 0, 0) since the last barrier");
+    CHECK(x.sum(1).to_vector<float>() == std::vector<float>(4, 2048.0f));
+}
+
+TEST_CASE("EMU: a barrier reached by part of a block is an error") {
+    // if (thread < 2) barrier: threads 2 and 3 finish without reaching it.
+    const UOp four = UOp::index(4), two = UOp::index(2);
+    const UOp t = UOp::make(Op::Special, DType::Index, {four}, std::vector<int64_t>{1, 0});
+    const UOp lt = t < two;
+    const UOp iff = UOp::make(Op::If, DType::Void, {lt});
+    const UOp bar = UOp::make(Op::Barrier, DType::Void, {});
+    const UOp endif = UOp::make(Op::EndIf, DType::Void, {iff});
+    const std::vector<UOp> program{four, t, two, lt, iff, bar, endif};
+    const auto k = runtime::compile_emu_kernel("E_bar", program, 4);
+    CHECK(k->barriers());
+    CHECK(ptxas(k->source(), "sm_80") == "");
+    CHECK(error_of([&] {
+              runtime::emu_launch(*k, nullptr, nullptr, {1, 1, 1}, {4, 1, 1});
+          }) ==
+          "[emu] kernel E_bar: block (0, 0, 0), thread (1, 0, 0): waits at the barrier at position "
+          "5, which thread (3, 0, 0) finished without reaching (a barrier reached by part of the "
+          "block)");
+    runtime::emu_launch(*k, nullptr, nullptr, {1, 1, 1}, {2, 1, 1}); // every thread reaches it
 }

@@ -32,6 +32,9 @@ codegen::DeviceLimits emu_limits();
 std::shared_ptr<const CompiledKernel>
 compile_emu_kernel(const std::string& name, const std::vector<UOp>& linear, int64_t block_threads);
 
+// Empties the EMU kernel cache (tempura::clear_caches does).
+void clear_emu_kernel_cache();
+
 // Runs an EMU kernel as a GPU would: every thread of every block of `grid`, with `vars` (its
 // DEFINE_VARs, var_count() of them). Checks the launch against EMU's limits, and throws
 // tempura::Error naming the kernel, the block, the thread and the element for an access outside

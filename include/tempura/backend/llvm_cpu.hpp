@@ -26,7 +26,8 @@ class CompiledKernel {
     // `code` owns the machine code (its deleter frees it); copies under other names share it.
     CompiledKernel(std::string name, std::string symbol, std::string source, double compile_ms,
                    EntryFn entry, size_t buffer_count, size_t var_count,
-                   std::shared_ptr<const void> code = {});
+                   std::shared_ptr<const void> code = {}, size_t shared_bytes = 0,
+                   bool barriers = false);
     virtual ~CompiledKernel();
     CompiledKernel(const CompiledKernel&) = delete;
     CompiledKernel& operator=(const CompiledKernel&) = delete;
@@ -42,6 +43,10 @@ class CompiledKernel {
     size_t buffer_count() const { return buffer_count_; } // 1 + the highest PARAM slot (0 if none)
     size_t var_count() const { return var_count_; }       // the number of DEFINE_VARs
     const std::shared_ptr<const void>& code() const { return code_; }
+    // An EMU kernel's shared memory per block and whether it has barriers (0 and false on the
+    // CPU).
+    size_t shared_bytes() const { return shared_bytes_; }
+    bool barriers() const { return barriers_; }
 
   private:
     std::string name_, symbol_, source_;
@@ -49,6 +54,8 @@ class CompiledKernel {
     EntryFn entry_;
     size_t buffer_count_, var_count_;
     std::shared_ptr<const void> code_;
+    size_t shared_bytes_;
+    bool barriers_;
 };
 
 // Compiles a linearized kernel for the host CPU, or returns the cached one. The cache key is the

@@ -49,6 +49,14 @@ UOp expand(const UOp& ast, int64_t vector_bytes);
 // vars[0]; the runtime calls the kernel once per core. Sets `threads` (1 when there is none).
 UOp lower_threads(const UOp& ast, int64_t& threads);
 
+// Stage "group reduce" (GPU devices): a REDUCE over a GROUP range (GROUP/GROUPTOP: a block's
+// threads share the reduce) becomes each thread's partial reduce, stored to shared memory
+// (DEFINE_LOCAL, one element per thread of the group), a BARRIER, then the reduce of the
+// partials read back after it.
+UOp lower_group_reduces(const UOp& ast);
+// Tests only: lower GROUP without its BARRIER (EMU's race detector must then report the race).
+void set_group_barrier_for_testing(bool keep);
+
 // Stage "gpu dims" (GPU devices only): the output ranges become SPECIAL block indices (global
 // axes) and thread indices (LOCAL axes), each of up to three ranges on a dim of its own when it
 // fits the device's limits, else merged into x and recovered by division and modulo. A store

@@ -45,6 +45,11 @@ struct DType {
     constexpr DType base() const { return DType{scalar, count, false, AddrSpace::Global}; }
 
     constexpr bool is_bool() const { return !is_ptr && scalar == Scalar::Bool; }
+    // Float16 or BFloat16 (scalar or vector): stored in 16 bits, computed in float32 where it
+    // matters (transcendentals, accumulation).
+    constexpr bool is_16bit_float() const {
+        return !is_ptr && (scalar == Scalar::Float16 || scalar == Scalar::BFloat16);
+    }
     constexpr bool is_float() const {
         return !is_ptr && (scalar == Scalar::Float16 || scalar == Scalar::BFloat16 ||
                            scalar == Scalar::Float32 || scalar == Scalar::Float64);

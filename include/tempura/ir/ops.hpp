@@ -96,6 +96,10 @@ struct OpInfo {
     /* SPECIAL(size) {kind, dim}: a GPU index in [0, size): kind 0 the block index (blockIdx), */  \
     /* kind 1 the thread index in the block (threadIdx), along dim 0, 1 or 2 (x, y, z) */          \
     X(Special, "SPECIAL", 1, 1, Define, 0, -1, Ints)                                               \
+    /* DEFINE_LOCAL {count, id}: a block's shared memory of count elements (GROUP's partials) */   \
+    X(DefineLocal, "DEFINE_LOCAL", 0, 0, Define, 0, -1, Ints)                                      \
+    /* BARRIER(effects...): every thread of the block waits here; what it follows is visible */    \
+    X(Barrier, "BARRIER", kVariadic, 0, Structure, 0, -1, None)                                    \
     /* program structure */                                                                        \
     X(Sink, "SINK", kVariadic, 0, Structure, 0, -1, Any)                                           \
     X(Group, "GROUP", kVariadic, 0, Structure, 0, -1, None)                                        \

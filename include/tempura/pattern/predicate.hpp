@@ -173,10 +173,8 @@ struct IsF64 {
     static bool test(const UOp& a) { return a.dtype() == DType::Float64; }
 };
 struct IsF16 { // Float16 or BFloat16, scalar
-    static constexpr const char* kName = "is_float16";
-    static bool test(const UOp& a) {
-        return a.dtype() == DType::Float16 || a.dtype() == DType::BFloat16;
-    }
+    static constexpr const char* kName = "is_16bit_float";
+    static bool test(const UOp& a) { return a.dtype().is_16bit_float() && a.dtype().count == 1; }
 };
 struct IsPow2 { // a positive integer constant that is a power of two
     static constexpr const char* kName = "is_pow2";
@@ -254,7 +252,7 @@ constexpr auto is_float64(A a) {
     return Pred<preds::IsF64, A>{{a}};
 }
 template <WildcardPattern A>
-constexpr auto is_float16(A a) {
+constexpr auto is_16bit_float(A a) {
     return Pred<preds::IsF16, A>{{a}};
 }
 template <WildcardPattern A>

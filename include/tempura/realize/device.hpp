@@ -1,8 +1,8 @@
 #pragma once
 // Devices: where a tensor's memory lives and where its kernels run. "CPU" (the host, index 0) and
 // "EMU" (the emulated GPU: the GPU code path, from gpu dims to PTX, run on the CPU; index 1).
-// "CUDA" and "CUDA:n" name NVIDIA GPUs: they are listed by devices() only where a CUDA driver and
-// device are usable, and running kernels on them is not built yet (an error says so).
+// "CUDA" and "CUDA:n" name NVIDIA GPUs: running kernels on them is not built yet, so devices()
+// does not list them, and asking for one says why (no usable driver or device, or not built).
 #include <string>
 #include <vector>
 
@@ -26,6 +26,8 @@ inline constexpr int kEmu = 1;
 // The index of a device name ("CPU", "EMU"); throws "[device] unknown device 'X' (devices: CPU,
 // EMU)" or, for CUDA, says why it cannot be used.
 int device_index(const std::string& name);
+// "tensors on different devices: CPU and EMU": what an op that mixes them says.
+std::string different_devices(int a, int b);
 // The canonical name of a device index.
 const std::string& device_name(int index);
 // The default device's index.

@@ -1,34 +1,185 @@
 // EMU, the emulated GPU: a GPU program's per-thread code JIT-compiled for the host (the shared
-// renderer's Target::Emu: SPECIAL ids read from the variables, every buffer access checked), run
-// once per thread of every block. Blocks run in parallel on the worker threads, the threads of a
-// block one after another: without shared memory and barriers (GROUP is refused until they
-// exist) a block's threads cannot observe each other's order.
+// renderer's Target::Emu: SPECIAL ids read from the variables, every access checked), run for
+// every thread of every block. Blocks run in parallel on the worker threads. Within a block, the
+// threads of a kernel without barriers run one after another; with barriers each thread is a
+// fiber (ucontext) that runs until the next barrier, and the block moves on when every thread has
+// reached it. Shared memory is per block, filled with NaN bits when the block starts, and every
+// shared access goes through a shadow record per 4-byte word (last writer, readers, barrier
+// epoch) that reports a race between two barriers: the missing-barrier bug a lockstep emulator
+// cannot see.
+#include <ucontext.h>
+
 #include <atomic>
 #include <chrono>
+#include <cstring>
+#include <memory>
 #include <mutex>
 
 #include "backend/llvm_cpu/render.hpp"
 #include "tempura/backend/gpu.hpp"
 #include "tempura/error.hpp"
 #include "tempura/runtime/thread_pool.hpp"
+#include "tempura/support/lru_cache.hpp"
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/common_interface_defs.h>
+#define TEMPURA_ASAN_FIBERS 1
+#endif
 
 namespace tempura::runtime {
 
 namespace {
 
-// The first access outside a buffer seen by the program running on this thread.
-struct Fault {
-    bool set = false;
-    int64_t slot = 0, numel = 0, offset = 0, lanes = 0, store = 0;
-};
-thread_local Fault t_fault;
-
-void on_fault(int64_t slot, int64_t numel, int64_t offset, int64_t lanes, int64_t store) {
-    if (!t_fault.set) t_fault = Fault{true, slot, numel, offset, lanes, store};
-}
-
 std::string triple(int64_t x, int64_t y, int64_t z) {
     return "(" + std::to_string(x) + ", " + std::to_string(y) + ", " + std::to_string(z) + ")";
+}
+
+// A shared word's accesses since the last barrier (epoch): who wrote it, who read it.
+struct Shadow {
+    int64_t writer = -1, reader = -1;
+    uint32_t write_epoch = 0, read_epoch = 0;
+    bool many_readers = false;
+};
+
+constexpr size_t kStackBytes = 64 * 1024;
+
+struct Fiber {
+    ucontext_t ctx{};
+    std::unique_ptr<char[]> stack;
+    std::vector<int64_t> vars;
+    int64_t tid = 0;
+    bool done = false;
+    int64_t barrier_at = -1; // the program position of the barrier it waits at
+    int64_t barriers = 0;    // barriers passed so far
+};
+
+// What the block running on this host thread is doing (the hooks read it).
+struct Block {
+    const CompiledKernel* kernel = nullptr;
+    void* const* buffers = nullptr;
+    std::array<int64_t, 3> block_dims{}, block_id{};
+    std::vector<unsigned char> shared;
+    std::vector<Shadow> shadow;
+    uint32_t epoch = 1;
+    int64_t tid = 0; // the thread running now
+    std::string error;
+    // fibers
+    ucontext_t scheduler{};
+    Fiber* running = nullptr;
+    void* sched_fake_stack = nullptr;
+
+    std::string thread(int64_t t) const {
+        return triple(t % block_dims[0], t / block_dims[0] % block_dims[1],
+                      t / (block_dims[0] * block_dims[1]));
+    }
+    std::string where(int64_t t) const {
+        return "kernel " + kernel->name() + ": block " +
+               triple(block_id[0], block_id[1], block_id[2]) + ", thread " + thread(t) + ": ";
+    }
+    void problem(const std::string& what) {
+        if (error.empty()) error = what;
+    }
+};
+thread_local Block* t_block = nullptr;
+
+void on_fault(int64_t slot, int64_t numel, int64_t offset, int64_t lanes, int64_t store) {
+    Block* b = t_block;
+    if (b == nullptr || !b->error.empty()) return;
+    b->problem(b->where(b->tid) + (store != 0 ? "STORE" : "LOAD") +
+               (lanes > 1 ? " of " + std::to_string(lanes) + " elements" : "") + " at element " +
+               std::to_string(offset) + " of buffer " + std::to_string(slot) + " (" +
+               std::to_string(numel) + " elements)");
+}
+
+int64_t on_shared(int64_t address, int64_t bytes, int64_t store) {
+    Block* b = t_block;
+    if (b == nullptr) return 0;
+    const auto base = reinterpret_cast<int64_t>(b->shared.data());
+    const int64_t off = address - base, size = static_cast<int64_t>(b->shared.size());
+    const char* what = store != 0 ? "STORE" : "LOAD";
+    if (off < 0 || off + bytes > size) {
+        b->problem(b->where(b->tid) + "shared " + what + " of " + std::to_string(bytes) +
+                   " bytes at byte " + std::to_string(off) + " is outside the block's " +
+                   std::to_string(size) + " bytes of shared memory");
+        return 0;
+    }
+    for (int64_t w = off / 4; w < (off + bytes + 3) / 4; ++w) {
+        Shadow& s = b->shadow[static_cast<size_t>(w)];
+        const std::string word =
+            "shared word " + std::to_string(w) + " (byte " + std::to_string(w * 4) + ")";
+        if (s.write_epoch == b->epoch && s.writer != b->tid)
+            b->problem(b->where(b->tid) + "shared-memory race: " + what + " of " + word +
+                       " written by thread " + b->thread(s.writer) + " since the last barrier");
+        if (store != 0) {
+            if (s.read_epoch == b->epoch && (s.many_readers || s.reader != b->tid))
+                b->problem(b->where(b->tid) + "shared-memory race: STORE of " + word +
+                           " read by thread " + b->thread(s.reader != b->tid ? s.reader : -1) +
+                           " since the last barrier");
+            s.writer = b->tid;
+            s.write_epoch = b->epoch;
+        } else if (s.read_epoch != b->epoch) {
+            s.read_epoch = b->epoch;
+            s.reader = b->tid;
+            s.many_readers = false;
+        } else if (s.reader != b->tid) {
+            s.many_readers = true;
+        }
+    }
+    return 1;
+}
+
+void switch_to(Block* b, ucontext_t* from, ucontext_t* to, const void* stack, size_t size) {
+#ifdef TEMPURA_ASAN_FIBERS
+    void* fake = nullptr;
+    __sanitizer_start_switch_fiber(&fake, stack, size);
+    swapcontext(from, to);
+    __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
+#else
+    (void)b;
+    (void)stack;
+    (void)size;
+    swapcontext(from, to);
+#endif
+}
+
+// The thread waits at the barrier: back to the block's scheduler.
+void on_barrier(int64_t position) {
+    Block* b = t_block;
+    if (b == nullptr || b->running == nullptr) return; // not run as a fiber: nothing to wait for
+    Fiber* f = b->running;
+    f->barrier_at = position;
+    ++f->barriers;
+#ifdef TEMPURA_ASAN_FIBERS
+    void* fake = nullptr;
+    __sanitizer_start_switch_fiber(&fake, b->sched_fake_stack, 0);
+    swapcontext(&f->ctx, &b->scheduler);
+    __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
+#else
+    swapcontext(&f->ctx, &b->scheduler);
+#endif
+}
+
+void fiber_main(unsigned lo, unsigned hi) {
+    auto* f = reinterpret_cast<Fiber*>((static_cast<uintptr_t>(hi) << 32) | lo);
+#ifdef TEMPURA_ASAN_FIBERS
+    __sanitizer_finish_switch_fiber(nullptr, nullptr, nullptr);
+#endif
+    Block* b = t_block;
+    b->kernel->run(b->buffers, f->vars.data());
+    f->done = true;
+    f->barrier_at = -1;
+#ifdef TEMPURA_ASAN_FIBERS
+    __sanitizer_start_switch_fiber(nullptr, b->sched_fake_stack, 0);
+#endif
+    // returns to uc_link: the scheduler
+}
+
+void install_hooks() {
+    static const bool done = [] {
+        llvm_backend::set_emu_hooks({&on_fault, &on_shared, &on_barrier});
+        return true;
+    }();
+    (void)done;
 }
 
 } // namespace
@@ -38,19 +189,132 @@ codegen::DeviceLimits emu_limits() {
     return lim;
 }
 
+namespace {
+LruCache<std::shared_ptr<const CompiledKernel>>& emu_cache() {
+    static auto* c = new LruCache<std::shared_ptr<const CompiledKernel>>; // outlives statics
+    return *c;
+}
+} // namespace
+
+void clear_emu_kernel_cache() { emu_cache().clear(); }
+
 std::shared_ptr<const CompiledKernel>
 compile_emu_kernel(const std::string& name, const std::vector<UOp>& linear, int64_t block_threads) {
-    llvm_backend::set_emu_fault_fn(&on_fault);
+    install_hooks();
+    // The PTX and the host program, cached together by the program's structure and the block
+    // size (the PTX's maxntid); a hit under another name gets that name.
+    std::string key = std::to_string(block_threads) + ":" + structure_key(linear, "emu");
+    if (auto hit = emu_cache().find(key)) {
+        const auto& k = *hit;
+        if (k->name() == name) return k;
+        return std::make_shared<const CompiledKernel>(
+            name, k->symbol(), k->source(), k->compile_ms(), k->entry(), k->buffer_count(),
+            k->var_count(), k->code(), k->shared_bytes(), k->barriers());
+    }
     const auto t0 = std::chrono::steady_clock::now();
     std::string ptx = render_ptx(name, linear, emu_limits().sm, block_threads);
     const double ptx_ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     const std::shared_ptr<const CompiledKernel> host =
         compile_for_host(name, linear, llvm_backend::Target::Emu);
-    return std::make_shared<const CompiledKernel>(
+    auto k = std::make_shared<const CompiledKernel>(
         name, host->symbol(), std::move(ptx), host->compile_ms() + ptx_ms, host->entry(),
-        host->buffer_count(), host->var_count(), host->code());
+        host->buffer_count(), host->var_count(), host->code(), host->shared_bytes(),
+        host->barriers());
+    const size_t bytes = key.size() + 2 * k->source().size() + 1024;
+    return emu_cache().insert(key, std::move(k), bytes);
 }
+
+namespace {
+
+// Runs one block: its threads in order, or as fibers between barriers. Returns the first
+// problem ("" when none).
+std::string run_block(const CompiledKernel& k, void* const* buffers, const int64_t* vars,
+                      const std::array<int64_t, 3>& block_id, const std::array<int64_t, 3>& block) {
+    const size_t nv = k.var_count();
+    const int64_t threads = block[0] * block[1] * block[2];
+    Block b;
+    b.kernel = &k;
+    b.buffers = buffers;
+    b.block_dims = block;
+    b.block_id = block_id;
+    b.shared.assign(k.shared_bytes(), 0xff); // NaN bits: what a fresh block finds there
+    b.shadow.assign((k.shared_bytes() + 3) / 4, Shadow{});
+    Block* const saved = t_block;
+    t_block = &b;
+    auto vars_of = [&](int64_t t) {
+        std::vector<int64_t> v(nv + 7);
+        std::copy(vars, vars + nv, v.begin());
+        v[nv + 0] = block_id[0];
+        v[nv + 1] = block_id[1];
+        v[nv + 2] = block_id[2];
+        v[nv + 3] = t % block[0];
+        v[nv + 4] = t / block[0] % block[1];
+        v[nv + 5] = t / (block[0] * block[1]);
+        v[nv + 6] = reinterpret_cast<int64_t>(b.shared.data());
+        return v;
+    };
+    if (!k.barriers()) {
+        for (int64_t t = 0; t < threads && b.error.empty(); ++t) {
+            b.tid = t;
+            const std::vector<int64_t> v = vars_of(t);
+            k.run(buffers, v.data());
+        }
+        t_block = saved;
+        return b.error;
+    }
+    // Fibers: each runs until its next barrier; the block goes on when all have arrived.
+    std::vector<Fiber> fibers(static_cast<size_t>(threads));
+    for (int64_t t = 0; t < threads; ++t) {
+        Fiber& f = fibers[static_cast<size_t>(t)];
+        f.tid = t;
+        f.vars = vars_of(t);
+        f.stack.reset(new char[kStackBytes]);
+        getcontext(&f.ctx);
+        f.ctx.uc_stack.ss_sp = f.stack.get();
+        f.ctx.uc_stack.ss_size = kStackBytes;
+        f.ctx.uc_link = &b.scheduler;
+        const auto p = reinterpret_cast<uintptr_t>(&f);
+        makecontext(&f.ctx, reinterpret_cast<void (*)()>(&fiber_main), 2,
+                    static_cast<unsigned>(p & 0xffffffffu), static_cast<unsigned>(p >> 32));
+    }
+    while (b.error.empty()) {
+        for (Fiber& f : fibers) {
+            if (f.done) continue;
+            b.tid = f.tid;
+            b.running = &f;
+            switch_to(&b, &b.scheduler, &f.ctx, f.stack.get(), kStackBytes);
+            b.running = nullptr;
+            if (!b.error.empty()) break;
+        }
+        if (!b.error.empty()) break;
+        const Fiber* waiting = nullptr;
+        const Fiber* finished = nullptr;
+        for (const Fiber& f : fibers) (f.done ? finished : waiting) = &f;
+        if (waiting == nullptr) break; // every thread is done
+        if (finished != nullptr) {
+            b.problem(b.where(waiting->tid) + "waits at the barrier at position " +
+                      std::to_string(waiting->barrier_at) + ", which thread " +
+                      b.thread(finished->tid) +
+                      " finished without reaching (a barrier reached by part of the block)");
+            break;
+        }
+        for (const Fiber& f : fibers)
+            if (f.barrier_at != waiting->barrier_at || f.barriers != waiting->barriers)
+                b.problem(b.where(f.tid) + "reached the barrier at position " +
+                          std::to_string(f.barrier_at) + " " + std::to_string(f.barriers) +
+                          " times while thread " + b.thread(waiting->tid) +
+                          " reached the one at position " + std::to_string(waiting->barrier_at) +
+                          " " + std::to_string(waiting->barriers) +
+                          " times (loop trip counts differ across the block, with a barrier "
+                          "inside the loop)");
+        ++b.epoch; // the barrier: what was written before it may be read after it
+    }
+    t_block = saved;
+    return b.error;
+}
+
+} // namespace
 
 void emu_launch(const CompiledKernel& kernel, void* const* buffers, const int64_t* vars,
                 const std::array<int64_t, 3>& grid, const std::array<int64_t, 3>& block) {
@@ -70,36 +334,24 @@ void emu_launch(const CompiledKernel& kernel, void* const* buffers, const int64_
     if (per_block > lim.max_threads_per_block)
         fail("emu", who + std::to_string(per_block) + " threads per block exceed the limit of " +
                         std::to_string(lim.max_threads_per_block));
-    const size_t nv = kernel.var_count();
+    if (static_cast<int64_t>(kernel.shared_bytes()) > lim.shared_bytes)
+        fail("emu", who + std::to_string(kernel.shared_bytes()) +
+                        " bytes of shared memory per block exceed the limit of " +
+                        std::to_string(lim.shared_bytes));
+    install_hooks();
     const int64_t blocks = grid[0] * grid[1] * grid[2];
     std::atomic<bool> failed{false};
     std::mutex mu;
-    std::string first; // the first fault's message
+    std::string first; // the first problem
     auto run_blocks = [&](int64_t from, int64_t to) {
-        std::vector<int64_t> v(nv + 6);
-        std::copy(vars, vars + nv, v.begin());
-        for (int64_t b = from; b < to && !failed.load(std::memory_order_relaxed); ++b) {
-            v[nv + 0] = b % grid[0];
-            v[nv + 1] = b / grid[0] % grid[1];
-            v[nv + 2] = b / (grid[0] * grid[1]);
-            for (int64_t t = 0; t < per_block; ++t) {
-                v[nv + 3] = t % block[0];
-                v[nv + 4] = t / block[0] % block[1];
-                v[nv + 5] = t / (block[0] * block[1]);
-                t_fault.set = false;
-                kernel.run(buffers, v.data());
-                if (!t_fault.set) continue;
-                const Fault f = t_fault;
-                std::lock_guard<std::mutex> l(mu);
-                if (!failed.exchange(true))
-                    first = who + "block " + triple(v[nv], v[nv + 1], v[nv + 2]) + ", thread " +
-                            triple(v[nv + 3], v[nv + 4], v[nv + 5]) + ": " +
-                            (f.store != 0 ? "STORE" : "LOAD") +
-                            (f.lanes > 1 ? " of " + std::to_string(f.lanes) + " elements" : "") +
-                            " at element " + std::to_string(f.offset) + " of buffer " +
-                            std::to_string(f.slot) + " (" + std::to_string(f.numel) + " elements)";
-                return;
-            }
+        for (int64_t i = from; i < to && !failed.load(std::memory_order_relaxed); ++i) {
+            const std::array<int64_t, 3> id{i % grid[0], i / grid[0] % grid[1],
+                                            i / (grid[0] * grid[1])};
+            std::string e = run_block(kernel, buffers, vars, id, block);
+            if (e.empty()) continue;
+            std::lock_guard<std::mutex> l(mu);
+            if (!failed.exchange(true)) first = std::move(e);
+            return;
         }
     };
     // A few chunks of blocks per worker: enough to balance, few enough to cost nothing.

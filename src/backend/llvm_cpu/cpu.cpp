@@ -41,10 +41,11 @@ namespace tempura::runtime {
 
 CompiledKernel::CompiledKernel(std::string name, std::string symbol, std::string source,
                                double compile_ms, EntryFn entry, size_t buffer_count,
-                               size_t var_count, std::shared_ptr<const void> code)
+                               size_t var_count, std::shared_ptr<const void> code,
+                               size_t shared_bytes, bool barriers)
     : name_(std::move(name)), symbol_(std::move(symbol)), source_(std::move(source)),
       compile_ms_(compile_ms), entry_(entry), buffer_count_(buffer_count), var_count_(var_count),
-      code_(std::move(code)) {}
+      code_(std::move(code)), shared_bytes_(shared_bytes), barriers_(barriers) {}
 
 CompiledKernel::~CompiledKernel() = default;
 
@@ -184,20 +185,13 @@ void optimize(llvm::Module& m, llvm::TargetMachine& tm, bool expanded) {
     mpm.run(m, mam);
 }
 
-// A C identifier from the kernel's name, for readable IR and symbols.
-std::string sanitize(const std::string& name) {
-    std::string s;
-    for (char c : name.substr(0, 48))
-        s += (std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_') ? c : '_';
-    return s.empty() ? "kernel" : s;
-}
-
 std::shared_ptr<const CompiledKernel> compile_uncached(const std::string& name,
                                                        const std::vector<UOp>& linear,
                                                        llvm_backend::Target target) {
     Jit& j = jit();
     const auto t0 = std::chrono::steady_clock::now();
-    const std::string symbol = "tempura_" + sanitize(name) + "_" + std::to_string(j.next_id++);
+    const std::string symbol =
+        "tempura_" + llvm_backend::sanitize(name) + "_" + std::to_string(j.next_id++);
 
     auto ctx = std::make_unique<llvm::LLVMContext>();
     auto mod = std::make_unique<llvm::Module>(symbol, *ctx);
@@ -257,7 +251,7 @@ std::shared_ptr<const CompiledKernel> compile_uncached(const std::string& name,
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     return std::make_shared<const CompiledKernel>(
         name, symbol, std::move(source), ms, addr->toPtr<CompiledKernel::EntryFn>(),
-        info.buffer_count, info.var_count, std::move(code));
+        info.buffer_count, info.var_count, std::move(code), info.shared_bytes, info.barriers);
 }
 
 // ---- the kernel cache -------------------------------------------------------------------------
@@ -277,7 +271,7 @@ std::shared_ptr<const CompiledKernel> renamed(const std::shared_ptr<const Compil
     if (k->name() == name) return k;
     return std::make_shared<const CompiledKernel>(name, k->symbol(), k->source(), k->compile_ms(),
                                                   k->entry(), k->buffer_count(), k->var_count(),
-                                                  k->code());
+                                                  k->code(), k->shared_bytes(), k->barriers());
 }
 
 } // namespace

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cstring>
 #include <unordered_map>
 
@@ -16,6 +17,7 @@
 #include <llvm/IR/Constants.h>
 #include <llvm/IR/DerivedTypes.h>
 #include <llvm/IR/Function.h>
+#include <llvm/IR/GlobalVariable.h>
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Intrinsics.h>
 #include <llvm/IR/IntrinsicsNVPTX.h>
@@ -33,7 +35,9 @@ namespace tempura::llvm_backend {
 
 namespace {
 
-std::atomic<EmuFaultFn> g_emu_fault{nullptr};
+std::atomic<decltype(EmuHooks::fault)> g_emu_fault{nullptr};
+std::atomic<decltype(EmuHooks::shared)> g_emu_shared{nullptr};
+std::atomic<decltype(EmuHooks::barrier)> g_emu_barrier{nullptr};
 
 std::string describe(const UOp& u) {
     return std::string(op_name(u.op())) + " of dtype " + u.dtype().name();
@@ -142,6 +146,8 @@ class Renderer {
 
         info.buffer_count = static_cast<size_t>(max_slot_ + 1);
         info.var_count = var_count_;
+        info.shared_bytes = static_cast<size_t>(shared_bytes_);
+        info.barriers = barriers_;
         return fn_;
     }
 
@@ -192,7 +198,8 @@ class Renderer {
     }
     // Global memory is address space 1 on NVPTX; everything else is generic (0).
     unsigned addrspace(DType dt) const {
-        return target_ == Target::Nvptx && dt.addrspace == AddrSpace::Global ? 1 : 0;
+        if (target_ != Target::Nvptx) return 0;
+        return dt.addrspace == AddrSpace::Global ? 1 : dt.addrspace == AddrSpace::Local ? 3 : 0;
     }
     // The type of a value in registers: a scalar, or a fixed vector <n x T> for T.vec(n) ...
     llvm::Type* value_type(DType dt, const UOp& u) const {
@@ -407,15 +414,69 @@ class Renderer {
         return x;
     }
 
+    // A call of a host function at a fixed address (EMU's hooks: the JIT runs in this process).
+    llvm::Value* call_host(const void* fn, llvm::Type* ret, llvm::ArrayRef<llvm::Value*> args) {
+        std::vector<llvm::Type*> types;
+        for (llvm::Value* a : args) types.push_back(a->getType());
+        auto* fty = llvm::FunctionType::get(ret, types, false);
+        llvm::Value* callee = llvm::ConstantExpr::getIntToPtr(
+            llvm::ConstantInt::get(b_.getInt64Ty(), reinterpret_cast<uintptr_t>(fn)),
+            llvm::PointerType::get(ctx_, 0));
+        return b_.CreateCall(fty, callee, args);
+    }
+
+    // Whether an INDEX addresses shared memory (a DEFINE_LOCAL, maybe through AFTER).
+    static bool is_shared(const UOp& idx) {
+        if (idx.op() != Op::Index) return false;
+        UOp base = idx.src(0);
+        while (base.op() == Op::After) base = base.src(0);
+        return base.op() == Op::DefineLocal;
+    }
+
+    // Target::Emu: reports a shared-memory access to the emulator (bounds and races) and
+    // returns whether it may proceed; null where there is nothing to report.
+    llvm::Value* emu_shared(const UOp& idx, llvm::Value* p, llvm::Type* ty, bool is_store,
+                            llvm::Value* gate) {
+        if (target_ != Target::Emu || !is_shared(idx)) return nullptr;
+        const auto hook = g_emu_shared.load();
+        if (hook == nullptr) fail("emu", "internal: no shared-memory hook for kernel " + kernel_);
+        llvm::Type* i64 = b_.getInt64Ty();
+        const uint64_t bytes = mod_.getDataLayout().getTypeStoreSize(ty);
+        // Only where the access happens: a gated-off one is not an access.
+        llvm::BasicBlock* from = b_.GetInsertBlock();
+        llvm::BasicBlock* then = nullptr;
+        llvm::BasicBlock* done = nullptr;
+        if (gate != nullptr) {
+            const std::string n = "sh" + std::to_string(cur_);
+            then = llvm::BasicBlock::Create(ctx_, n, fn_);
+            done = llvm::BasicBlock::Create(ctx_, n + ".end", fn_);
+            b_.CreateCondBr(gate, then, done);
+            b_.SetInsertPoint(then);
+        }
+        llvm::Value* ok = call_host(reinterpret_cast<const void*>(hook), i64,
+                                    {b_.CreatePtrToInt(p, i64), llvm::ConstantInt::get(i64, bytes),
+                                     llvm::ConstantInt::get(i64, is_store ? 1 : 0)});
+        ok = b_.CreateICmpNE(ok, llvm::ConstantInt::get(i64, 0));
+        if (gate == nullptr) return ok;
+        b_.CreateBr(done);
+        b_.SetInsertPoint(done);
+        llvm::PHINode* phi = b_.CreatePHI(b_.getInt1Ty(), 2);
+        phi->addIncoming(ok, then);
+        phi->addIncoming(b_.getFalse(), from);
+        return phi;
+    }
+
     // Target::Emu: whether an access of `lanes` elements through `idx` (an INDEX of a PARAM of
     // known size) lies inside its buffer, after reporting one that does not (where `gate`, if
     // any, is on) to the emulator. Null where nothing is checked.
     llvm::Value* emu_in_bounds(const UOp& idx, int64_t lanes, bool is_store, llvm::Value* gate) {
-        if (target_ != Target::Emu || idx.op() != Op::Index || idx.src(0).op() != Op::Param)
-            return nullptr;
-        const auto& a = idx.src(0).arg_as<std::vector<int64_t>>();
+        if (target_ != Target::Emu || idx.op() != Op::Index) return nullptr;
+        UOp base = idx.src(0); // (a scatter reads its output through AFTER)
+        while (base.op() == Op::After) base = base.src(0);
+        if (base.op() != Op::Param) return nullptr;
+        const auto& a = base.arg_as<std::vector<int64_t>>();
         if (a.size() < 2 || a[1] < 0) return nullptr; // a symbolic size
-        const EmuFaultFn report = g_emu_fault.load();
+        const auto report = g_emu_fault.load();
         if (report == nullptr) fail("emu", "internal: no fault handler for kernel " + kernel_);
         llvm::Value* off = index_src(idx, 1);
         llvm::Type* i64 = b_.getInt64Ty();
@@ -430,15 +491,11 @@ class Renderer {
         auto* done = llvm::BasicBlock::Create(ctx_, n + ".end", fn_);
         b_.CreateCondBr(bad, then, done);
         b_.SetInsertPoint(then);
-        auto* fty = llvm::FunctionType::get(b_.getVoidTy(), {i64, i64, i64, i64, i64}, false);
-        llvm::Value* callee = llvm::ConstantExpr::getIntToPtr(
-            llvm::ConstantInt::get(i64, reinterpret_cast<uintptr_t>(report)),
-            llvm::PointerType::get(ctx_, 0));
-        b_.CreateCall(fty, callee,
-                      {llvm::ConstantInt::get(i64, static_cast<uint64_t>(a[0])),
-                       llvm::ConstantInt::get(i64, static_cast<uint64_t>(a[1])), off,
-                       llvm::ConstantInt::get(i64, static_cast<uint64_t>(lanes)),
-                       llvm::ConstantInt::get(i64, is_store ? 1 : 0)});
+        call_host(reinterpret_cast<const void*>(report), b_.getVoidTy(),
+                  {llvm::ConstantInt::get(i64, static_cast<uint64_t>(a[0])),
+                   llvm::ConstantInt::get(i64, static_cast<uint64_t>(a[1])), off,
+                   llvm::ConstantInt::get(i64, static_cast<uint64_t>(lanes)),
+                   llvm::ConstantInt::get(i64, is_store ? 1 : 0)});
         b_.CreateBr(done);
         b_.SetInsertPoint(done);
         return ok;
@@ -465,7 +522,9 @@ class Renderer {
             unsupported(u, "a LOAD takes INDEX, or INDEX, gate and alt; got " +
                                std::to_string(u.srcs().size()) + " sources");
         }
-        if (llvm::Value* ok = emu_in_bounds(u.src(0), u.dtype().count, false, gate)) {
+        llvm::Value* ok = emu_in_bounds(u.src(0), u.dtype().count, false, gate);
+        if (ok == nullptr) ok = emu_shared(u.src(0), p, mem_type(u.dtype(), u), false, gate);
+        if (ok != nullptr) {
             gate = gate == nullptr ? ok : b_.CreateAnd(gate, ok);
             if (alt == nullptr) alt = llvm::Constant::getNullValue(value_type(u.dtype(), u));
         }
@@ -508,8 +567,9 @@ class Renderer {
         const llvm::Align align = access_align(et, u);
         auto g = gates_.find(u.src(0).get());
         llvm::Value* gate = g == gates_.end() ? nullptr : g->second;
-        if (llvm::Value* ok = emu_in_bounds(u.src(0), u.src(1).dtype().count, true, gate))
-            gate = gate == nullptr ? ok : b_.CreateAnd(gate, ok);
+        llvm::Value* ok = emu_in_bounds(u.src(0), u.src(1).dtype().count, true, gate);
+        if (ok == nullptr) ok = emu_shared(u.src(0), p, mem_type(et, u), true, gate);
+        if (ok != nullptr) gate = gate == nullptr ? ok : b_.CreateAnd(gate, ok);
         if (gate == nullptr) {
             tag_access(u.src(0), b_.CreateAlignedStore(v, p, align));
             return;
@@ -603,6 +663,46 @@ class Renderer {
         llvm::Value* at = b_.CreateConstInBoundsGEP1_64(b_.getInt64Ty(), vars_, k);
         llvm::Value* v = b_.CreateLoad(b_.getInt64Ty(), at, kind == 0 ? "block" : "thread");
         return b_.CreateZExtOrTrunc(v, ty);
+    }
+
+    // DEFINE_LOCAL {count, id}: the block's shared memory. NVPTX: an addrspace(3) array; EMU: a
+    // slice of the block memory whose address is vars[n + 6].
+    llvm::Value* define_local(const UOp& u) {
+        if (!u.dtype().is_ptr || u.dtype().addrspace != AddrSpace::Local)
+            unsupported(u, "a DEFINE_LOCAL is a pointer to local (shared) memory");
+        const auto* a = std::get_if<std::vector<int64_t>>(&u.arg());
+        if (a == nullptr || a->empty() || (*a)[0] <= 0 || (*a)[0] > (int64_t{1} << 16))
+            unsupported(u, "its arg must be {count (1 .. 65536), id}");
+        auto* arr = llvm::ArrayType::get(mem_type(u.dtype(), u), static_cast<uint64_t>((*a)[0]));
+        const uint64_t bytes = mod_.getDataLayout().getTypeAllocSize(arr);
+        if (target_ == Target::Nvptx) {
+            auto* gv = new llvm::GlobalVariable(
+                mod_, arr, false, llvm::GlobalValue::InternalLinkage, llvm::UndefValue::get(arr),
+                "smem" + std::to_string(cur_), nullptr, llvm::GlobalValue::NotThreadLocal, 3);
+            gv->setAlignment(llvm::Align(16));
+            shared_bytes_ += bytes;
+            return gv;
+        }
+        if (target_ != Target::Emu) unsupported(u, "the CPU has no shared memory");
+        llvm::Value* at = b_.CreateConstInBoundsGEP1_64(b_.getInt64Ty(), vars_, n_vars_ + 6);
+        llvm::Value* base = b_.CreateIntToPtr(b_.CreateLoad(b_.getInt64Ty(), at, "shared"),
+                                              llvm::PointerType::get(ctx_, 0));
+        llvm::Value* p = b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), base, shared_bytes_);
+        shared_bytes_ += (bytes + 15) / 16 * 16;
+        return p;
+    }
+
+    void barrier(const UOp& u) {
+        barriers_ = true;
+        if (target_ == Target::Nvptx) {
+            b_.CreateIntrinsic(llvm::Intrinsic::nvvm_barrier0, {}, {});
+            return;
+        }
+        if (target_ != Target::Emu) unsupported(u, "the CPU has no thread blocks to wait for");
+        const auto hook = g_emu_barrier.load();
+        if (hook == nullptr) fail("emu", "internal: no barrier hook for kernel " + kernel_);
+        call_host(reinterpret_cast<const void*>(hook), b_.getVoidTy(),
+                  {llvm::ConstantInt::get(b_.getInt64Ty(), cur_)});
     }
 
     llvm::Value* define_reg(const UOp& u) {
@@ -833,6 +933,8 @@ class Renderer {
         case Op::Pow:
             same(0, dt);
             if (!f) return not_for("non-float dtypes");
+            if (target_ == Target::Nvptx) // decomposed before this; the GPU has no pow
+                fail("nvptx", where(cur_) + "no GPU lowering of " + describe(u));
             return intrinsic(llvm::Intrinsic::pow, {a[0], a[1]});
         case Op::Shl:
         case Op::Shr:
@@ -974,6 +1076,8 @@ class Renderer {
         case Op::Param: return param(u);
         case Op::DefineVar: return define_var(u);
         case Op::Special: return special(u);
+        case Op::DefineLocal: return define_local(u);
+        case Op::Barrier: barrier(u); return nullptr;
         case Op::DefineReg: return define_reg(u);
         case Op::Index: return index(u);
         case Op::Load: return load(u);
@@ -997,7 +1101,9 @@ class Renderer {
     Target target_;
     int64_t max_threads_;
     int64_t n_slots_ = 0; // 1 + the highest PARAM slot
-    size_t n_vars_ = 0;   // DEFINE_VARs
+    uint64_t shared_bytes_ = 0;
+    bool barriers_ = false;
+    size_t n_vars_ = 0; // DEFINE_VARs
     llvm::Function* fn_ = nullptr;
     llvm::BasicBlock* entry_ = nullptr;
     llvm::Value* buffers_ = nullptr;
@@ -1015,6 +1121,13 @@ class Renderer {
 
 } // namespace
 
+std::string sanitize(const std::string& name) {
+    std::string s;
+    for (char c : name.substr(0, 48))
+        s += (std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_') ? c : '_';
+    return s.empty() ? "kernel" : s;
+}
+
 llvm::Function* render_kernel(llvm::Module& module, const std::string& symbol,
                               const std::string& kernel, const std::vector<UOp>& linear,
                               RenderInfo& info, Target target, int64_t max_threads) {
@@ -1022,6 +1135,10 @@ llvm::Function* render_kernel(llvm::Module& module, const std::string& symbol,
     return r.render(symbol, linear, info);
 }
 
-void set_emu_fault_fn(EmuFaultFn fn) { g_emu_fault.store(fn); }
+void set_emu_hooks(const EmuHooks& hooks) {
+    g_emu_fault.store(hooks.fault);
+    g_emu_shared.store(hooks.shared);
+    g_emu_barrier.store(hooks.barrier);
+}
 
 } // namespace tempura::llvm_backend

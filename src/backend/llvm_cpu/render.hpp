@@ -24,23 +24,36 @@ enum class Target {
     Cpu,   // void f(ptr buffers, ptr vars): the CPU backend's kernels
     Emu,   // the same signature, for the emulated GPU's per-thread program: SPECIAL ids are read
            // from vars[n .. n + 6) after the n DEFINE_VARs (block x, y, z, then thread x, y, z),
-           // and every access of a PARAM of known size is checked: outside the buffer it is
-           // skipped and reported through tempura_emu_fault (emu_fault_fn).
+           // the block's shared memory's address from vars[n + 6]; every access of a PARAM of
+           // known size is checked (outside the buffer it is skipped and reported), every
+           // shared access and barrier reported (EmuHooks).
     Nvptx, // a ptx_kernel: one `ptr addrspace(1) noalias` per buffer slot, then one i64 per
            // DEFINE_VAR; SPECIAL reads llvm.nvvm.read.ptx.sreg.{ctaid,tid}.{x,y,z}
 };
 
-// The emulator's report of an access outside its buffer: the buffer's slot and size, the element
-// offset, the number of lanes, and whether it was a store. Called by EMU programs (Target::Emu) on
-// the thread that runs them.
-using EmuFaultFn = void (*)(int64_t slot, int64_t numel, int64_t offset, int64_t lanes,
-                            int64_t store);
-void set_emu_fault_fn(EmuFaultFn fn);
+// The emulator's hooks, called by EMU programs (Target::Emu) on the thread that runs them:
+// - fault: an access outside its buffer: the buffer's slot and size, the element offset, the
+//   number of lanes, and whether it was a store;
+// - shared: an access of `bytes` bytes of shared memory at `address`, before it happens; it
+//   returns 1 when the access may proceed (inside the block's shared memory), else 0;
+// - barrier: the thread reached the BARRIER at program position `position`.
+struct EmuHooks {
+    void (*fault)(int64_t slot, int64_t numel, int64_t offset, int64_t lanes, int64_t store);
+    int64_t (*shared)(int64_t address, int64_t bytes, int64_t store);
+    void (*barrier)(int64_t position);
+};
+void set_emu_hooks(const EmuHooks& hooks);
 
 struct RenderInfo {
     size_t buffer_count = 0; // 1 + the highest PARAM slot
     size_t var_count = 0;    // DEFINE_VARs, in program order
+    size_t shared_bytes = 0; // DEFINE_LOCALs (EMU: the block's shared memory it reads)
+    bool barriers = false;   // the program has a BARRIER
 };
+
+// A C identifier from a kernel's name (its first 48 characters, others as '_'): symbols and
+// PTX entry names.
+std::string sanitize(const std::string& name);
 
 // Adds `void <symbol>(ptr buffers, ptr vars)` to `module` (whose data layout should already be
 // set). Throws tempura::Error ("[cpu] ...") naming the op and dtype for anything unsupported and

@@ -49,20 +49,15 @@ const llvm::Target& nvptx_target() {
     return *t;
 }
 
-std::string sanitize(const std::string& name) {
-    std::string s;
-    for (char c : name.substr(0, 48))
-        s += (std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_') ? c : '_';
-    return s.empty() ? "kernel" : s;
-}
-
 } // namespace
 
 std::string render_ptx(const std::string& name, const std::vector<UOp>& linear, int sm,
                        int64_t block_threads) {
-    if (sm < 75 || sm > 90)
+    // sm_80 and later: what CUDA 13 accepts, with what the renderer relies on (bf16 max and
+    // min, for one, have no sm_75 instruction: LLVM would abort the process).
+    if (sm < 80 || sm > 90)
         fail("nvptx", "kernel " + name + ": sm_" + std::to_string(sm) +
-                          " is outside what LLVM 19 emits and CUDA 13 accepts (sm_75 .. sm_90)");
+                          " is outside the archs supported (sm_80 .. sm_90)");
     const llvm::Target& target = nvptx_target();
     llvm::TargetOptions opts;
     std::unique_ptr<llvm::TargetMachine> tm(target.createTargetMachine(
@@ -88,11 +83,11 @@ std::string render_ptx(const std::string& name, const std::vector<UOp>& linear, 
     auto diagnostics = std::make_unique<Diagnostics>();
     Diagnostics* diag = diagnostics.get();
     ctx.setDiagnosticHandler(std::move(diagnostics));
-    llvm::Module mod(sanitize(name), ctx);
+    llvm::Module mod(llvm_backend::sanitize(name), ctx);
     mod.setDataLayout(tm->createDataLayout());
     mod.setTargetTriple(kTriple);
     llvm_backend::RenderInfo info;
-    llvm_backend::render_kernel(mod, sanitize(name), name, linear, info,
+    llvm_backend::render_kernel(mod, llvm_backend::sanitize(name), name, linear, info,
                                 llvm_backend::Target::Nvptx, block_threads);
     std::string problems;
     llvm::raw_string_ostream ps(problems);
