@@ -237,6 +237,12 @@ void OptKernel::apply(const Opt& o) {
             if (type_of(r) == AxisType::Thread)
                 fail("opt", what + "axis " + std::to_string(o.axis) + " is the THREAD axis");
             amount_ok(r);
+            if (up)
+                for (const Opt& p : applied_)
+                    if (p.op == OptOp::Group || p.op == OptOp::GroupTop)
+                        fail("opt", what +
+                                        "an output UPCAST in a kernel with a grouped reduce "
+                                        "(one shared partial per thread) is not implemented yet");
             if (upcast_size() * o.arg > limits_.max_upcast)
                 fail("opt", what + "the kernel would have " +
                                 std::to_string(upcast_size() * o.arg) +
@@ -288,6 +294,10 @@ void OptKernel::apply(const Opt& o) {
                          what + "the kernel has " +
                              (type_of(u) == AxisType::Local ? "LOCAL axes" : "a grouped reduce") +
                              " already (one group of threads per kernel)");
+            for (const Opt& p : applied_)
+                if (p.op == OptOp::Upcast)
+                    fail("opt", what + "a grouped reduce in a kernel with an output UPCAST (one "
+                                       "shared partial per thread) is not implemented yet");
             if (o.arg > limits_.max_threads_per_block)
                 fail("opt", what + std::to_string(o.arg) + " threads exceed the device's " +
                                 std::to_string(limits_.max_threads_per_block) + " per block");

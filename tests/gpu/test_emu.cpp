@@ -391,7 +391,18 @@ TEST_CASE("EMU: GROUP and GROUPTOP as explicit opts, and the errors for what the
     CHECK(error_of([&] {
               k.apply({codegen::OptOp::GroupTop, 1, 3});
           }) == "[opt] GROUPTOP(1, 3): axis 1 has size 512, not a multiple of 3 (PADTO first)");
+    codegen::OptKernel up(codegen::prepare_for_opts(ks[0].ast), lim);
+    up.apply({codegen::OptOp::Upcast, 0, 3});
+    CHECK(error_of([&] {
+              up.apply({codegen::OptOp::Group, 0, 4});
+          }) == "[opt] GROUP(0, 4): a grouped reduce in a kernel with an output UPCAST (one shared "
+                "partial per thread) is not implemented yet");
     k.apply({codegen::OptOp::GroupTop, 1, 16});
+    CHECK(error_of([&] {
+              k.apply({codegen::OptOp::Upcast, 0, 3});
+          }) ==
+          "[opt] UPCAST(0, 3): an output UPCAST in a kernel with a grouped reduce (one shared "
+          "partial per thread) is not implemented yet");
     CHECK(error_of([&] {
               k.apply({codegen::OptOp::Local, 0, 3});
           }) ==
