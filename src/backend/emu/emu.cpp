@@ -66,7 +66,10 @@ struct Block {
     // fibers
     ucontext_t scheduler{};
     Fiber* running = nullptr;
-    void* sched_fake_stack = nullptr;
+    // ASan: the scheduler's stack, learned when a fiber starts or resumes (fiber switches are
+    // announced to ASan, which otherwise takes a fiber's stack for a corrupt one).
+    const void* sched_bottom = nullptr;
+    size_t sched_size = 0;
 
     std::string thread(int64_t t) const {
         return triple(t % block_dims[0], t / block_dims[0] % block_dims[1],
@@ -128,17 +131,15 @@ int64_t on_shared(int64_t address, int64_t bytes, int64_t store) {
     return 1;
 }
 
-void switch_to(Block* b, ucontext_t* from, ucontext_t* to, const void* stack, size_t size) {
+// Scheduler -> fiber.
+void enter(Fiber& f, ucontext_t* scheduler) {
 #ifdef TEMPURA_ASAN_FIBERS
     void* fake = nullptr;
-    __sanitizer_start_switch_fiber(&fake, stack, size);
-    swapcontext(from, to);
+    __sanitizer_start_switch_fiber(&fake, f.stack.get(), kStackBytes);
+    swapcontext(scheduler, &f.ctx);
     __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
 #else
-    (void)b;
-    (void)stack;
-    (void)size;
-    swapcontext(from, to);
+    swapcontext(scheduler, &f.ctx);
 #endif
 }
 
@@ -151,9 +152,9 @@ void on_barrier(int64_t position) {
     ++f->barriers;
 #ifdef TEMPURA_ASAN_FIBERS
     void* fake = nullptr;
-    __sanitizer_start_switch_fiber(&fake, b->sched_fake_stack, 0);
+    __sanitizer_start_switch_fiber(&fake, b->sched_bottom, b->sched_size);
     swapcontext(&f->ctx, &b->scheduler);
-    __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
+    __sanitizer_finish_switch_fiber(fake, &b->sched_bottom, &b->sched_size);
 #else
     swapcontext(&f->ctx, &b->scheduler);
 #endif
@@ -161,15 +162,15 @@ void on_barrier(int64_t position) {
 
 void fiber_main(unsigned lo, unsigned hi) {
     auto* f = reinterpret_cast<Fiber*>((static_cast<uintptr_t>(hi) << 32) | lo);
-#ifdef TEMPURA_ASAN_FIBERS
-    __sanitizer_finish_switch_fiber(nullptr, nullptr, nullptr);
-#endif
     Block* b = t_block;
+#ifdef TEMPURA_ASAN_FIBERS
+    __sanitizer_finish_switch_fiber(nullptr, &b->sched_bottom, &b->sched_size);
+#endif
     b->kernel->run(b->buffers, f->vars.data());
     f->done = true;
     f->barrier_at = -1;
 #ifdef TEMPURA_ASAN_FIBERS
-    __sanitizer_start_switch_fiber(nullptr, b->sched_fake_stack, 0);
+    __sanitizer_start_switch_fiber(nullptr, b->sched_bottom, b->sched_size); // the fiber ends
 #endif
     // returns to uc_link: the scheduler
 }
@@ -283,7 +284,7 @@ std::string run_block(const CompiledKernel& k, void* const* buffers, const int64
             if (f.done) continue;
             b.tid = f.tid;
             b.running = &f;
-            switch_to(&b, &b.scheduler, &f.ctx, f.stack.get(), kStackBytes);
+            enter(f, &b.scheduler);
             b.running = nullptr;
             if (!b.error.empty()) break;
         }
