@@ -37,6 +37,32 @@
 #include "tempura/runtime/thread_pool.hpp"
 #include "tempura/support/lru_cache.hpp"
 
+namespace tempura::llvm_backend {
+
+// `expanded`: the codegen's expander already vectorized and unrolled the kernel (it has vector
+// dtypes). LLVM's own loop vectorizer and unroller then only add compile time (a fully unrolled
+// reduce loop of 16 accumulators took ~100 ms to compile) and code size.
+void optimize(llvm::Module& m, llvm::TargetMachine& tm, bool expanded) {
+    llvm::LoopAnalysisManager lam;
+    llvm::FunctionAnalysisManager fam;
+    llvm::CGSCCAnalysisManager cgam;
+    llvm::ModuleAnalysisManager mam;
+    llvm::PipelineTuningOptions pto; // vectorizers are off unless asked for (clang asks at O2)
+    pto.LoopVectorization = !expanded;
+    pto.SLPVectorization = !expanded;
+    pto.LoopUnrolling = !expanded;
+    llvm::PassBuilder pb(&tm, pto);
+    pb.registerModuleAnalyses(mam);
+    pb.registerCGSCCAnalyses(cgam);
+    pb.registerFunctionAnalyses(fam);
+    pb.registerLoopAnalyses(lam);
+    pb.crossRegisterProxies(lam, fam, cgam, mam);
+    llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O2);
+    mpm.run(m, mam);
+}
+
+} // namespace tempura::llvm_backend
+
 namespace tempura::runtime {
 
 CompiledKernel::CompiledKernel(std::string name, std::string symbol, std::string source,
@@ -163,28 +189,6 @@ Jit& jit() {
     return *j;
 }
 
-// `expanded`: the codegen's expander already vectorized and unrolled the kernel (it has vector
-// dtypes). LLVM's own loop vectorizer and unroller then only add compile time (a fully unrolled
-// reduce loop of 16 accumulators took ~100 ms to compile) and code size.
-void optimize(llvm::Module& m, llvm::TargetMachine& tm, bool expanded) {
-    llvm::LoopAnalysisManager lam;
-    llvm::FunctionAnalysisManager fam;
-    llvm::CGSCCAnalysisManager cgam;
-    llvm::ModuleAnalysisManager mam;
-    llvm::PipelineTuningOptions pto; // vectorizers are off unless asked for (clang asks at O2)
-    pto.LoopVectorization = !expanded;
-    pto.SLPVectorization = !expanded;
-    pto.LoopUnrolling = !expanded;
-    llvm::PassBuilder pb(&tm, pto);
-    pb.registerModuleAnalyses(mam);
-    pb.registerCGSCCAnalyses(cgam);
-    pb.registerFunctionAnalyses(fam);
-    pb.registerLoopAnalyses(lam);
-    pb.crossRegisterProxies(lam, fam, cgam, mam);
-    llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O2);
-    mpm.run(m, mam);
-}
-
 std::shared_ptr<const CompiledKernel> compile_uncached(const std::string& name,
                                                        const std::vector<UOp>& linear,
                                                        llvm_backend::Target target) {
@@ -216,7 +220,7 @@ std::shared_ptr<const CompiledKernel> compile_uncached(const std::string& name,
 
     bool expanded = false;
     for (const UOp& u : linear) expanded = expanded || u.dtype().count > 1;
-    optimize(*mod, *j.take_tm(), expanded);
+    llvm_backend::optimize(*mod, *j.take_tm(), expanded);
     std::string source;
     llvm::raw_string_ostream os(source);
     mod->print(os, nullptr);

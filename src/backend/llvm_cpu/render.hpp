@@ -11,6 +11,7 @@
 namespace llvm {
 class Function;
 class Module;
+class TargetMachine;
 } // namespace llvm
 
 namespace tempura::runtime {
@@ -50,6 +51,10 @@ struct RenderInfo {
     size_t shared_bytes = 0; // DEFINE_LOCALs (EMU: the block's shared memory it reads)
     bool barriers = false;   // the program has a BARRIER
 };
+
+// LLVM's O2 pipeline for the target of `tm`. `expanded`: the codegen's expander vectorized and
+// unrolled the kernel already, so LLVM's vectorizers and unroller stay off (GPU kernels always).
+void optimize(llvm::Module& m, llvm::TargetMachine& tm, bool expanded);
 
 // A C identifier from a kernel's name (its first 48 characters, others as '_'): symbols and
 // PTX entry names.

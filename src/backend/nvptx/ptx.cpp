@@ -11,8 +11,6 @@
 #include <llvm/IR/Module.h>
 #include <llvm/IR/Verifier.h>
 #include <llvm/MC/TargetRegistry.h>
-#include <llvm/Passes/OptimizationLevel.h>
-#include <llvm/Passes/PassBuilder.h>
 #include <llvm/Support/CodeGen.h>
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
@@ -94,20 +92,8 @@ std::string render_ptx(const std::string& name, const std::vector<UOp>& linear, 
     if (llvm::verifyModule(mod, &ps))
         fail("nvptx", "kernel '" + name + "' renders to invalid LLVM IR: " + ps.str());
 
-    {
-        llvm::LoopAnalysisManager lam;
-        llvm::FunctionAnalysisManager fam;
-        llvm::CGSCCAnalysisManager cgam;
-        llvm::ModuleAnalysisManager mam;
-        llvm::PassBuilder pb(tm.get());
-        pb.registerModuleAnalyses(mam);
-        pb.registerCGSCCAnalyses(cgam);
-        pb.registerFunctionAnalyses(fam);
-        pb.registerLoopAnalyses(lam);
-        pb.crossRegisterProxies(lam, fam, cgam, mam);
-        llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O2);
-        mpm.run(mod, mam);
-    }
+    // The codegen's opts did the unrolling and vectorizing the GPU gets.
+    llvm_backend::optimize(mod, *tm, true);
 
     llvm::SmallString<0> ptx;
     llvm::raw_svector_ostream os(ptx);
