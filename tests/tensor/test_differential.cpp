@@ -38,6 +38,7 @@
 // of |x| + 1, sqrt only of |x|, products and matmuls only while the bound stays under 1e6.
 #include <doctest/doctest.h>
 
+#include "../gpu/ptxas.hpp"
 #include "../support.hpp"
 
 #include <algorithm>
@@ -50,6 +51,7 @@
 #include <functional>
 #include <limits>
 #include <random>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -147,6 +149,16 @@ Outcome compare_with_reference(Val& v) {
     const tempura::ReferenceArray ref = tempura::reference_eval_array(v.t.uop()); // before realize
     const std::vector<double> got = v.t.to_vector<double>();
     for (const auto& k : v.t.kernels()) out.kernels.push_back(k.name);
+    // On EMU every new kernel's PTX must assemble (ptxas, where CMake found the toolkit).
+    if (v.t.device() == "EMU")
+        for (const auto& k : v.t.kernels()) {
+            static std::set<size_t> checked;
+            if (!checked.insert(std::hash<std::string>{}(k.source)).second) continue;
+            if (std::string e = ptxas(k.source, "sm_80"); !e.empty()) {
+                out.detail = v.name + ": kernel " + k.name + ": " + e;
+                return out;
+            }
+        }
     const Shape& shape = v.t.shape();
     if (ref.shape != shape) {
         out.detail = v.name + ": reference shape " + tempura::shape_str(ref.shape) +
