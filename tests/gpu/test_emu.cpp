@@ -212,8 +212,8 @@ TEST_CASE("EMU: an access outside a buffer names the kernel, block, thread and e
     CHECK(error_of([&] {
               runtime::emu_launch(*k, bufs, nullptr, {4, 1, 1}, {4, 1, 1});
           }) ==
-          "[emu] kernel E_oob: block (2, 0, 0), thread (0, 0, 0): STORE at element 8 of buffer 0 "
-          "(8 elements)");
+          "[emu] kernel E_oob: block (2, 0, 0), thread (3, 0, 0): STORE at element 11 of buffer 0 "
+          "(8 elements)");                     // (a block's threads run last first)
     CHECK(mem == std::vector<float>(8, 1.0f)); // the accesses inside the buffer happened
     runtime::emu_launch(*k, bufs, nullptr, {2, 1, 1}, {4, 1, 1});
     CHECK(error_of([&] {
@@ -417,9 +417,11 @@ TEST_CASE("EMU: the race detector reports a GROUP reduction without its barrier"
     const std::string e = error_of([&] { x.sum(1).realize(); });
     codegen::set_group_barrier_for_testing(true);
     clear_caches();
-    // Thread 0 read every partial (its own and the unwritten rest) before thread 1 wrote its own.
-    CHECK(e == "[emu] kernel r_4_2048: block (0, 0, 0), thread (1, 0, 0): shared-memory race: "
-               "STORE of shared word 1 (byte 4) read by thread (0, 0, 0) since the last barrier");
+    // Thread 255 (a block's threads run last first) read every partial, its own and the
+    // unwritten rest, before thread 254 wrote its own.
+    CHECK(e == "[emu] kernel r_4_2048: block (0, 0, 0), thread (254, 0, 0): shared-memory race: "
+               "STORE of shared word 254 (byte 1016) read by thread (255, 0, 0) since the last "
+               "barrier");
     CHECK(x.sum(1).to_vector<float>() == std::vector<float>(4, 2048.0f));
 }
 

@@ -36,10 +36,13 @@ compile_emu_kernel(const std::string& name, const std::vector<UOp>& linear, int6
 void clear_emu_kernel_cache();
 
 // Runs an EMU kernel as a GPU would: every thread of every block of `grid`, with `vars` (its
-// DEFINE_VARs, var_count() of them). Checks the launch against EMU's limits, and throws
-// tempura::Error naming the kernel, the block, the thread and the element for an access outside
-// a buffer: "[emu] kernel E_4: block (1, 0, 0), thread (3, 0, 0): LOAD of 4 elements at element
-// 1022 of buffer 1 (1024 elements)". Blocks run in parallel on the worker threads.
+// DEFINE_VARs, var_count() of them). Checks the launch against EMU's limits (grid, block, shared
+// memory), and throws tempura::Error naming the kernel, the block, the thread and the address
+// for an access outside a buffer ("[emu] kernel E_4: block (1, 0, 0), thread (3, 0, 0): LOAD of
+// 4 elements at element 1022 of buffer 1 (1024 elements)") or outside the block's shared
+// memory, a shared-memory race between two barriers, and a barrier reached by part of a block
+// or a different number of times. Blocks run in parallel on the worker threads; a block's
+// threads run last first, or as fibers between barriers.
 void emu_launch(const CompiledKernel& kernel, void* const* buffers, const int64_t* vars,
                 const std::array<int64_t, 3>& grid, const std::array<int64_t, 3>& block);
 

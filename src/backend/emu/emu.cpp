@@ -1,12 +1,12 @@
 // EMU, the emulated GPU: a GPU program's per-thread code JIT-compiled for the host (the shared
 // renderer's Target::Emu: SPECIAL ids read from the variables, every access checked), run for
 // every thread of every block. Blocks run in parallel on the worker threads. Within a block, the
-// threads of a kernel without barriers run one after another; with barriers each thread is a
-// fiber (ucontext) that runs until the next barrier, and the block moves on when every thread has
-// reached it. Shared memory is per block, filled with NaN bits when the block starts, and every
-// shared access goes through a shadow record per 4-byte word (last writer, readers, barrier
-// epoch) that reports a race between two barriers: the missing-barrier bug a lockstep emulator
-// cannot see.
+// threads of a kernel without barriers run one after another, the last first; with barriers each
+// thread is a fiber (ucontext) that runs until the next barrier, and the block moves on when every
+// thread has reached it. Shared memory is per block, filled with NaN bits when the block starts,
+// and every shared access goes through a shadow record per 4-byte word (last writer, readers,
+// barrier epoch) that reports a race between two barriers: the missing-barrier bug a lockstep
+// emulator cannot see.
 #include <ucontext.h>
 
 #include <atomic>
@@ -256,7 +256,9 @@ std::string run_block(const CompiledKernel& k, void* const* buffers, const int64
         return v;
     };
     if (!k.barriers()) {
-        for (int64_t t = 0; t < threads && b.error.empty(); ++t) {
+        // Last thread first: a GPU promises no order among a block's threads, and a program
+        // that leans on the natural one (thread 0 first) shows it here.
+        for (int64_t t = threads - 1; t >= 0 && b.error.empty(); --t) {
             b.tid = t;
             const std::vector<int64_t> v = vars_of(t);
             k.run(buffers, v.data());
