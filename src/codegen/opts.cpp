@@ -27,6 +27,7 @@ std::string_view opt_op_name(OptOp op) {
     case OptOp::NoLocals: return "NOLOCALS";
     case OptOp::Swap: return "SWAP";
     case OptOp::PadTo: return "PADTO";
+    case OptOp::Tc: return "TC";
     }
     return "?";
 }
@@ -364,6 +365,11 @@ void OptKernel::apply(const Opt& o) {
             ast_ = reorder_end(ast_, order);
             break;
         }
+        case OptOp::Tc:
+            if (!applied_.empty())
+                fail("opt", what + "TC comes first: the kernel has opts applied already");
+            ast_ = tensor_core_ast(ast_, limits_, next_axis_, what);
+            break;
         case OptOp::PadTo: {
             check_axis(o, true, true);
             const UOp r = axes_[static_cast<size_t>(o.axis)];
@@ -451,6 +457,8 @@ std::vector<Opt> heuristic_opts(const UOp& ast, const DeviceLimits& lim) {
         // Coalesced thread blocks: the innermost output axis (the store's unit stride) is split
         // into threads of a block, as many as divide it up to 256, so that a warp's 32
         // threads touch 32 neighbouring elements.
+        // A matmul of 16-bit floats whose sizes fit: tensor cores.
+        if (k.try_apply({OptOp::Tc, 0, 0})) return k.applied();
         const size_t n_out = k.output_axes();
         // A reduction to few outputs: its reduce shared by a group of threads (GROUPTOP), so
         // that the GPU has more than a few threads at work.

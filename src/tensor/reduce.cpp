@@ -200,6 +200,9 @@ Tensor Tensor::dot(const Tensor& other) const {
                         shape_str(b.shape_));
     detail::check_same_dtype("dot", a, b);
     detail::check_arith("dot", a);
+    // 16-bit floats: exact float32 products, float32 sums, rounded once (what tensor cores do).
+    if (a.dtype().is_16bit_float())
+        return a.cast(DType::Float32).dot(b.cast(DType::Float32)).cast(a.dtype());
     // 1-D operands: [K] is a row [1, K] on the left, a column [K, 1] on the right.
     const Tensor x = a.ndim() == 1 ? reshape_node(a, Shape{1, a.shape_[0]}) : a;
     const Tensor y = b.ndim() == 1 ? reshape_node(b, Shape{b.shape_[0], 1}) : b;

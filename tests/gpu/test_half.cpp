@@ -12,6 +12,10 @@
 
 #include "../support.hpp"
 #include "ptxas.hpp"
+#include "tempura/backend/gpu.hpp"
+#include "tempura/codegen/opts.hpp"
+#include "tempura/codegen/stages.hpp"
+#include "tempura/schedule/schedule.hpp"
 #include "tempura/tempura.hpp"
 
 using namespace tempura;
@@ -138,4 +142,74 @@ TEST_CASE("float16 and bfloat16: reductions and matmuls accumulate in float32") 
             CHECK(a.matmul(b).dtype() == dt);
         }
     }
+}
+
+TEST_CASE("tensor cores: float16 and bfloat16 matmuls on EMU are warp mma.sync") {
+    struct Shape3 {
+        std::vector<int64_t> a, b;
+        bool tc; // M, N, K multiples of 16, 8, 16: the heuristics pick TC
+    };
+    const std::vector<Shape3> shapes = {
+        {{32, 48}, {48, 24}, true},
+        {{2, 16, 32}, {2, 32, 8}, true}, // a batch axis stays a grid axis
+        {{20, 16}, {16, 8}, false},      // M = 20: no TC (PADTO for TC is not built)
+    };
+    for (DType dt : {DType::Float16, DType::BFloat16}) {
+        for (const Shape3& s : shapes) {
+            INFO(dt.name() << " " << shape_str(s.a) << " @ " << shape_str(s.b));
+            int64_t na = 1, nb = 1;
+            for (int64_t d : s.a) na *= d;
+            for (int64_t d : s.b) nb *= d;
+            std::vector<float> av, bv;
+            for (int64_t i = 0; i < na; ++i)
+                av.push_back(static_cast<float>((i * 37) % 17 - 8) / 8);
+            for (int64_t i = 0; i < nb; ++i)
+                bv.push_back(static_cast<float>((i * 11) % 13 - 6) / 4);
+            const Tensor a = Tensor::from_vector(av, s.a, dt), b = Tensor::from_vector(bv, s.b, dt);
+            const std::vector<float> cpu = a.matmul(b).to_vector<float>();
+            Tensor e = a.to("EMU").matmul(b.to("EMU"));
+            e.realize();
+            // Exact products and float32 sums on both sides, summed in another order: one
+            // rounding to the 16-bit type apart at most.
+            const std::vector<float> got = e.to_vector<float>();
+            REQUIRE(got.size() == cpu.size());
+            size_t far = 0;
+            for (size_t i = 0; i < got.size(); ++i)
+                if (std::fabs(got[i] - cpu[i]) > 1e-2f * (1 + std::fabs(cpu[i]))) ++far;
+            CHECK(far == 0);
+            REQUIRE(e.kernels().size() == 1);
+            const std::string& ptx = e.kernels()[0].source;
+            CHECK((ptx.find(dt == DType::Float16
+                                ? "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
+                                : "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32") !=
+                   std::string::npos) == s.tc);
+            CHECK(ptxas(ptx, "sm_80") == "");
+            CHECK(ptxas(ptx, "sm_90") == "");
+        }
+    }
+}
+
+TEST_CASE("tensor cores: the TC opt's errors") {
+    const Tensor a = Tensor::ones({16, 16}, DType::Float16),
+                 b = Tensor::ones({16, 8}, DType::Float16);
+    const std::vector<ScheduledKernel> ks = schedule_graph(a.matmul(b).uop());
+    REQUIRE(ks.size() == 1);
+    const codegen::Opt tc{codegen::OptOp::Tc, 0, 0};
+    codegen::OptKernel cpu(codegen::prepare_for_opts(ks[0].ast), codegen::DeviceLimits{});
+    CHECK(error_of([&] { cpu.apply(tc); }) ==
+          "[opt] TC(0, 0): the CPU device has no tensor cores (a GPU of sm_80 or later has)");
+    const Tensor f = Tensor::ones({16, 16}), g = Tensor::ones({16, 8});
+    const std::vector<ScheduledKernel> k32 = schedule_graph(f.matmul(g).uop());
+    codegen::OptKernel emu32(codegen::prepare_for_opts(k32[0].ast), runtime::emu_limits());
+    CHECK(error_of([&] { emu32.apply(tc); }) ==
+          "[opt] TC(0, 0): the kernel is not a matmul of Float16 or BFloat16 operands (one sum "
+          "over one axis of products of two 16-bit loads)");
+    // (Data, not ones(): a product of constants folds away, and there is no load to match.)
+    const Tensor c =
+        Tensor::from_vector(std::vector<float>(16 * 24, 0.5f), {16, 24}, DType::Float16);
+    const Tensor d = Tensor::from_vector(std::vector<float>(24 * 8, 0.5f), {24, 8}, DType::Float16);
+    const std::vector<ScheduledKernel> k24 = schedule_graph(c.matmul(d).uop());
+    codegen::OptKernel emu24(codegen::prepare_for_opts(k24[0].ast), runtime::emu_limits());
+    CHECK(error_of([&] { emu24.apply(tc); }) ==
+          "[opt] TC(0, 0): M, N, K = 16, 8, 24 are not multiples of 16, 8 and 16");
 }

@@ -38,7 +38,8 @@ enum class OptOp : uint8_t {
     Thread,
     NoLocals,
     Swap,
-    PadTo
+    PadTo,
+    Tc // a matmul on tensor cores (GPU, sm_80 and later): TC(0, 0)
 };
 
 std::string_view opt_op_name(OptOp op); // "UPCAST", ...
@@ -127,6 +128,12 @@ std::vector<Opt> heuristic_opts(const UOp& ast, const DeviceLimits& limits);
 // serially and in order, since threads or vector lanes would race on one element. OptKernel
 // gives it no axes and refuses every opt.
 bool reads_what_it_writes(const UOp& ast);
+
+// The TC opt's rewrite (src/codegen/tensor_cores.cpp): a matmul of 16-bit float operands as
+// warps of WMMA (mma.sync.m16n8k16). Throws "[opt] <what>..." when the kernel or the device does
+// not allow it.
+UOp tensor_core_ast(const UOp& ast, const DeviceLimits& limits, int64_t& next_axis,
+                    const std::string& what);
 
 // The ast with `opts` applied in order (throws on the first invalid one).
 UOp apply_opts(const UOp& ast, const std::vector<Opt>& opts, const DeviceLimits& limits);

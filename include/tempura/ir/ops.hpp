@@ -112,6 +112,10 @@ struct OpInfo {
     /* vectors */                                                                                  \
     X(Vectorize, "VECTORIZE", kVariadic, 1, Vector, 0, -1, None)                                   \
     X(Gep, "GEP", 1, 1, Vector, 0, -1, Ints)                                                       \
+    /* WMMA(a, b, c) {m, n, k}: a warp's tensor-core multiply-add D = A B + C, each operand this   \
+     */                                                                                            \
+    /* lane's fragment in the PTX m16n8k16 layout (a: 8, b: 4 16-bit floats; c, D: 4 float32) */   \
+    X(Wmma, "WMMA", 3, 3, Vector, 0, -1, Ints)                                                     \
     /* control flow */                                                                             \
     X(Range, "RANGE", kVariadic, 1, Control, 0, -1, Range)                                         \
     X(End, "END", kVariadic, 1, Control, 0, 1, None)                                               \

@@ -51,6 +51,7 @@ struct Fiber {
     bool done = false;
     int64_t barrier_at = -1; // the program position of the barrier it waits at
     int64_t barriers = 0;    // barriers passed so far
+    float *a = nullptr, *b = nullptr, *cd = nullptr; // waiting at a WMMA: its fragments
 };
 
 // What the block running on this host thread is doing (the hooks read it).
@@ -160,6 +161,47 @@ void on_barrier(int64_t position) {
 #endif
 }
 
+// The thread's WMMA: its fragments are left for the warp's step, which the scheduler computes
+// when the warp's 32 threads have arrived (mma_step).
+void on_mma(int64_t position, float* a, float* bf, float* cd) {
+    Block* b = t_block;
+    if (b == nullptr || b->running == nullptr) return;
+    Fiber* f = b->running;
+    f->a = a;
+    f->b = bf;
+    f->cd = cd;
+    on_barrier(position);
+}
+
+// D = A B + C for each warp of the block whose threads wait at a WMMA, from their fragments
+// (see src/codegen/tensor_cores.cpp for the layout); float32 products of the 16-bit inputs are
+// exact, and the sums are in float32 in k order.
+void mma_step(std::vector<Fiber>& fibers) {
+    for (size_t w = 0; w + 32 <= fibers.size(); w += 32) {
+        if (fibers[w].a == nullptr) continue;
+        float A[16][16], B[16][8], C[16][8];
+        for (size_t l = 0; l < 32; ++l) {
+            const Fiber& f = fibers[w + l];
+            const size_t g = l / 4, t = l % 4;
+            for (size_t r = 0; r < 8; ++r)
+                A[g + 8 * ((r >> 1) & 1)][2 * t + (r & 1) + 8 * (r >> 2)] = f.a[r];
+            for (size_t r = 0; r < 4; ++r) B[2 * t + (r & 1) + 8 * (r >> 1)][g] = f.b[r];
+            for (size_t r = 0; r < 4; ++r) C[g + 8 * (r >> 1)][2 * t + (r & 1)] = f.cd[r];
+        }
+        for (size_t l = 0; l < 32; ++l) {
+            Fiber& f = fibers[w + l];
+            const size_t g = l / 4, t = l % 4;
+            for (size_t r = 0; r < 4; ++r) {
+                const size_t row = g + 8 * (r >> 1), col = 2 * t + (r & 1);
+                float d = C[row][col];
+                for (size_t x = 0; x < 16; ++x) d += A[row][x] * B[x][col];
+                f.cd[r] = d;
+            }
+            f.a = f.b = f.cd = nullptr;
+        }
+    }
+}
+
 void fiber_main(unsigned lo, unsigned hi) {
     auto* f = reinterpret_cast<Fiber*>((static_cast<uintptr_t>(hi) << 32) | lo);
     Block* b = t_block;
@@ -177,7 +219,7 @@ void fiber_main(unsigned lo, unsigned hi) {
 
 void install_hooks() {
     static const bool done = [] {
-        llvm_backend::set_emu_hooks({&on_fault, &on_shared, &on_barrier});
+        llvm_backend::set_emu_hooks({&on_fault, &on_shared, &on_barrier, &on_mma});
         return true;
     }();
     (void)done;
@@ -311,6 +353,19 @@ std::string run_block(const CompiledKernel& k, void* const* buffers, const int64
                           " " + std::to_string(waiting->barriers) +
                           " times (loop trip counts differ across the block, with a barrier "
                           "inside the loop)");
+        if (waiting->a != nullptr) {
+            if (threads % 32 != 0) {
+                b.problem(b.where(waiting->tid) + "reached a WMMA in a block of " +
+                          std::to_string(threads) +
+                          " threads, not whole warps of 32 (an mma reached by part of a warp)");
+                break;
+            }
+            for (const Fiber& f : fibers)
+                if (f.a == nullptr)
+                    b.problem(b.where(f.tid) + "waits at a barrier while its warp's WMMA runs");
+            if (!b.error.empty()) break;
+            mma_step(fibers);
+        }
         ++b.epoch; // the barrier: what was written before it may be read after it
     }
     t_block = saved;

@@ -38,6 +38,7 @@ namespace {
 std::atomic<decltype(EmuHooks::fault)> g_emu_fault{nullptr};
 std::atomic<decltype(EmuHooks::shared)> g_emu_shared{nullptr};
 std::atomic<decltype(EmuHooks::barrier)> g_emu_barrier{nullptr};
+std::atomic<decltype(EmuHooks::mma)> g_emu_mma{nullptr};
 
 std::string describe(const UOp& u) {
     return std::string(op_name(u.op())) + " of dtype " + u.dtype().name();
@@ -705,6 +706,62 @@ class Renderer {
                   {llvm::ConstantInt::get(b_.getInt64Ty(), cur_)});
     }
 
+    // WMMA(a, b, c): the warp's m16n8k16 multiply-add, this lane's fragments in and out.
+    llvm::Value* wmma(const UOp& u) {
+        const DType at = u.src(0).dtype(), bt = u.src(1).dtype();
+        if (u.dtype() != DType::Float32.vec(4) || u.src(2).dtype() != DType::Float32.vec(4) ||
+            !at.is_16bit_float() || at.count != 8 || bt != at.scalar_type().vec(4))
+            unsupported(u, "a WMMA takes 8 and 4 lanes of one 16-bit float and 4 float32 lanes");
+        llvm::Value* a = val(u, 0);
+        llvm::Value* b = val(u, 1);
+        llvm::Value* c = val(u, 2);
+        const bool bf16 = at.scalar == Scalar::BFloat16;
+        if (target_ == Target::Nvptx) {
+            llvm::Function* fn = llvm::Intrinsic::getDeclaration(
+                &mod_, bf16 ? llvm::Intrinsic::nvvm_mma_m16n8k16_row_col_bf16
+                            : llvm::Intrinsic::nvvm_mma_m16n8k16_row_col_f32_f32);
+            // Operands in the intrinsic's order: A's 4 registers of two 16-bit values, B's 2,
+            // then C's 4 floats. A register is <2 x half> for f16, i32 for bf16.
+            std::vector<llvm::Value*> args;
+            unsigned ai = 0, bi = 0, ci = 0;
+            for (llvm::Type* p : fn->getFunctionType()->params()) {
+                if (p->isFloatTy()) {
+                    args.push_back(b_.CreateExtractElement(c, ci++));
+                    continue;
+                }
+                const bool from_a = ai < 4;
+                llvm::Value* src = from_a ? a : b;
+                const int lo = static_cast<int>(2 * (from_a ? ai++ : bi++));
+                llvm::Value* pair = b_.CreateShuffleVector(src, {lo, lo + 1});
+                args.push_back(pair->getType() == p ? pair : b_.CreateBitCast(pair, p));
+            }
+            llvm::Value* d = b_.CreateCall(fn, args);
+            llvm::Value* out = llvm::PoisonValue::get(value_type(u.dtype(), u));
+            for (unsigned r = 0; r < 4; ++r)
+                out = b_.CreateInsertElement(out, b_.CreateExtractValue(d, r), r);
+            return out;
+        }
+        if (target_ != Target::Emu) unsupported(u, "the CPU has no tensor cores");
+        const auto hook = g_emu_mma.load();
+        if (hook == nullptr) fail("emu", "internal: no mma hook for kernel " + kernel_);
+        barriers_ = true; // a warp-wide step: the threads run as fibers
+        llvm::IRBuilder<> eb(entry_);
+        llvm::Type* f32 = b_.getFloatTy();
+        auto* pa = eb.CreateAlloca(llvm::ArrayType::get(f32, 8));
+        auto* pb = eb.CreateAlloca(llvm::ArrayType::get(f32, 4));
+        auto* pc = eb.CreateAlloca(llvm::ArrayType::get(f32, 4));
+        auto* vf8 = llvm::FixedVectorType::get(f32, 8);
+        auto* vf4 = llvm::FixedVectorType::get(f32, 4);
+        // The arrays are float-aligned: their vector stores and loads must not assume more.
+        const llvm::Align four(4);
+        b_.CreateAlignedStore(b_.CreateFPExt(a, vf8), pa, four);
+        b_.CreateAlignedStore(b_.CreateFPExt(b, vf4), pb, four);
+        b_.CreateAlignedStore(c, pc, four);
+        call_host(reinterpret_cast<const void*>(hook), b_.getVoidTy(),
+                  {llvm::ConstantInt::get(b_.getInt64Ty(), cur_), pa, pb, pc});
+        return b_.CreateAlignedLoad(vf4, pc, four);
+    }
+
     llvm::Value* define_reg(const UOp& u) {
         if (!u.dtype().is_ptr) unsupported(u, "a DEFINE_REG must have a pointer dtype");
         // arg: {count, id} (the id keeps distinct registers distinct under hash-consing). The
@@ -1078,6 +1135,7 @@ class Renderer {
         case Op::Special: return special(u);
         case Op::DefineLocal: return define_local(u);
         case Op::Barrier: barrier(u); return nullptr;
+        case Op::Wmma: return wmma(u);
         case Op::DefineReg: return define_reg(u);
         case Op::Index: return index(u);
         case Op::Load: return load(u);
@@ -1139,6 +1197,7 @@ void set_emu_hooks(const EmuHooks& hooks) {
     g_emu_fault.store(hooks.fault);
     g_emu_shared.store(hooks.shared);
     g_emu_barrier.store(hooks.barrier);
+    g_emu_mma.store(hooks.mma);
 }
 
 } // namespace tempura::llvm_backend

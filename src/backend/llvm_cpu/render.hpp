@@ -37,11 +37,14 @@ enum class Target {
 //   number of lanes, and whether it was a store;
 // - shared: an access of `bytes` bytes of shared memory at `address`, before it happens; it
 //   returns 1 when the access may proceed (inside the block's shared memory), else 0;
-// - barrier: the thread reached the BARRIER at program position `position`.
+// - barrier: the thread reached the BARRIER at program position `position`;
+// - mma: the thread reached the WMMA at `position` with its fragments (a: 8 floats, b: 4, cd: 4,
+//   the 16-bit inputs widened exactly); when its warp's 32 threads are there, cd holds D.
 struct EmuHooks {
     void (*fault)(int64_t slot, int64_t numel, int64_t offset, int64_t lanes, int64_t store);
     int64_t (*shared)(int64_t address, int64_t bytes, int64_t store);
     void (*barrier)(int64_t position);
+    void (*mma)(int64_t position, float* a, float* b, float* cd);
 };
 void set_emu_hooks(const EmuHooks& hooks);
 

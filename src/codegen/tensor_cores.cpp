@@ -1,0 +1,134 @@
+// The TC opt: a matmul kernel of 16-bit float operands rebuilt around the warp-level tensor-core
+// multiply-add WMMA (PTX mma.sync.m16n8k16, float32 accumulation). A warp of 32 threads (a LOCAL
+// range) computes a 16 x 8 block of the output; each thread holds the fragments the PTX layout
+// gives its lane (groupID = lane / 4, tid = lane % 4):
+//   A (16 x 16, row): a_r at row groupID + 8 ((r >> 1) & 1), column 2 tid + (r & 1) + 8 (r >> 2)
+//   B (16 x 8, col):  b_r at row 2 tid + (r & 1) + 8 (r >> 1), column groupID
+//   C, D (16 x 8):    c_r at row groupID + 8 (r >> 1), column 2 tid + (r & 1)
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "ranges.hpp"
+#include "tempura/codegen/opts.hpp"
+#include "tempura/error.hpp"
+
+namespace tempura::codegen {
+
+namespace {
+
+using detail::contains;
+using detail::replace_range;
+using detail::size_of;
+using detail::type_of;
+
+UOp idx(int64_t v) { return UOp::index(v); }
+
+// `u` with ranges replaced by values (in order).
+UOp at(UOp u, const std::vector<std::pair<UOp, UOp>>& subs) {
+    for (const auto& [r, v] : subs) u = replace_range(u, r, v, {});
+    return u;
+}
+
+} // namespace
+
+UOp tensor_core_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis,
+                    const std::string& what) {
+    if (!lim.gpu || lim.sm < 80)
+        fail("opt", what + "the " + lim.name +
+                        " device has no tensor cores (a GPU of sm_80 or "
+                        "later has)");
+    const std::string not_matmul =
+        what + "the kernel is not a matmul of Float16 or BFloat16 operands (one sum over one "
+               "axis of products of two 16-bit loads)";
+    if (ast.op() != Op::Sink || ast.srcs().size() != 1 || ast.src(0).op() != Op::End)
+        fail("opt", not_matmul);
+    const UOp& end = ast.src(0);
+    const UOp& store = end.src(0);
+    if (store.op() != Op::Store) fail("opt", not_matmul);
+    UOp red;
+    for (const UOp& u : store.src(1).toposort())
+        if (u.op() == Op::Reduce) {
+            if (!red.is_null()) fail("opt", not_matmul);
+            red = u;
+        }
+    if (red.is_null() || red.arg_as<Op>() != Op::Add || red.dtype() != DType::Float32 ||
+        red.srcs().size() != 2 || red.src(0).op() != Op::Mul)
+        fail("opt", not_matmul);
+    const UOp& k = red.src(1);
+    UOp loads[2];
+    for (size_t s = 0; s < 2; ++s) {
+        const UOp& c = red.src(0).src(s);
+        if (c.op() != Op::Cast || c.src(0).op() != Op::Load || !c.src(0).dtype().is_16bit_float())
+            fail("opt", not_matmul);
+        loads[s] = c.src(0);
+    }
+    const DType in = loads[0].dtype();
+    if (loads[1].dtype() != in) fail("opt", not_matmul);
+    if (!k.src(0).is_const() || type_of(k) != AxisType::Reduce) fail("opt", not_matmul);
+    // The output axes: i in the left operand only (rows), j in the right one only (columns);
+    // the others (a batch) stay as they are.
+    UOp i, j;
+    std::vector<UOp> batch;
+    for (size_t e = 1; e < end.srcs().size(); ++e) {
+        const UOp& r = end.src(e);
+        if (r.op() != Op::Range) continue;
+        if (type_of(r) != AxisType::Loop && type_of(r) != AxisType::Global)
+            fail("opt", what + "TC comes first: the kernel has opts applied already");
+        const bool in_a = contains(loads[0], r), in_b = contains(loads[1], r);
+        if (in_a && !in_b && i.is_null())
+            i = r;
+        else if (in_b && !in_a && j.is_null())
+            j = r;
+        else
+            batch.push_back(r);
+    }
+    // A's rows must be the left operand: swap when the kernel reads them the other way.
+    if (i.is_null() || j.is_null() || !contains(loads[0], k) || !contains(loads[1], k))
+        fail("opt", not_matmul);
+    if (!i.src(0).is_const() || !j.src(0).is_const()) fail("opt", not_matmul);
+    const int64_t m = size_of(i), n = size_of(j), kk = size_of(k);
+    if (m % 16 != 0 || n % 8 != 0 || kk % 16 != 0)
+        fail("opt", what + "M, N, K = " + std::to_string(m) + ", " + std::to_string(n) + ", " +
+                        std::to_string(kk) + " are not multiples of 16, 8 and 16");
+
+    const auto range = [](int64_t size, int64_t id, AxisType t) {
+        return UOp::make(Op::Range, DType::Index, {UOp::index(size)}, RangeArg{id, t});
+    };
+    const UOp it = range(m / 16, i.arg_as<RangeArg>().axis_id, AxisType::Loop);
+    const UOp jt = range(n / 8, j.arg_as<RangeArg>().axis_id, AxisType::Loop);
+    const UOp kt = range(kk / 16, k.arg_as<RangeArg>().axis_id, AxisType::Reduce);
+    const UOp lane = range(32, next_axis++, AxisType::Local);
+    const UOp grp = lane / idx(4), tid = lane % idx(4);
+
+    std::vector<UOp> a, b;
+    for (int64_t r = 0; r < 8; ++r)
+        a.push_back(at(loads[0], {{i, it * idx(16) + grp + idx(8 * ((r >> 1) & 1))},
+                                  {k, kt * idx(16) + tid * idx(2) + idx((r & 1) + 8 * (r >> 2))}}));
+    for (int64_t r = 0; r < 4; ++r)
+        b.push_back(at(loads[1], {{k, kt * idx(16) + tid * idx(2) + idx((r & 1) + 8 * (r >> 1))},
+                                  {j, jt * idx(8) + grp}}));
+    const UOp af = UOp::make(Op::Vectorize, in.vec(8), a);
+    const UOp bf = UOp::make(Op::Vectorize, in.vec(4), b);
+    const UOp zero = UOp::constant_f(DType::Float32.vec(4), 0.0);
+    const UOp mma =
+        UOp::make(Op::Wmma, DType::Float32.vec(4), {af, bf, zero}, std::vector<int64_t>{16, 8, 16});
+    const UOp acc = UOp::make(Op::Reduce, DType::Float32.vec(4), {mma, kt}, red.arg());
+
+    std::vector<UOp> stores;
+    for (int64_t c = 0; c < 4; ++c) {
+        const UOp row = it * idx(16) + grp + idx(8 * (c >> 1));
+        const UOp col = jt * idx(8) + tid * idx(2) + idx(c & 1);
+        const UOp lane_value = UOp::make(Op::Gep, DType::Float32, {acc}, std::vector<int64_t>{c});
+        std::unordered_map<const UOpNode*, UOp> swap{{red.get(), lane_value}};
+        const UOp value = at(store.src(1).substitute(swap), {{i, row}, {j, col}});
+        const UOp index = at(store.src(0), {{i, row}, {j, col}});
+        stores.push_back(UOp::make(Op::Store, DType::Void, {index, value}));
+    }
+    std::vector<UOp> end_srcs{UOp::make(Op::Group, DType::Void, stores)};
+    end_srcs.insert(end_srcs.end(), batch.begin(), batch.end());
+    end_srcs.insert(end_srcs.end(), {it, jt, lane});
+    return UOp::sink({UOp::make(Op::End, DType::Void, end_srcs)});
+}
+
+} // namespace tempura::codegen
