@@ -87,27 +87,51 @@ UOp tensor_core_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis,
     if (i.is_null() || j.is_null() || !contains(loads[0], k) || !contains(loads[1], k))
         fail("opt", not_matmul);
     if (!i.src(0).is_const() || !j.src(0).is_const()) fail("opt", not_matmul);
+    // Sizes that are not multiples of 16, 8 and 16 are padded up (PADTO): the fragments'
+    // loads past M, N or K read 0 (gated), and the stores past M or N do not happen.
     const int64_t m = size_of(i), n = size_of(j), kk = size_of(k);
-    if (m % 16 != 0 || n % 8 != 0 || kk % 16 != 0)
-        fail("opt", what + "M, N, K = " + std::to_string(m) + ", " + std::to_string(n) + ", " +
-                        std::to_string(kk) + " are not multiples of 16, 8 and 16");
+    const auto up = [](int64_t v, int64_t to) { return (v + to - 1) / to * to; };
+    const int64_t mp = up(m, 16), np = up(n, 8), kp = up(kk, 16);
 
     const auto range = [](int64_t size, int64_t id, AxisType t) {
         return UOp::make(Op::Range, DType::Index, {UOp::index(size)}, RangeArg{id, t});
     };
-    const UOp it = range(m / 16, i.arg_as<RangeArg>().axis_id, AxisType::Loop);
-    const UOp jt = range(n / 8, j.arg_as<RangeArg>().axis_id, AxisType::Loop);
-    const UOp kt = range(kk / 16, k.arg_as<RangeArg>().axis_id, AxisType::Reduce);
+    const UOp it = range(mp / 16, i.arg_as<RangeArg>().axis_id, AxisType::Loop);
+    const UOp jt = range(np / 8, j.arg_as<RangeArg>().axis_id, AxisType::Loop);
+    const UOp kt = range(kp / 16, k.arg_as<RangeArg>().axis_id, AxisType::Reduce);
+    // `load` at the given rows/columns, gated where they may lie in the padding.
+    const auto gated = [](const UOp& load, const UOp& gate) {
+        if (gate.is_null()) return load;
+        const UOp& index = load.src(0);
+        std::vector<UOp> is(index.srcs().begin(), index.srcs().end());
+        if (is.size() > 2)
+            is[2] = is[2] & gate;
+        else
+            is.push_back(gate);
+        return UOp::make(Op::Load, load.dtype(), {with_srcs(index, std::move(is))});
+    };
+    const auto inside = [](const UOp& v, int64_t size, int64_t padded) {
+        return padded == size ? UOp() : v < idx(size);
+    };
+    const auto both = [](const UOp& p, const UOp& q) {
+        return p.is_null() ? q : q.is_null() ? p : (p & q);
+    };
     const UOp lane = range(32, next_axis++, AxisType::Local);
     const UOp grp = lane / idx(4), tid = lane % idx(4);
 
     std::vector<UOp> a, b;
-    for (int64_t r = 0; r < 8; ++r)
-        a.push_back(at(loads[0], {{i, it * idx(16) + grp + idx(8 * ((r >> 1) & 1))},
-                                  {k, kt * idx(16) + tid * idx(2) + idx((r & 1) + 8 * (r >> 2))}}));
-    for (int64_t r = 0; r < 4; ++r)
-        b.push_back(at(loads[1], {{k, kt * idx(16) + tid * idx(2) + idx((r & 1) + 8 * (r >> 1))},
-                                  {j, jt * idx(8) + grp}}));
+    for (int64_t r = 0; r < 8; ++r) {
+        const UOp row = it * idx(16) + grp + idx(8 * ((r >> 1) & 1));
+        const UOp col = kt * idx(16) + tid * idx(2) + idx((r & 1) + 8 * (r >> 2));
+        a.push_back(gated(at(loads[0], {{i, row}, {k, col}}),
+                          both(inside(row, m, mp), inside(col, kk, kp))));
+    }
+    for (int64_t r = 0; r < 4; ++r) {
+        const UOp row = kt * idx(16) + tid * idx(2) + idx((r & 1) + 8 * (r >> 1));
+        const UOp col = jt * idx(8) + grp;
+        b.push_back(gated(at(loads[1], {{k, row}, {j, col}}),
+                          both(inside(row, kk, kp), inside(col, n, np))));
+    }
     const UOp af = UOp::make(Op::Vectorize, in.vec(8), a);
     const UOp bf = UOp::make(Op::Vectorize, in.vec(4), b);
     const UOp zero = UOp::constant_f(DType::Float32.vec(4), 0.0);
@@ -122,7 +146,15 @@ UOp tensor_core_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis,
         const UOp lane_value = UOp::make(Op::Gep, DType::Float32, {acc}, std::vector<int64_t>{c});
         std::unordered_map<const UOpNode*, UOp> swap{{red.get(), lane_value}};
         const UOp value = at(store.src(1).substitute(swap), {{i, row}, {j, col}});
-        const UOp index = at(store.src(0), {{i, row}, {j, col}});
+        UOp index = at(store.src(0), {{i, row}, {j, col}});
+        if (const UOp g = both(inside(row, m, mp), inside(col, n, np)); !g.is_null()) {
+            std::vector<UOp> is(index.srcs().begin(), index.srcs().end());
+            if (is.size() > 2)
+                is[2] = is[2] & g;
+            else
+                is.push_back(g);
+            index = with_srcs(index, std::move(is));
+        }
         stores.push_back(UOp::make(Op::Store, DType::Void, {index, value}));
     }
     std::vector<UOp> end_srcs{UOp::make(Op::Group, DType::Void, stores)};
