@@ -68,6 +68,8 @@ UOp tensor_core_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis,
     if (!k.src(0).is_const() || type_of(k) != AxisType::Reduce) fail("opt", not_matmul);
     // The output axes: i in the left operand only (rows), j in the right one only (columns);
     // the others (a batch) stay as they are.
+    // The innermost such axes are i and j (a batch axis of one operand only, further out, is
+    // a batch like the others).
     UOp i, j;
     std::vector<UOp> batch;
     for (size_t e = 1; e < end.srcs().size(); ++e) {
@@ -76,12 +78,13 @@ UOp tensor_core_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis,
         if (type_of(r) != AxisType::Loop && type_of(r) != AxisType::Global)
             fail("opt", what + "TC comes first: the kernel has opts applied already");
         const bool in_a = contains(loads[0], r), in_b = contains(loads[1], r);
-        if (in_a && !in_b && i.is_null())
-            i = r;
-        else if (in_b && !in_a && j.is_null())
-            j = r;
-        else
+        UOp* slot = in_a && !in_b ? &i : in_b && !in_a ? &j : nullptr;
+        if (slot == nullptr) {
             batch.push_back(r);
+            continue;
+        }
+        if (!slot->is_null()) batch.push_back(*slot);
+        *slot = r;
     }
     // A's rows must be the left operand: swap when the kernel reads them the other way.
     if (i.is_null() || j.is_null() || !contains(loads[0], k) || !contains(loads[1], k))

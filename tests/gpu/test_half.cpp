@@ -152,6 +152,7 @@ TEST_CASE("tensor cores: float16 and bfloat16 matmuls on EMU are warp mma.sync")
     const std::vector<Shape3> shapes = {
         {{32, 48}, {48, 24}, true},
         {{2, 16, 32}, {2, 32, 8}, true}, // a batch axis stays a grid axis
+        {{3, 16, 32}, {32, 8}, true},    // the right operand broadcast over the batch
         {{20, 24}, {24, 13}, true},      // padded up to 32, 16 and 32 (PADTO)
         {{3, 5}, {5, 7}, true},
     };
