@@ -81,14 +81,16 @@ std::vector<UOp> lay_out(const std::vector<int64_t>& sizes, int64_t kind,
 } // namespace
 
 UOp gpu_dims(const UOp& ast, const DeviceLimits& lim, const std::string& kernel,
-             std::array<int64_t, 3>& grid, std::array<int64_t, 3>& block) {
+             std::array<int64_t, 3>& grid, std::array<int64_t, 3>& block,
+             std::array<UOp, 3>* grid_size) {
     grid = {1, 1, 1};
     block = {1, 1, 1};
+    if (grid_size != nullptr) *grid_size = {};
     // A scatter's read-add-write loop is ordered (two of its updates may hit one element): the
     // kernel keeps its loops and runs as one thread. (Atomic adds would let it spread.)
     if (reads_what_it_writes(ast)) return ast;
     // The output ranges in the order the kernel's ENDs list them (outer to inner).
-    std::vector<UOp> global, local;
+    std::vector<UOp> global, local, sym_global;
     for (const UOp& u : ast.toposort()) {
         if (u.op() != Op::End) continue;
         for (size_t i = 1; i < u.srcs().size(); ++i) {
@@ -98,10 +100,10 @@ UOp gpu_dims(const UOp& ast, const DeviceLimits& lim, const std::string& kernel,
             const bool is_global =
                 t == AxisType::Loop || t == AxisType::Global || t == AxisType::Thread;
             if (!is_global && t != AxisType::Local) continue;
-            // A range of symbolic size stays a loop in every thread: the launch size is fixed
-            // when the kernel is compiled. (A grid sized from the variables is not built yet.)
-            if (!r.src(0).is_const()) continue;
-            std::vector<UOp>& into = is_global ? global : local;
+            // A global range of symbolic size may get a grid dim of its own, sized at launch
+            // (below); a LOCAL one cannot (the block size is fixed).
+            if (!r.src(0).is_const() && !is_global) continue;
+            std::vector<UOp>& into = !r.src(0).is_const() ? sym_global : is_global ? global : local;
             if (std::none_of(into.begin(), into.end(), [&](const UOp& x) { return x.same(r); }))
                 into.push_back(r);
         }
@@ -111,7 +113,7 @@ UOp gpu_dims(const UOp& ast, const DeviceLimits& lim, const std::string& kernel,
         if (u.op() == Op::Range && type_of(u) == AxisType::GroupReduce &&
             std::none_of(local.begin(), local.end(), [&](const UOp& x) { return x.same(u); }))
             local.push_back(u);
-    if (global.empty() && local.empty()) return ast;
+    if (global.empty() && local.empty() && sym_global.empty()) return ast;
     std::vector<int64_t> gs, ls;
     for (const UOp& r : global) gs.push_back(size_of(r));
     for (const UOp& r : local) ls.push_back(size_of(r));
@@ -125,6 +127,21 @@ UOp gpu_dims(const UOp& ast, const DeviceLimits& lim, const std::string& kernel,
     block_limit[0] = std::min(block_limit[0], lim.max_threads_per_block);
     const std::vector<UOp> gv = lay_out(gs, 0, lim.max_grid, grid, kernel);
     const std::vector<UOp> lv = lay_out(ls, 1, block_limit, block, kernel);
+    // Ranges of symbolic size take the grid dims the fixed ones left free, z first, each when
+    // its size is at least 1 and at most the dim's limit over the variable's whole range; the
+    // launch reads the size from the variables. The others stay loops in every thread.
+    std::vector<std::pair<UOp, UOp>> sym_values;
+    if (grid_size != nullptr)
+        for (size_t d = 3; d-- > 0 && !sym_global.empty();) {
+            if (grid[d] > 1) break; // dims below a used one are used too
+            const UOp r = sym_global.back();
+            const UOp& size = r.src(0);
+            if (size.vmin() < 1 || size.vmax() > lim.max_grid[d]) break;
+            sym_global.pop_back();
+            (*grid_size)[d] = size;
+            sym_values.emplace_back(r, UOp::make(Op::Special, DType::Index, {size},
+                                                 std::vector<int64_t>{0, static_cast<int64_t>(d)}));
+        }
 
     // A store that does not depend on a local range is done by the range's first thread only.
     UOp out = ast;
@@ -150,6 +167,7 @@ UOp gpu_dims(const UOp& ast, const DeviceLimits& lim, const std::string& kernel,
     }
     for (size_t i = 0; i < global.size(); ++i) out = replace_range(out, global[i], gv[i], {});
     for (size_t i = 0; i < local.size(); ++i) out = replace_range(out, local[i], lv[i], {});
+    for (const auto& [r, v] : sym_values) out = replace_range(out, r, v, {});
     // An END left with no range to close is its store.
     return rebuild_graph(out, [](const UOp& u, std::vector<UOp> srcs) {
         if (u.op() == Op::End && srcs.size() == 1) return srcs[0];

@@ -411,7 +411,7 @@ UOp threads_stage(const UOp& a, KernelState& k) { return lower_threads(a, k.out.
 UOp group_stage(const UOp& a, KernelState& k) { return k.limits.gpu ? lower_group_reduces(a) : a; }
 UOp gpu_dims_stage(const UOp& a, KernelState& k) {
     if (!k.limits.gpu) return a;
-    return gpu_dims(a, k.limits, k.name, k.out.grid, k.out.block);
+    return gpu_dims(a, k.limits, k.name, k.out.grid, k.out.block, &k.out.grid_size);
 }
 UOp index_dtype_stage(const UOp& a, KernelState&) { return lower_index_dtype(a); }
 

@@ -59,6 +59,7 @@ struct Step {
     std::vector<int64_t> vars;
     bool gpu = false; // a GPU kernel (EMU): launched over grid x block
     std::array<int64_t, 3> grid{1, 1, 1}, block{1, 1, 1};
+    std::array<UOp, 3> grid_size{}; // grid dims sized by the plan's variables (else null)
 };
 
 constexpr int64_t kCoreVar = -1;
@@ -255,6 +256,7 @@ Plan build_plan(const UOp& root, const std::vector<UOp>& inputs, const SymbolicS
         std::shared_ptr<const runtime::CompiledKernel> kernel;
         int64_t threads = 1;
         std::array<int64_t, 3> grid{1, 1, 1}, block{1, 1, 1};
+        std::array<UOp, 3> grid_size{};
         double flops = 0;
         std::vector<int64_t> vars;
     };
@@ -283,6 +285,7 @@ Plan build_plan(const UOp& root, const std::vector<UOp>& inputs, const SymbolicS
                        : runtime::compile_cpu_kernel(k.name, low.program);
         built[i].grid = low.grid;
         built[i].block = low.block;
+        built[i].grid_size = low.grid_size;
         if (vc != nullptr) {
             viz::KernelTrace& kt = vc->kernels[i];
             kt.name = k.name;
@@ -329,6 +332,7 @@ Plan build_plan(const UOp& root, const std::vector<UOp>& inputs, const SymbolicS
             step.gpu = limits.gpu;
             step.grid = built[ki].grid;
             step.block = built[ki].block;
+            step.grid_size = built[ki].grid_size;
             step.flops = built[ki].flops;
             step.vars = built[ki].vars;
             step.params.clear();
@@ -458,7 +462,10 @@ void run_plan(const Plan& plan, const std::vector<std::shared_ptr<runtime::Buffe
         }
         const auto t0 = std::chrono::steady_clock::now();
         if (s.gpu) {
-            runtime::emu_launch(*s.kernel, argv, vars, s.grid, s.block);
+            std::array<int64_t, 3> grid = s.grid;
+            for (size_t d = 0; d < 3; ++d)
+                if (!s.grid_size[d].is_null()) grid[d] = evaluate(s.grid_size[d], values);
+            runtime::emu_launch(*s.kernel, argv, vars, grid, s.block);
         } else if (s.threads > 1) {
             runtime::parallel_for(static_cast<size_t>(s.threads), [&](size_t core) {
                 int64_t mine[8];

@@ -445,3 +445,32 @@ TEST_CASE("EMU: a barrier reached by part of a block is an error") {
           "block)");
     runtime::emu_launch(*k, nullptr, nullptr, {1, 1, 1}, {2, 1, 1}); // every thread reaches it
 }
+
+TEST_CASE("EMU: one kernel for every batch size, the batch on a grid dim sized at launch") {
+    clear_caches();
+    const DefaultDevice emu("EMU");
+    const Dim batch = Dim::variable("batch", 1, 64);
+    const Tensor w = Tensor::from_vector(values(16 * 32, 1), {16, 32});
+    const Tensor bias = Tensor::from_vector(values(32, 2), {32});
+    size_t kernels = 0;
+    std::string ptx;
+    for (int64_t b = 1; b <= 40; b += 3) {
+        const std::vector<float> xv = values(static_cast<size_t>(b * 16), static_cast<uint32_t>(b));
+        const Tensor x = Tensor::from_vector(xv, {batch.bind(b), 16});
+        Tensor y = (x.matmul(w) + bias).relu();
+        y.realize();
+        CHECK(y.device() == "EMU");
+        const Tensor xc = Tensor::from_vector(xv, {b, 16}).to("CPU");
+        check_close(y.to_vector<float>(),
+                    (xc.matmul(w.to("CPU")) + bias.to("CPU")).relu().to_vector<float>(), 1e-5f);
+        if (kernels == 0) {
+            kernels = y.kernels().size();
+            ptx = y.kernels().at(0).source;
+        }
+        CHECK(y.kernels().size() == kernels);
+        CHECK(y.kernels().at(0).source == ptx); // the same kernel for every size
+    }
+    // The rows run to the variable on a grid dim of their own, not as a loop in each thread.
+    CHECK(ptx.find("%ctaid.z") != std::string::npos);
+    CHECK(ptxas(ptx, "sm_80") == "");
+}

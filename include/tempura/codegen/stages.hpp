@@ -61,8 +61,11 @@ void set_group_barrier_for_testing(bool keep);
 // axes) and thread indices (LOCAL axes), each of up to three ranges on a dim of its own when it
 // fits the device's limits, else merged into x and recovered by division and modulo. A store
 // that does not use a LOCAL range is gated to that range's thread 0. Sets the launch size.
+// Output ranges of symbolic size take the grid dims left free when `grid_size` is given: their
+// sizes (expressions of the kernel's variables) are set there, to be evaluated at launch.
 UOp gpu_dims(const UOp& ast, const DeviceLimits& limits, const std::string& kernel,
-             std::array<int64_t, 3>& grid, std::array<int64_t, 3>& block);
+             std::array<int64_t, 3>& grid, std::array<int64_t, 3>& block,
+             std::array<UOp, 3>* grid_size = nullptr);
 
 // Stage "MULACC": float a * b + c becomes MULACC(a, b, c) (an FMA on the CPU).
 UOp fuse_mulacc(const UOp& ast);
@@ -79,6 +82,7 @@ struct LoweredKernel {
     int64_t threads = 1;                   // run the program once per core with vars[0] = core
     std::array<int64_t, 3> grid{1, 1, 1};  // a GPU kernel's blocks along x, y, z
     std::array<int64_t, 3> block{1, 1, 1}; // and threads per block
+    std::array<UOp, 3> grid_size{};        // a grid dim sized by the variables (else null)
     std::vector<Opt> opts;                 // the opts applied
 };
 
