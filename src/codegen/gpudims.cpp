@@ -30,8 +30,9 @@ UOp special(int64_t kind, int64_t dim, int64_t size) {
 // modulo. Sets `dims` to the launch size.
 std::vector<UOp> lay_out(const std::vector<int64_t>& sizes, int64_t kind,
                          const std::array<int64_t, 3>& limit, std::array<int64_t, 3>& dims,
-                         const std::string& kernel) {
+                         const std::string& kernel, std::array<bool, 3>* used = nullptr) {
     dims = {1, 1, 1};
+    std::array<bool, 3> taken{false, false, false};
     std::vector<UOp> vals(sizes.size());
     const size_t n = sizes.size();
     bool direct = n <= 3;
@@ -40,8 +41,10 @@ std::vector<UOp> lay_out(const std::vector<int64_t>& sizes, int64_t kind,
         for (size_t i = 0; i < n; ++i) {
             const auto d = static_cast<int64_t>(n - 1 - i);
             dims[static_cast<size_t>(d)] = sizes[i];
+            taken[static_cast<size_t>(d)] = true; // (a range of size 1 too)
             vals[i] = special(kind, d, sizes[i]);
         }
+        if (used != nullptr) *used = taken;
         return vals;
     }
     // Merged: one linear index over x (and y, z where x alone cannot hold it), split exactly:
@@ -65,6 +68,7 @@ std::vector<UOp> lay_out(const std::vector<int64_t>& sizes, int64_t kind,
                             " cannot be laid out within the limits (" + std::to_string(limit[0]) +
                             ", " + std::to_string(limit[1]) + ", " + std::to_string(limit[2]) +
                             ")");
+    if (used != nullptr) *used = {true, dims[1] > 1, dims[2] > 1};
     UOp id = special(kind, 0, dims[0]);
     if (dims[1] > 1) id = id + special(kind, 1, dims[1]) * UOp::index(dims[0]);
     if (dims[2] > 1) id = id + special(kind, 2, dims[2]) * UOp::index(dims[0] * dims[1]);
@@ -125,7 +129,8 @@ UOp gpu_dims(const UOp& ast, const DeviceLimits& lim, const std::string& kernel,
                             std::to_string(lim.max_threads_per_block));
     std::array<int64_t, 3> block_limit = lim.max_block;
     block_limit[0] = std::min(block_limit[0], lim.max_threads_per_block);
-    const std::vector<UOp> gv = lay_out(gs, 0, lim.max_grid, grid, kernel);
+    std::array<bool, 3> grid_used{false, false, false};
+    const std::vector<UOp> gv = lay_out(gs, 0, lim.max_grid, grid, kernel, &grid_used);
     const std::vector<UOp> lv = lay_out(ls, 1, block_limit, block, kernel);
     // Ranges of symbolic size take the grid dims the fixed ones left free, z first, each when
     // its size is at least 1 and at most the dim's limit over the variable's whole range; the
@@ -133,10 +138,10 @@ UOp gpu_dims(const UOp& ast, const DeviceLimits& lim, const std::string& kernel,
     std::vector<std::pair<UOp, UOp>> sym_values;
     if (grid_size != nullptr)
         for (size_t d = 3; d-- > 0 && !sym_global.empty();) {
-            if (grid[d] > 1) break; // dims below a used one are used too
+            if (grid_used[d]) continue;
             const UOp r = sym_global.back();
             const UOp& size = r.src(0);
-            if (size.vmin() < 1 || size.vmax() > lim.max_grid[d]) break;
+            if (size.vmin() < 1 || size.vmax() > lim.max_grid[d]) continue;
             sym_global.pop_back();
             (*grid_size)[d] = size;
             sym_values.emplace_back(r, UOp::make(Op::Special, DType::Index, {size},

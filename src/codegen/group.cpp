@@ -32,6 +32,13 @@ UOp lower_group_reduces(const UOp& ast) {
     }
     if (!any) return ast;
     const bool barrier = g_keep_barrier.load();
+    // An output range of symbolic size may stay a loop around the group (gpu dims gives it a
+    // grid dim only when one is free and large enough): then the next iteration's partials must
+    // wait until every thread has read this one's, a second barrier.
+    bool looped = false;
+    for (const UOp& u : ast.toposort())
+        looped = looped || (u.op() == Op::Range && type_of(u) != AxisType::Reduce &&
+                            type_of(u) != AxisType::GroupReduce && !u.src(0).is_const());
     return rebuild_graph(ast, [&](const UOp& u, std::vector<UOp> srcs) {
         if (u.op() != Op::Reduce) return with_srcs(u, std::move(srcs));
         UOp group;
@@ -62,7 +69,9 @@ UOp lower_group_reduces(const UOp& ast) {
             UOp::make(Op::Load, dt,
                       {UOp::make(Op::Index, buf.dtype(),
                                  {UOp::make(Op::After, buf.dtype(), {buf, after}), k})});
-        return UOp::make(Op::Reduce, dt, {read, k}, u.arg(), u.location());
+        const UOp total = UOp::make(Op::Reduce, dt, {read, k}, u.arg(), u.location());
+        if (!looped || !barrier) return total;
+        return UOp::make(Op::After, dt, {total, UOp::make(Op::Barrier, DType::Void, {total})});
     });
 }
 

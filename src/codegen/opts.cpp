@@ -288,6 +288,12 @@ void OptKernel::apply(const Opt& o) {
                 fail("opt",
                      what + "axis " + std::to_string(o.axis) + " is not a plain reduce loop");
             amount_ok(r);
+            // The partials share 4-byte words below 4 bytes, which EMU's race detector (one
+            // record per word) would take for a race between neighbouring threads.
+            for (const UOp& u : ast_.toposort())
+                if (u.op() == Op::Reduce && contains(u, r) && u.dtype().itemsize() < 4)
+                    fail("opt", what + "a grouped reduce of " + u.dtype().name() +
+                                    " elements (under 4 bytes) is not implemented yet");
             for (const UOp& u : ast_.toposort())
                 if (u.op() == Op::Range &&
                     (type_of(u) == AxisType::GroupReduce || type_of(u) == AxisType::Local))

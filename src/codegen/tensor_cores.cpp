@@ -7,6 +7,7 @@
 //   C, D (16 x 8):    c_r at row groupID + 8 (r >> 1), column 2 tid + (r & 1)
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "ranges.hpp"
@@ -142,15 +143,33 @@ UOp tensor_core_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis,
         UOp::make(Op::Wmma, DType::Float32.vec(4), {af, bf, zero}, std::vector<int64_t>{16, 8, 16});
     const UOp acc = UOp::make(Op::Reduce, DType::Float32.vec(4), {mma, kt}, red.arg());
 
+    std::unordered_set<const UOpNode*> in_reduce;
+    for (const UOp& u : red.toposort()) in_reduce.insert(u.get());
     std::vector<UOp> stores;
     for (int64_t c = 0; c < 4; ++c) {
         const UOp row = it * idx(16) + grp + idx(8 * (c >> 1));
         const UOp col = jt * idx(8) + tid * idx(2) + idx(c & 1);
         const UOp lane_value = UOp::make(Op::Gep, DType::Float32, {acc}, std::vector<int64_t>{c});
         std::unordered_map<const UOpNode*, UOp> swap{{red.get(), lane_value}};
-        const UOp value = at(store.src(1).substitute(swap), {{i, row}, {j, col}});
         UOp index = at(store.src(0), {{i, row}, {j, col}});
-        if (const UOp g = both(inside(row, m, mp), inside(col, n, np)); !g.is_null()) {
+        UOp epilogue = store.src(1);
+        const UOp g = both(inside(row, m, mp), inside(col, n, np));
+        if (!g.is_null()) {
+            // The epilogue's own loads (a bias, a residual) at padded positions read nothing:
+            // the value is computed before the store's IF. (Not the fragments' loads inside the
+            // reduce: the warp shares them.)
+            epilogue = rebuild_graph(epilogue, [&](const UOp& u, std::vector<UOp> srcs) {
+                if (in_reduce.count(u.get()) != 0) return u;
+                if (u.op() != Op::Load || srcs[0].op() != Op::Index)
+                    return with_srcs(u, std::move(srcs));
+                std::vector<UOp> is(srcs[0].srcs().begin(), srcs[0].srcs().end());
+                if (is.size() > 2)
+                    is[2] = is[2] & g;
+                else
+                    is.push_back(g);
+                srcs[0] = with_srcs(srcs[0], std::move(is));
+                return with_srcs(u, std::move(srcs));
+            });
             std::vector<UOp> is(index.srcs().begin(), index.srcs().end());
             if (is.size() > 2)
                 is[2] = is[2] & g;
@@ -158,6 +177,7 @@ UOp tensor_core_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis,
                 is.push_back(g);
             index = with_srcs(index, std::move(is));
         }
+        const UOp value = at(epilogue.substitute(swap), {{i, row}, {j, col}});
         stores.push_back(UOp::make(Op::Store, DType::Void, {index, value}));
     }
     std::vector<UOp> end_srcs{UOp::make(Op::Group, DType::Void, stores)};

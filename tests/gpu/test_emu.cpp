@@ -350,6 +350,12 @@ TEST_CASE("EMU: a reduction to few outputs shares its reduce through shared memo
     CHECK(ptxas(ptx, "sm_80") == "");
     CHECK(ptxas(ptx, "sm_90") == "");
     CHECK(xe.max(1).to_vector<float>() == x.max(1).to_vector<float>());
+    // Elements under 4 bytes are not grouped (their partials would share shared words): the
+    // plain path, with the same answers.
+    const Tensor h = x.cast(DType::Float16);
+    CHECK(h.to("EMU").max(1).to_vector<float>() == h.max(1).to_vector<float>());
+    const Tensor bits = x > 2.9f;
+    CHECK(bits.to("EMU").any(1).to_vector<bool>() == bits.any(1).to_vector<bool>());
     CHECK(xe.argmax(1).to_vector<int32_t>() == x.argmax(1).to_vector<int32_t>());
     check_close(xe.softmax(1).to_vector<float>(), x.softmax(1).to_vector<float>(), 1e-6f);
 }

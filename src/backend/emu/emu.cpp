@@ -21,7 +21,12 @@
 #include "tempura/runtime/thread_pool.hpp"
 #include "tempura/support/lru_cache.hpp"
 
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TEMPURA_ASAN_BUILD 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(TEMPURA_ASAN_BUILD)
 #include <sanitizer/common_interface_defs.h>
 #define TEMPURA_ASAN_FIBERS 1
 #endif
@@ -36,7 +41,7 @@ std::string triple(int64_t x, int64_t y, int64_t z) {
 
 // A shared word's accesses since the last barrier (epoch): who wrote it, who read it.
 struct Shadow {
-    int64_t writer = -1, reader = -1;
+    int64_t writer = -1, reader = -1, other_reader = -1; // other_reader: a second one
     uint32_t write_epoch = 0, read_epoch = 0;
     bool many_readers = false;
 };
@@ -117,16 +122,19 @@ int64_t on_shared(int64_t address, int64_t bytes, int64_t store) {
         if (store != 0) {
             if (s.read_epoch == b->epoch && (s.many_readers || s.reader != b->tid))
                 b->problem(b->where(b->tid) + "shared-memory race: STORE of " + word +
-                           " read by thread " + b->thread(s.reader != b->tid ? s.reader : -1) +
+                           " read by thread " +
+                           b->thread(s.reader != b->tid ? s.reader : s.other_reader) +
                            " since the last barrier");
             s.writer = b->tid;
             s.write_epoch = b->epoch;
         } else if (s.read_epoch != b->epoch) {
             s.read_epoch = b->epoch;
             s.reader = b->tid;
+            s.other_reader = -1;
             s.many_readers = false;
         } else if (s.reader != b->tid) {
             s.many_readers = true;
+            s.other_reader = b->tid;
         }
     }
     return 1;
@@ -283,7 +291,10 @@ std::string run_block(const CompiledKernel& k, void* const* buffers, const int64
     b.block_id = block_id;
     b.shared.assign(k.shared_bytes(), 0xff); // NaN bits: what a fresh block finds there
     b.shadow.assign((k.shared_bytes() + 3) / 4, Shadow{});
-    Block* const saved = t_block;
+    struct Restore {
+        Block* saved;
+        ~Restore() { t_block = saved; }
+    } restore{t_block};
     t_block = &b;
     auto vars_of = [&](int64_t t) {
         std::vector<int64_t> v(nv + 7);
@@ -305,7 +316,6 @@ std::string run_block(const CompiledKernel& k, void* const* buffers, const int64
             const std::vector<int64_t> v = vars_of(t);
             k.run(buffers, v.data());
         }
-        t_block = saved;
         return b.error;
     }
     // Fibers: each runs until its next barrier; the block goes on when all have arrived.
@@ -365,10 +375,10 @@ std::string run_block(const CompiledKernel& k, void* const* buffers, const int64
                     b.problem(b.where(f.tid) + "waits at a barrier while its warp's WMMA runs");
             if (!b.error.empty()) break;
             mma_step(fibers);
+            continue; // an mma is no memory barrier: the epoch stays
         }
         ++b.epoch; // the barrier: what was written before it may be read after it
     }
-    t_block = saved;
     return b.error;
 }
 
