@@ -17,10 +17,13 @@ using detail::contains;
 using detail::replace_range;
 using detail::size_of;
 using detail::type_of;
+using detail::with_gate;
 
+UOp special(int64_t kind, int64_t dim, const UOp& size) {
+    return UOp::make(Op::Special, DType::Index, {size}, std::vector<int64_t>{kind, dim});
+}
 UOp special(int64_t kind, int64_t dim, int64_t size) {
-    return UOp::make(Op::Special, DType::Index, {UOp::index(size)},
-                     std::vector<int64_t>{kind, dim});
+    return special(kind, dim, UOp::index(size));
 }
 
 // The value of each range of `ranges` (outer to inner, sizes `sizes`) when they are laid out
@@ -144,8 +147,7 @@ UOp gpu_dims(const UOp& ast, const DeviceLimits& lim, const std::string& kernel,
             if (size.vmin() < 1 || size.vmax() > lim.max_grid[d]) continue;
             sym_global.pop_back();
             (*grid_size)[d] = size;
-            sym_values.emplace_back(r, UOp::make(Op::Special, DType::Index, {size},
-                                                 std::vector<int64_t>{0, static_cast<int64_t>(d)}));
+            sym_values.emplace_back(r, special(0, static_cast<int64_t>(d), size));
         }
 
     // A store that does not depend on a local range is done by the range's first thread only.
@@ -161,12 +163,7 @@ UOp gpu_dims(const UOp& ast, const DeviceLimits& lim, const std::string& kernel,
                     gate = gate.is_null() ? first : (gate & first);
                 }
             if (gate.is_null()) return with_srcs(u, std::move(srcs));
-            std::vector<UOp> is(srcs[0].srcs().begin(), srcs[0].srcs().end());
-            if (is.size() > 2)
-                is[2] = is[2] & gate;
-            else
-                is.push_back(gate);
-            srcs[0] = with_srcs(srcs[0], std::move(is));
+            srcs[0] = with_gate(srcs[0], gate);
             return with_srcs(u, std::move(srcs));
         });
     }

@@ -63,8 +63,7 @@ UOp lower_group_reduces(const UOp& ast) {
         const UOp after = barrier ? UOp::make(Op::Barrier, DType::Void, {put}) : put;
         // Every thread reduces the g partials (the output store is gated to thread 0 by gpu
         // dims, since it does not use the group's range).
-        const UOp k = UOp::make(Op::Range, DType::Index, {UOp::index(g)},
-                                RangeArg{next_id++, AxisType::Reduce});
+        const UOp k = detail::make_range(g, next_id++, AxisType::Reduce);
         const UOp read =
             UOp::make(Op::Load, dt,
                       {UOp::make(Op::Index, buf.dtype(),

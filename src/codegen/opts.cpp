@@ -49,14 +49,11 @@ bool noopt_requested() { return env::get_flag("TEMPURA_NOOPT"); }
 namespace {
 
 using detail::contains;
+using detail::make_range;
 using detail::replace_range;
 using detail::size_of;
 using detail::type_of;
 bool is_expanded(AxisType t) { return detail::is_expanded_type(t); }
-
-UOp make_range(int64_t size, int64_t id, AxisType t) {
-    return UOp::make(Op::Range, DType::Index, {UOp::index(size)}, RangeArg{id, t});
-}
 
 // The END of a kernel (null when the output is a single element and there is no loop).
 UOp find_end(const UOp& ast) {

@@ -14,6 +14,21 @@ inline bool is_expanded(const UOp& r) {
 }
 inline int64_t size_of(const UOp& r) { return r.src(0).const_value(); }
 
+// A RANGE of a constant size.
+inline UOp make_range(int64_t size, int64_t id, AxisType t) {
+    return UOp::make(Op::Range, DType::Index, {UOp::index(size)}, RangeArg{id, t});
+}
+
+// `index` (an INDEX) with `gate` ANDed into its gate (added when it has none).
+inline UOp with_gate(const UOp& index, const UOp& gate) {
+    std::vector<UOp> is(index.srcs().begin(), index.srcs().end());
+    if (is.size() > 2)
+        is[2] = is[2] & gate;
+    else
+        is.push_back(gate);
+    return with_srcs(index, std::move(is));
+}
+
 // Whether `r` is `u` or one of its sources, transitively.
 bool contains(const UOp& u, const UOp& r);
 

@@ -19,9 +19,11 @@ namespace tempura::codegen {
 namespace {
 
 using detail::contains;
+using detail::make_range;
 using detail::replace_range;
 using detail::size_of;
 using detail::type_of;
+using detail::with_gate;
 
 UOp idx(int64_t v) { return UOp::index(v); }
 
@@ -97,22 +99,13 @@ UOp tensor_core_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis,
     const auto up = [](int64_t v, int64_t to) { return (v + to - 1) / to * to; };
     const int64_t mp = up(m, 16), np = up(n, 8), kp = up(kk, 16);
 
-    const auto range = [](int64_t size, int64_t id, AxisType t) {
-        return UOp::make(Op::Range, DType::Index, {UOp::index(size)}, RangeArg{id, t});
-    };
-    const UOp it = range(mp / 16, i.arg_as<RangeArg>().axis_id, AxisType::Loop);
-    const UOp jt = range(np / 8, j.arg_as<RangeArg>().axis_id, AxisType::Loop);
-    const UOp kt = range(kp / 16, k.arg_as<RangeArg>().axis_id, AxisType::Reduce);
+    const UOp it = make_range(mp / 16, i.arg_as<RangeArg>().axis_id, AxisType::Loop);
+    const UOp jt = make_range(np / 8, j.arg_as<RangeArg>().axis_id, AxisType::Loop);
+    const UOp kt = make_range(kp / 16, k.arg_as<RangeArg>().axis_id, AxisType::Reduce);
     // `load` at the given rows/columns, gated where they may lie in the padding.
     const auto gated = [](const UOp& load, const UOp& gate) {
         if (gate.is_null()) return load;
-        const UOp& index = load.src(0);
-        std::vector<UOp> is(index.srcs().begin(), index.srcs().end());
-        if (is.size() > 2)
-            is[2] = is[2] & gate;
-        else
-            is.push_back(gate);
-        return UOp::make(Op::Load, load.dtype(), {with_srcs(index, std::move(is))});
+        return UOp::make(Op::Load, load.dtype(), {with_gate(load.src(0), gate)});
     };
     const auto inside = [](const UOp& v, int64_t size, int64_t padded) {
         return padded == size ? UOp() : v < idx(size);
@@ -120,7 +113,7 @@ UOp tensor_core_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis,
     const auto both = [](const UOp& p, const UOp& q) {
         return p.is_null() ? q : q.is_null() ? p : (p & q);
     };
-    const UOp lane = range(32, next_axis++, AxisType::Local);
+    const UOp lane = make_range(32, next_axis++, AxisType::Local);
     const UOp grp = lane / idx(4), tid = lane % idx(4);
 
     std::vector<UOp> a, b;
@@ -162,20 +155,10 @@ UOp tensor_core_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis,
                 if (in_reduce.count(u.get()) != 0) return u;
                 if (u.op() != Op::Load || srcs[0].op() != Op::Index)
                     return with_srcs(u, std::move(srcs));
-                std::vector<UOp> is(srcs[0].srcs().begin(), srcs[0].srcs().end());
-                if (is.size() > 2)
-                    is[2] = is[2] & g;
-                else
-                    is.push_back(g);
-                srcs[0] = with_srcs(srcs[0], std::move(is));
+                srcs[0] = with_gate(srcs[0], g);
                 return with_srcs(u, std::move(srcs));
             });
-            std::vector<UOp> is(index.srcs().begin(), index.srcs().end());
-            if (is.size() > 2)
-                is[2] = is[2] & g;
-            else
-                is.push_back(g);
-            index = with_srcs(index, std::move(is));
+            index = with_gate(index, g);
         }
         const UOp value = at(epilogue.substitute(swap), {{i, row}, {j, col}});
         stores.push_back(UOp::make(Op::Store, DType::Void, {index, value}));

@@ -311,9 +311,12 @@ std::string run_block(const CompiledKernel& k, void* const* buffers, const int64
     if (!k.barriers()) {
         // Last thread first: a GPU promises no order among a block's threads, and a program
         // that leans on the natural one (thread 0 first) shows it here.
+        std::vector<int64_t> v = vars_of(0); // one argument list: only the thread ids change
         for (int64_t t = threads - 1; t >= 0 && b.error.empty(); --t) {
             b.tid = t;
-            const std::vector<int64_t> v = vars_of(t);
+            v[nv + 3] = t % block[0];
+            v[nv + 4] = t / block[0] % block[1];
+            v[nv + 5] = t / (block[0] * block[1]);
             k.run(buffers, v.data());
         }
         return b.error;

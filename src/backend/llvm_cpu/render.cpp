@@ -426,12 +426,16 @@ class Renderer {
         return b_.CreateCall(fty, callee, args);
     }
 
-    // Whether an INDEX addresses shared memory (a DEFINE_LOCAL, maybe through AFTER).
-    static bool is_shared(const UOp& idx) {
-        if (idx.op() != Op::Index) return false;
+    // What an INDEX addresses: its pointer, through any AFTER (a scatter reads its output,
+    // GROUP its partials, through one).
+    static UOp base_of(const UOp& idx) {
         UOp base = idx.src(0);
         while (base.op() == Op::After) base = base.src(0);
-        return base.op() == Op::DefineLocal;
+        return base;
+    }
+    // Whether an INDEX addresses shared memory (a DEFINE_LOCAL).
+    static bool is_shared(const UOp& idx) {
+        return idx.op() == Op::Index && base_of(idx).op() == Op::DefineLocal;
     }
 
     // Target::Emu: reports a shared-memory access to the emulator (bounds and races) and
@@ -472,8 +476,7 @@ class Renderer {
     // any, is on) to the emulator. Null where nothing is checked.
     llvm::Value* emu_in_bounds(const UOp& idx, int64_t lanes, bool is_store, llvm::Value* gate) {
         if (target_ != Target::Emu || idx.op() != Op::Index) return nullptr;
-        UOp base = idx.src(0); // (a scatter reads its output through AFTER)
-        while (base.op() == Op::After) base = base.src(0);
+        const UOp base = base_of(idx);
         if (base.op() != Op::Param) return nullptr;
         const auto& a = base.arg_as<std::vector<int64_t>>();
         if (a.size() < 2 || a[1] < 0) return nullptr; // a symbolic size
