@@ -310,6 +310,25 @@ TEST_CASE("hostile: float -> integer casts saturate, NaN gives 0, on every path"
                                                                                 to.is_unsigned()));
             // A kernel reading a buffer.
             CHECK(src.cast(to).to_vector<int64_t>() == want);
+            // The same in vector lanes (the CPU renders a vector conversion by clamps and
+            // selects, not LLVM's scalarized fptosi.sat): 64 copies, so the kernel is upcast.
+            Tensor tiled = src.reshape({1, -1}).expand({64, -1}).contiguous().reshape({-1});
+            tiled.realize();
+            Tensor vcast = tiled.cast(to);
+            vcast.realize();
+            REQUIRE(vcast.kernels().size() == 1);
+            std::vector<int64_t> vwant;
+            for (int k = 0; k < 64; ++k) vwant.insert(vwant.end(), want.begin(), want.end());
+            CHECK(vcast.to_vector<int64_t>() == vwant);
+            if (!to.is_bool()) {
+                const std::string& ir = vcast.kernels().back().source;
+                bool vector = false;
+                for (const char* t : {" x float>", " x double>", " x half>", " x bfloat>"})
+                    vector = vector || ir.find(t) != std::string::npos;
+                CHECK(vector);
+                CHECK(ir.find("fpto") != std::string::npos);
+                CHECK(ir.find(".sat.v") == std::string::npos);
+            }
             // The reference interpreter.
             std::vector<int64_t> ref;
             for (double r : tempura::reference_eval(src.cast(to).uop()))

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <cmath>
 #include <cstring>
 #include <unordered_map>
 
@@ -837,6 +838,38 @@ class Renderer {
         return b_.CreateSelect(zero, llvm::ConstantInt::get(ty, 0), q);
     }
 
+    // fptosi.sat/fptoui.sat of the same meaning, for vectors: LLVM 19 scalarizes the vector
+    // intrinsics on x86 (a convert, two compares and two cmovs per lane: a float32 exp2 spent
+    // most of its time there). Clamp into the range a plain convert handles, convert, then
+    // put back the values it cannot give: the type's max for x >= 2^bits (a float below that
+    // power of two truncates to less than the max for 32 and 64 bits), 0 for NaN. A NaN takes
+    // the low clamp first (an unordered compare), so the plain convert never sees it.
+    llvm::Value* saturating_vector_cast(llvm::Value* x, llvm::Type* ty, DType to) {
+        llvm::Type* ft = x->getType();
+        const llvm::fltSemantics& sem = ft->getScalarType()->getFltSemantics();
+        const unsigned bits = ty->getScalarSizeInBits();
+        const bool is_unsigned = to.is_unsigned();
+        // The bounds are powers of two, exact in float and double.
+        llvm::APFloat lo(sem), top(sem);
+        lo = llvm::APFloat(is_unsigned ? 0.0 : -std::ldexp(1.0, static_cast<int>(bits) - 1));
+        top = llvm::APFloat(std::ldexp(1.0, static_cast<int>(is_unsigned ? bits : bits - 1)));
+        bool lost = false;
+        lo.convert(sem, llvm::APFloat::rmNearestTiesToEven, &lost);
+        top.convert(sem, llvm::APFloat::rmNearestTiesToEven, &lost);
+        llvm::APFloat below_top = top;
+        below_top.next(/*nextDown=*/true);
+        llvm::Value* lo_v = llvm::ConstantFP::get(ft, lo);
+        llvm::Value* top_v = llvm::ConstantFP::get(ft, top);
+        llvm::Value* below_v = llvm::ConstantFP::get(ft, below_top);
+        llvm::Value* xc = b_.CreateSelect(b_.CreateFCmpOGE(x, lo_v), x, lo_v);
+        xc = b_.CreateSelect(b_.CreateFCmpOGT(xc, below_v), below_v, xc);
+        llvm::Value* r = is_unsigned ? b_.CreateFPToUI(xc, ty) : b_.CreateFPToSI(xc, ty);
+        const llvm::APInt max =
+            is_unsigned ? llvm::APInt::getMaxValue(bits) : llvm::APInt::getSignedMaxValue(bits);
+        r = b_.CreateSelect(b_.CreateFCmpOGE(x, top_v), llvm::ConstantInt::get(ty, max), r);
+        return b_.CreateSelect(b_.CreateFCmpUNO(x, x), llvm::ConstantInt::get(ty, 0), r);
+    }
+
     // Lane by lane for vectors: S.vec(n) -> T.vec(n).
     llvm::Value* cast(const UOp& u, llvm::Value* x, DType from, DType to) {
         llvm::Type* ty = value_type(to, u);
@@ -864,6 +897,8 @@ class Renderer {
             // to float first (exactly): LLVM 19 lowers fptosi.sat from half with AVX512-FP16's
             // vcvtph2w, which turns NaN into INT16_MIN.
             if (from.bits() < 32) x = b_.CreateFPExt(x, lanes(b_.getFloatTy(), to, u));
+            if (x->getType()->isVectorTy() && target_ != Target::Nvptx)
+                return saturating_vector_cast(x, ty, to);
             return b_.CreateIntrinsic(to.is_unsigned() ? llvm::Intrinsic::fptoui_sat
                                                        : llvm::Intrinsic::fptosi_sat,
                                       {ty, x->getType()}, {x});
