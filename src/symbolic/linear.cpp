@@ -360,6 +360,33 @@ std::optional<UOp> fold_divmod(const UOp& u) {
     }
     Linear l = decompose(x);
     if (l.terms.empty() || !bounds_of_terms(dt, l.terms, l.constant)) return std::nullopt;
+    if (x.vmin() >= 0) {
+        // Residues: every coefficient k = c*q + r with 0 <= r < c, so x = c*Q + y with
+        // y = sum of r*t (+ k0 % c). When the bounds put y in [0, c) and x >= 0, x / c == Q and
+        // x % c == y (floor and truncation agree for x >= 0): both disappear. This is the form
+        // a window over a padded axis takes, (ky*59 + oy) % 58 -> ky + oy with ky + oy < 58.
+        Linear y{dt, {}, 0}, q{dt, {}, 0};
+        bool moved = false;
+        for (const auto& t : l.terms) {
+            int64_t r = t.coef % c;
+            if (r < 0) r += c;
+            const auto qk = static_cast<int64_t>((i128{t.coef} - r) / c);
+            if (r != 0) y.terms.push_back({t.mono, r});
+            if (qk != 0) q.terms.push_back({t.mono, qk});
+            moved = moved || qk != 0;
+        }
+        y.constant = l.constant % c;
+        if (y.constant < 0) y.constant += c;
+        q.constant = static_cast<int64_t>((i128{l.constant} - y.constant) / c);
+        moved = moved || q.constant != 0;
+        if (moved) {
+            combine(y);
+            combine(q);
+            const auto yb = bounds_of_terms(dt, y.terms, y.constant);
+            if (yb && yb->first >= 0 && yb->second < c && bounds_of_terms(dt, q.terms, q.constant))
+                return is_div ? rebuild(q) : rebuild(y);
+        }
+    }
     // Common factor g of c and every coefficient.
     uint64_t g = static_cast<uint64_t>(c);
     for (const auto& t : l.terms) g = std::gcd(g, uabs(t.coef));

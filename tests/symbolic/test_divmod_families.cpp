@@ -82,6 +82,26 @@ TEST_CASE("divmod family: a coefficient reduced by the modulus, (a*10) % 9 -> a 
     check((n.v * 10) % 9, "n * 10 % 9", {n});
 }
 
+TEST_CASE("divmod family: residues whose sum fits below the divisor, a padded window's index") {
+    // (ky*59 + oy) % 58 and / 58: a 3-tap window over a 56-wide axis padded to 58. The
+    // residues ky + oy stay below 58, so the mod and the division both disappear, and the
+    // load's index is linear in oy again (the vectorizer needs that).
+    const Var ky = var("ky", 0, 2), oy = var("oy", 0, 55);
+    check((ky.v * 59 + oy.v) % 58, "ky + oy", {ky, oy});
+    check((ky.v * 59 + oy.v) / 58, "ky", {ky, oy});
+    const Var oy3 = var("oy3", 0, 53);
+    check((ky.v * 59 + oy3.v + 60) / 58, "ky + 1", {ky, oy3});
+    check((ky.v * 59 + oy3.v + 60) % 58, "ky + oy3 + 2", {ky, oy3});
+    // ky + oy can reach 58: the mod stays.
+    const Var oy2 = var("oy2", 0, 56);
+    check((ky.v * 59 + oy2.v) % 58, "(ky * 59 + oy2) % 58", {ky, oy2});
+    // Negative coefficients reduce to non-negative residues: (a*-57 + 60) % 58 == a + 2 for
+    // a in [0, 1] (the sum, 60 - 57a, stays >= 0).
+    const Var a = var("a", 0, 1);
+    check((a.v * -57 + 60) % 58, "a + 2", {a});
+    check((a.v * -57 + 60) / 58, "a * -1 + 1", {a});
+}
+
 TEST_CASE("divmod family: the gcd of a sum and its divisor, (g*4 + l*2 + l3)/12") {
     const Var g = var("g", 0, 50), l = var("l", 0, 10), l3 = var("l3", 0, 1);
     check((g.v * 4 + l.v * 2 + l3.v) / 12, "(g * 2 + l) / 6", {g, l, l3});
