@@ -133,7 +133,16 @@ Tensor conv(const char* op, const Tensor& x, const Tensor& w, const ConvOptions&
                          ") is larger than the padded input " + shape_str(x.shape()));
     }
     // [N, Cin, *o, *k] -> [N, g, 1, Cin/g, *o, *k] -> expand rcout -> [N, g, rcout, *o, Cin/g, *k]
-    const Tensor win = windows(pad_last(x, pads), k, sp.stride, sp.dilation);
+    // A padded input is materialized first (one cheap copy kernel): windows over it then read
+    // with plain unit-stride vector loads. Fused, every lane's load would carry its own padding
+    // gate, and a gated load does not vectorize.
+    Tensor padded = pad_last(x, pads);
+    for (size_t i = 0; i < n; ++i)
+        if (sp.padding[i] > 0) {
+            padded = padded.contiguous();
+            break;
+        }
+    const Tensor win = windows(padded, k, sp.stride, sp.dilation);
     const Shape o_(win.shape().begin() + 2, win.shape().begin() + 2 + static_cast<long>(n));
     const int64_t rc = cout / g, cg = cin / g;
     Shape s1{N, g, 1, cg}, e1{N, g, rc, cg};
