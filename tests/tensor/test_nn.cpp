@@ -10,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include <tempura/backend/llvm_cpu.hpp>
 #include <tempura/tempura.hpp>
 
 #include "../support.hpp"
@@ -110,6 +111,20 @@ TEST_CASE("conv2d: one kernel; conv1d and conv_transpose2d against the definitio
     CHECK(y.shape() == Shape{2, 4, 4, 4});
     y.realize();
     CHECK(y.kernels().size() == 1); // the window view and the reduce fuse
+    // Padded: the padded input is one copy kernel, then the window loads need no gates and are
+    // vector loads (gated per lane, they would be split into scalar loads).
+    nn::ConvOptions pad1;
+    pad1.padding = {1};
+    const auto xp = randoms(2 * 3 * 16 * 32, 11);
+    Tensor yp = nn::conv2d(Tensor::from_vector(xp, {2, 3, 16, 32}),
+                           Tensor::from_vector(w, {4, 3, 3, 3}), pad1);
+    yp.realize();
+    REQUIRE(yp.kernels().size() == 2);
+    CHECK(yp.kernels()[0].name == "E_2_3_18_34");
+    if (tempura::runtime::host_cpu_features().find("+avx512f") != std::string::npos)
+        CHECK(yp.kernels()[1].source.find("load <16 x float>") != std::string::npos);
+    const Conv pc{2, 3, 16, 32, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, false};
+    check_near(yp, conv2d_loops(pc, xp, w, {}));
 
     // conv1d is conv2d with a height of 1.
     const auto x1 = randoms(2 * 4 * 9, 9), w1 = randoms(6 * 2 * 3, 10);
