@@ -576,10 +576,22 @@ std::vector<Opt> heuristic_opts(const UOp& ast, const DeviceLimits& lim) {
         return done;
     };
     if (vec_out && has_reduce) {
-        // 2 vectors wide, 8 (or 4, 2) rows: 16 vector accumulators.
-        if (int64_t j = index_of(jo_id); j >= 0 && size_at(j) % 2 == 0)
-            k.try_apply({OptOp::Upcast, j, 2});
-        block(jo_id, 1, {8, 4, 2});
+        // 2 vectors wide, 8 (or 4, 2) rows: 16 vector accumulators. A row of an odd number
+        // of vectors (784 floats: 49) takes its smallest divisor up to 7 as the width, and as
+        // many rows as keep the accumulators within 28 of the 32 vector registers (7 x 4).
+        int64_t width = 1;
+        if (int64_t j = index_of(jo_id); j >= 0) {
+            const int64_t n = size_at(j);
+            for (int64_t d : {2, 3, 5, 7})
+                if (n % d == 0 && n > d) {
+                    if (k.try_apply({OptOp::Upcast, j, d})) width = d;
+                    break;
+                }
+        }
+        if (width <= 2)
+            block(jo_id, 1, {8, 4, 2});
+        else
+            block(jo_id, 1, {4, 2});
     } else if (vec_red) {
         // A dot-product form (both operands contiguous along the reduce): 4 x 4 outputs; else
         // 4 vectors per iteration.

@@ -66,6 +66,7 @@ void Optimizer::step() {
         std::lock_guard<std::mutex> l(sh->mu);
         sh->grad = grads[k]; // realized: grad() reads it without running the backward again
     }
+    last_losses_ = std::move(pending);
 }
 
 namespace {

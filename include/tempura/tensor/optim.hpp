@@ -35,6 +35,10 @@ class Optimizer {
 
     std::vector<Tensor> params_;
     std::vector<std::vector<Tensor>> state_;
+    // The losses the last step() realized, kept until the next one: their buffers stay alive,
+    // so the caller's own copy of a loss (loss.item() after step()) reads the value the plan
+    // computed instead of running the forward pass again.
+    std::vector<Tensor> last_losses_;
     int64_t steps_ = 0;
     const char* name_;
 };
