@@ -237,10 +237,11 @@ TEST_CASE("optimizers: a step is one plan, replayed; the loss is read without ru
         const float before = ((w * x).sum() - 3.0).square().item(); // its value before the step
         loss.backward();
         opt.step();
-        kernel_counts.push_back(loss.kernels().size());
         CHECK(loss.item() == before); // from the step's plan, not recomputed with the new w
+        kernel_counts.push_back(loss.kernels().size());
     }
-    // The loss was realized inside the step: reading it ran no kernel of its own.
+    // The loss was realized inside the step: reading it afterwards ran no kernel of its own
+    // (the optimizer keeps the step's copy of it alive until the next step).
     CHECK(kernel_counts == std::vector<size_t>{0, 0, 0});
     CHECK(error_of([] { nn::SGD({Tensor::ones({2})}, 0.1); }) ==
           "[SGD] parameter 0 does not require a gradient (call requires_grad() on it)");

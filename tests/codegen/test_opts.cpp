@@ -1099,6 +1099,12 @@ TEST_CASE("heuristics: the opts chosen for named kernels") {
     CHECK(heuristics_for(mlp_layer, one) == "[UNROLL(2, 16), UPCAST(0, 4), UPCAST(1, 4)]");
     CHECK(heuristics_for(mlp_layer, avx2) ==
           "[UNROLL(2, 8), UPCAST(0, 4), UPCAST(1, 4), THREAD(0, 2)]");
+    // The layer's weight gradient, dh^T x with dh [64, 128] and x [64, 784]: out [128, 784]
+    // reduced over the batch. 784 is 49 vectors of 16 (odd): 7 vectors wide, 2 rows.
+    const Tensor dh = zeros_input({64, 128});
+    const Tensor dw1 = dh.transpose(0, 1).matmul(x);
+    CHECK(heuristics_for(dw1, avx512) ==
+          "[UPCAST(1, 16), UPCAST(1, 7), UPCAST(0, 2), THREAD(0, 2), SWAP(1, 2)]");
 
     // Small kernels get no THREAD (under 2^17 elements of work), a single element nothing.
     CHECK(heuristics_for(zeros_input({4096}) + 1.0f, avx512) == "[UPCAST(0, 16), UPCAST(0, 4)]");
