@@ -102,6 +102,22 @@ TEST_CASE("divmod family: residues whose sum fits below the divisor, a padded wi
     check((a.v * -57 + 60) / 58, "a * -1 + 1", {a});
 }
 
+TEST_CASE("divmod family: nested mods by a factor, (a*3 + b) % 9 -> a % 3 * 3 + b") {
+    // With b in [0, 3) the sum is 3 * a + b, and its remainder mod 9 is 3 * (a % 3) + b: the
+    // mod applies to a alone, like the division's (a*3 + b) / 9 -> a / 3 beside it.
+    const Var a = var("a", 0, 100), b = var("b", 0, 2);
+    check((a.v * 3 + b.v) % 9, "a % 3 * 3 + b", {a, b});
+    check((a.v * 3 + b.v) / 9, "a / 3", {a, b});
+    const Var p = var("p", 0, 40), q = var("q", 0, 3);
+    check((p.v * 12 + q.v * 4 + 2) % 48, "(p * 3 + q) % 12 * 4 + 2", {p, q});
+    // b can reach 3: not below the factor, unchanged.
+    const Var b3 = var("b3", 0, 3);
+    check((a.v * 3 + b3.v) % 9, "(a * 3 + b3) % 9", {a, b3});
+    // A term that can be negative: x may be negative, unchanged.
+    const Var n = var("n", -20, 20);
+    check((n.v * 3 + b.v) % 9, "(b + n * 3) % 9", {n, b});
+}
+
 TEST_CASE("divmod family: the gcd of a sum and its divisor, (g*4 + l*2 + l3)/12") {
     const Var g = var("g", 0, 50), l = var("l", 0, 10), l3 = var("l3", 0, 1);
     check((g.v * 4 + l.v * 2 + l3.v) / 12, "(g * 2 + l) / 6", {g, l, l3});
