@@ -243,7 +243,7 @@ Tensor Tensor::softmax(int64_t axis) const {
     if (shape_[a] == 0) return *this; // empty in, empty out: no max to take
     // e / sum(e), e = exp(x - max(x)): the max keeps exp from overflowing.
     const Tensor e = (*this - reduce("softmax", Op::Max, *this, Shape{a}, true)).exp();
-    return e / reduce("softmax", Op::Add, e, Shape{a}, true);
+    return e * reduce("softmax", Op::Add, e, Shape{a}, true).reciprocal();
 }
 
 Tensor Tensor::log_softmax(int64_t axis) const {

@@ -321,12 +321,14 @@ TEST_CASE("matmul: (a[M,K,1] * b[1,K,N]).sum(K) with expands") {
 
 TEST_CASE("softmax and argmax graphs") {
     auto x = mat({2, 3});
-    const UOp s = x.softmax(1).uop(); // e / sum(e)
-    REQUIRE(s.op() == Op::Fdiv);
+    // e * (1 / sum(e)): one reciprocal per row, a multiply per element.
+    const UOp s = x.softmax(1).uop();
+    REQUIRE(s.op() == Op::Mul);
     CHECK(s.src(0).op() == Op::Exp2);
     REQUIRE(s.src(1).op() == Op::Expand);
-    CHECK(s.src(1).src(0).op() == Op::ReduceAxis);
-    CHECK(s.src(1).src(0).arg_as<ReduceArg>().op == Op::Add);
+    REQUIRE(s.src(1).src(0).op() == Op::Recip);
+    CHECK(s.src(1).src(0).src(0).op() == Op::ReduceAxis);
+    CHECK(s.src(1).src(0).src(0).arg_as<ReduceArg>().op == Op::Add);
     const UOp a = x.argmax(1).uop();
     CHECK(a.dtype() == DType::Int32);
     bool has_max = false, has_where = false;
