@@ -7,13 +7,16 @@
 // and every shared access goes through a shadow record per 4-byte word (last writer, readers,
 // barrier epoch) that reports a race between two barriers: the missing-barrier bug a lockstep
 // emulator cannot see.
+#include <sys/mman.h>
 #include <ucontext.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "backend/llvm_cpu/render.hpp"
 #include "tempura/backend/gpu.hpp"
@@ -48,9 +51,56 @@ struct Shadow {
 
 constexpr size_t kStackBytes = 64 * 1024;
 
+// Fiber stacks, kept per host thread and reused block after block (a block of 1024 threads
+// needs 1024 of them: allocating 64 MiB per block cost more than small kernels run). Each is
+// mapped with an inaccessible guard page below it, so a kernel that overflows its stack
+// faults at once instead of writing over the next fiber's.
+class StackPool {
+  public:
+    ~StackPool() {
+        for (char* s : free_) munmap(s - guard(), kStackBytes + guard());
+    }
+    char* take() {
+        if (!free_.empty()) {
+            char* s = free_.back();
+            free_.pop_back();
+            return s;
+        }
+        void* m = mmap(nullptr, kStackBytes + guard(), PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (m == MAP_FAILED)
+            fail("emu", "cannot map a " + std::to_string(kStackBytes / 1024) +
+                            " KiB stack for a GPU thread's fiber");
+        if (mprotect(m, guard(), PROT_NONE) != 0) {
+            munmap(m, kStackBytes + guard());
+            fail("emu", "cannot protect the guard page of a fiber's stack");
+        }
+        return static_cast<char*>(m) + guard();
+    }
+    void give(char* s) { free_.push_back(s); }
+
+  private:
+    static size_t guard() {
+        static const size_t g = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+        return g;
+    }
+    std::vector<char*> free_;
+};
+thread_local StackPool t_stacks;
+
+// A stack from this thread's pool, given back when the fiber goes.
+struct FiberStack {
+    char* p = t_stacks.take();
+    FiberStack() = default;
+    FiberStack(const FiberStack&) = delete;
+    FiberStack& operator=(const FiberStack&) = delete;
+    ~FiberStack() { t_stacks.give(p); }
+    char* get() const { return p; }
+};
+
 struct Fiber {
     ucontext_t ctx{};
-    std::unique_ptr<char[]> stack;
+    std::unique_ptr<FiberStack> stack;
     std::vector<int64_t> vars;
     int64_t tid = 0;
     bool done = false;
@@ -144,7 +194,7 @@ int64_t on_shared(int64_t address, int64_t bytes, int64_t store) {
 void enter(Fiber& f, ucontext_t* scheduler) {
 #ifdef TEMPURA_ASAN_FIBERS
     void* fake = nullptr;
-    __sanitizer_start_switch_fiber(&fake, f.stack.get(), kStackBytes);
+    __sanitizer_start_switch_fiber(&fake, f.stack->get(), kStackBytes);
     swapcontext(scheduler, &f.ctx);
     __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
 #else
@@ -327,9 +377,9 @@ std::string run_block(const CompiledKernel& k, void* const* buffers, const int64
         Fiber& f = fibers[static_cast<size_t>(t)];
         f.tid = t;
         f.vars = vars_of(t);
-        f.stack.reset(new char[kStackBytes]);
+        f.stack = std::make_unique<FiberStack>();
         getcontext(&f.ctx);
-        f.ctx.uc_stack.ss_sp = f.stack.get();
+        f.ctx.uc_stack.ss_sp = f.stack->get();
         f.ctx.uc_stack.ss_size = kStackBytes;
         f.ctx.uc_link = &b.scheduler;
         const auto p = reinterpret_cast<uintptr_t>(&f);
