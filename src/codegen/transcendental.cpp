@@ -35,14 +35,16 @@ struct F32 {
         for (double k : coefs) acc = acc.is_null() ? c(k) : add(mul(acc, x), c(k));
         return acc;
     }
-    // 2^n for integer n in [-252, 254], as two exact powers (each exponent stays normal).
-    static UOp pow2(const UOp& n) {
+    // p * 2^n for integer n in [-252, 254], by two exact powers (each exponent stays normal),
+    // p scaled by the first before the second: 2^n itself overflows for n = 128, where p < 1
+    // brings the product back below the largest float (exp2(127.7)). One rounding, the last.
+    static UOp ldexp(const UOp& p, const UOp& n) {
         const UOp n1 = UOp::alu(Op::Shr, {n, i(1)});
         const UOp n2 = sub(n, n1);
         auto scale = [](const UOp& k) {
             return bits_to_f(UOp::alu(Op::Shl, {add(k, i(127)), i(23)}));
         };
-        return mul(scale(n1), scale(n2));
+        return mul(mul(p, scale(n1)), scale(n2));
     }
 };
 
@@ -64,7 +66,7 @@ UOp exp2_f32_impl(const UOp& x0) {
                            5.550332471162809e-2, 2.402264791363012e-1, 6.931472028550421e-1}),
                f),
         F::c(1.0));
-    const UOp r = F::mul(p, F::pow2(ni));
+    const UOp r = F::ldexp(p, ni);
     return F::sel(UOp::alu(Op::CmpNe, {x0, x0}), x0, r); // NaN stays NaN
 }
 

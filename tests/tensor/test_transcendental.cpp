@@ -55,6 +55,18 @@ TEST_CASE("exp2 decomposition: within 2 ulp of libm over [-149, 127], exact spec
     CHECK(sp[7] == 0.0f);
     CHECK(std::isnan(sp[8]));
     CHECK(sp[9] == std::exp2(-140.0f)); // a denormal, exact: 2^-140 scaled in two steps
+    // Just below the overflow: 2^128 alone is inf, times 2^-0.3 it is not (exp2 rounds x to
+    // 128 there). exp(88.5) is the same case.
+    const std::vector<float> top =
+        Tensor::from_vector<float>({127.7f, 127.99f, 127.5f}).exp2().to_vector<float>();
+    for (size_t i = 0; i < top.size(); ++i) {
+        CAPTURE(i);
+        CHECK(std::isfinite(top[i]));
+        CHECK(ulps(top[i], std::exp2(std::vector<float>{127.7f, 127.99f, 127.5f}[i])) <= 2);
+    }
+    const float e = Tensor::from_vector<float>({88.5f}).exp().item<float>();
+    CHECK(std::isfinite(e));
+    CHECK(std::fabs(e / std::exp(88.5f) - 1.0f) < 1e-6f);
 }
 
 TEST_CASE("log2 decomposition: within 2 ulp of libm, denormals, exact specials") {
