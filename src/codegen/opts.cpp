@@ -578,20 +578,26 @@ std::vector<Opt> heuristic_opts(const UOp& ast, const DeviceLimits& lim) {
     if (vec_out && has_reduce) {
         // 2 vectors wide, 8 (or 4, 2) rows: 16 vector accumulators. A row of an odd number
         // of vectors (784 floats: 49) takes its smallest divisor up to 7 as the width, and as
-        // many rows as keep the accumulators within 28 of the 32 vector registers (7 x 4).
+        // many rows as keep the accumulators a few below the vector registers (32 with
+        // AVX-512, 16 below it); the upcast limit allows 7 x 2 with 16 lanes.
         int64_t width = 1;
         if (int64_t j = index_of(jo_id); j >= 0) {
             const int64_t n = size_at(j);
             for (int64_t d : {2, 3, 5, 7})
-                if (n % d == 0 && n > d) {
+                if (n % d == 0) {
                     if (k.try_apply({OptOp::Upcast, j, d})) width = d;
                     break;
                 }
         }
-        if (width <= 2)
+        if (width <= 2) {
             block(jo_id, 1, {8, 4, 2});
-        else
-            block(jo_id, 1, {4, 2});
+        } else {
+            const int64_t budget = lim.vector_bytes >= 64 ? 28 : 12;
+            if (width * 4 <= budget)
+                block(jo_id, 1, {4, 2});
+            else if (width * 2 <= budget)
+                block(jo_id, 1, {2});
+        }
     } else if (vec_red) {
         // A dot-product form (both operands contiguous along the reduce): 4 x 4 outputs; else
         // 4 vectors per iteration.
