@@ -23,6 +23,7 @@ void Optimizer::zero_grad() {
 }
 
 void Optimizer::step() {
+    last_losses_.clear();
     // The parameters that have a gradient, and the losses whose backward() made it.
     std::vector<size_t> which;
     std::vector<Tensor> grads, pending;
@@ -66,7 +67,7 @@ void Optimizer::step() {
         std::lock_guard<std::mutex> l(sh->mu);
         sh->grad = grads[k]; // realized: grad() reads it without running the backward again
     }
-    last_losses_ = std::move(pending);
+    for (const Tensor& t : pending) last_losses_.push_back(t.buffer());
 }
 
 namespace {

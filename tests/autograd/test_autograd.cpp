@@ -241,8 +241,21 @@ TEST_CASE("optimizers: a step is one plan, replayed; the loss is read without ru
         kernel_counts.push_back(loss.kernels().size());
     }
     // The loss was realized inside the step: reading it afterwards ran no kernel of its own
-    // (the optimizer keeps the step's copy of it alive until the next step).
+    // (the optimizer keeps the step's loss buffer alive until the next step).
     CHECK(kernel_counts == std::vector<size_t>{0, 0, 0});
+    // ... and only that buffer: once the caller's loss is gone, the parameter's old value (which
+    // the loss's graph read) is freed by the step that replaced it.
+    {
+        Tensor v = param({1.0f, 2.0f}, {2});
+        nn::SGD sgd({v}, 0.1);
+        const std::weak_ptr<tempura::runtime::Buffer> old = v.buffer();
+        {
+            Tensor loss = (v * x).sum().square();
+            loss.backward();
+            sgd.step();
+        }
+        CHECK(old.expired());
+    }
     CHECK(error_of([] { nn::SGD({Tensor::ones({2})}, 0.1); }) ==
           "[SGD] parameter 0 does not require a gradient (call requires_grad() on it)");
 }

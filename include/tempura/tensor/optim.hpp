@@ -5,6 +5,7 @@
 // its new value. Scalars that change from step to step (Adam's bias corrections) are read from a
 // buffer, so the plan is built once and replayed.
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "tempura/tensor/tensor.hpp"
@@ -35,10 +36,11 @@ class Optimizer {
 
     std::vector<Tensor> params_;
     std::vector<std::vector<Tensor>> state_;
-    // The losses the last step() realized, kept until the next one: their buffers stay alive,
-    // so the caller's own copy of a loss (loss.item() after step()) reads the value the plan
-    // computed instead of running the forward pass again.
-    std::vector<Tensor> last_losses_;
+    // The buffers of the losses the last step() realized, kept until the next step: the
+    // caller's own copy of a loss (loss.item() after step()) then reads the value the plan
+    // computed instead of running the forward pass again. The buffers only: a realized loss
+    // that tracks gradients also holds its graph's inputs (the old parameters, the batch).
+    std::vector<std::shared_ptr<runtime::Buffer>> last_losses_;
     int64_t steps_ = 0;
     const char* name_;
 };
