@@ -51,56 +51,63 @@ struct Shadow {
 
 constexpr size_t kStackBytes = 64 * 1024;
 
-// Fiber stacks, kept per host thread and reused block after block (a block of 1024 threads
-// needs 1024 of them: allocating 64 MiB per block cost more than small kernels run). Each is
-// mapped with an inaccessible guard page below it, so a kernel that overflows its stack
-// faults at once instead of writing over the next fiber's.
-class StackPool {
+// Fiber stacks: one mapping per host thread, reused block after block (a block of 1024
+// threads needs 1024 stacks: allocating 64 MiB per block cost more than small kernels run), with
+// an inaccessible guard page below the lowest stack. The region is two kernel mappings however
+// many stacks it holds (vm.max_map_count stays far away with many workers). A stack that
+// overflows runs into its lower neighbour, so each stack's lowest bytes hold a canary that the
+// block checks whenever a fiber comes back: an overflow is reported as an error and the block
+// (whose other stacks it may have damaged) runs no further.
+class StackRegion {
   public:
-    ~StackPool() {
-        for (char* s : free_) munmap(s - guard(), kStackBytes + guard());
-    }
-    char* take() {
-        if (!free_.empty()) {
-            char* s = free_.back();
-            free_.pop_back();
-            return s;
+    ~StackRegion() { release(); }
+    // Room for n stacks, each with its canary written.
+    void reserve(size_t n) {
+        if (n > count_) {
+            release();
+            const size_t bytes = n * kStackBytes + page();
+            void* m = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+            if (m == MAP_FAILED)
+                fail("emu", "cannot map " + std::to_string(n) + " fiber stacks of " +
+                                std::to_string(kStackBytes / 1024) + " KiB for a block");
+            if (mprotect(m, page(), PROT_NONE) != 0) {
+                munmap(m, bytes);
+                fail("emu", "cannot protect the guard page below the fiber stacks");
+            }
+            base_ = static_cast<char*>(m) + page();
+            count_ = n;
         }
-        void* m = mmap(nullptr, kStackBytes + guard(), PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-        if (m == MAP_FAILED)
-            fail("emu", "cannot map a " + std::to_string(kStackBytes / 1024) +
-                            " KiB stack for a GPU thread's fiber");
-        if (mprotect(m, guard(), PROT_NONE) != 0) {
-            munmap(m, kStackBytes + guard());
-            fail("emu", "cannot protect the guard page of a fiber's stack");
-        }
-        return static_cast<char*>(m) + guard();
+        for (size_t i = 0; i < n; ++i) std::memset(stack(i), kCanary, kCanaryBytes);
     }
-    void give(char* s) { free_.push_back(s); }
+    char* stack(size_t i) const { return base_ + i * kStackBytes; }
+    bool intact(size_t i) const {
+        const char* c = stack(i);
+        for (size_t k = 0; k < kCanaryBytes; ++k)
+            if (c[k] != kCanary) return false;
+        return true;
+    }
 
   private:
-    static size_t guard() {
+    static constexpr size_t kCanaryBytes = 256;
+    static constexpr char kCanary = 0x5a;
+    static size_t page() {
         static const size_t g = static_cast<size_t>(sysconf(_SC_PAGESIZE));
         return g;
     }
-    std::vector<char*> free_;
+    void release() {
+        if (base_ != nullptr) munmap(base_ - page(), count_ * kStackBytes + page());
+        base_ = nullptr;
+        count_ = 0;
+    }
+    char* base_ = nullptr;
+    size_t count_ = 0;
 };
-thread_local StackPool t_stacks;
-
-// A stack from this thread's pool, given back when the fiber goes.
-struct FiberStack {
-    char* p = t_stacks.take();
-    FiberStack() = default;
-    FiberStack(const FiberStack&) = delete;
-    FiberStack& operator=(const FiberStack&) = delete;
-    ~FiberStack() { t_stacks.give(p); }
-    char* get() const { return p; }
-};
+thread_local StackRegion t_stacks;
 
 struct Fiber {
     ucontext_t ctx{};
-    std::unique_ptr<FiberStack> stack;
+    char* stack = nullptr; // in this host thread's StackRegion
     std::vector<int64_t> vars;
     int64_t tid = 0;
     bool done = false;
@@ -194,7 +201,7 @@ int64_t on_shared(int64_t address, int64_t bytes, int64_t store) {
 void enter(Fiber& f, ucontext_t* scheduler) {
 #ifdef TEMPURA_ASAN_FIBERS
     void* fake = nullptr;
-    __sanitizer_start_switch_fiber(&fake, f.stack->get(), kStackBytes);
+    __sanitizer_start_switch_fiber(&fake, f.stack, kStackBytes);
     swapcontext(scheduler, &f.ctx);
     __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
 #else
@@ -373,13 +380,14 @@ std::string run_block(const CompiledKernel& k, void* const* buffers, const int64
     }
     // Fibers: each runs until its next barrier; the block goes on when all have arrived.
     std::vector<Fiber> fibers(static_cast<size_t>(threads));
+    t_stacks.reserve(static_cast<size_t>(threads));
     for (int64_t t = 0; t < threads; ++t) {
         Fiber& f = fibers[static_cast<size_t>(t)];
         f.tid = t;
         f.vars = vars_of(t);
-        f.stack = std::make_unique<FiberStack>();
+        f.stack = t_stacks.stack(static_cast<size_t>(t));
         getcontext(&f.ctx);
-        f.ctx.uc_stack.ss_sp = f.stack->get();
+        f.ctx.uc_stack.ss_sp = f.stack;
         f.ctx.uc_stack.ss_size = kStackBytes;
         f.ctx.uc_link = &b.scheduler;
         const auto p = reinterpret_cast<uintptr_t>(&f);
@@ -393,6 +401,10 @@ std::string run_block(const CompiledKernel& k, void* const* buffers, const int64
             b.running = &f;
             enter(f, &b.scheduler);
             b.running = nullptr;
+            if (!t_stacks.intact(static_cast<size_t>(f.tid)))
+                b.problem(b.where(f.tid) + "overflowed its fiber stack of " +
+                          std::to_string(kStackBytes / 1024) +
+                          " KiB (the block stops: the stack below it may be damaged)");
             if (!b.error.empty()) break;
         }
         if (!b.error.empty()) break;
