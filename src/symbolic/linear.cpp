@@ -424,23 +424,23 @@ std::optional<UOp> fold_divmod(const UOp& u) {
                 return UOp::alu(Op::Mod, {rebuild(r), K(c)});
         }
     }
-    if (is_div && x.vmin() >= 0) {
-        // (g*q + r) / c == q / (c/g) with 0 <= r < g, g | c and q >= 0 (x >= 0, r < g):
-        // floor((g*q + r) / (g*m)) == floor(floor((g*q + r) / g) / m) == floor(q/m).
+    if (x.vmin() >= 0) {
+        // x = g*q + r with 0 <= r < g, g | c = g*m and x >= 0 (so q >= 0):
+        //   x / c == q / m: floor((g*q + r) / (g*m)) == floor(floor((g*q + r) / g) / m);
+        //   x % c == (q % m)*g + r, a nested mod by the factor: x = g*m*(q / m) + g*(q % m) + r
+        //   and 0 <= g*(q % m) + r <= g*m - 1. (a*3 + b) % 9 -> a % 3 * 3 + b for b in [0, 3).
         int64_t g = 1;
-        if (auto q = split_by_gcd(l, c, g)) return UOp::alu(Op::Idiv, {rebuild(*q), K(c / g)});
-    }
-    if (!is_div && x.vmin() >= 0) {
-        // The mod of the same split, a nested mod by the factor: (g*q + r) % (g*m) ==
-        // (q % m)*g + r with 0 <= r < g and x >= 0 (so q >= 0): x = g*m*(q / m) + g*(q % m) + r
-        // and 0 <= g*(q % m) + r <= g*m - 1. (a*3 + b) % 9 -> a % 3 * 3 + b for b in [0, 3).
-        int64_t g = 1;
-        if (auto q = split_by_gcd(l, c, g); q && c / g > 1) {
-            Linear r{dt, {}, l.constant - q->constant * g};
-            for (const auto& t : l.terms)
-                if (uabs(t.coef) <= 1) r.terms.push_back(t);
-            const UOp qm = UOp::alu(Op::Mul, {UOp::alu(Op::Mod, {rebuild(*q), K(c / g)}), K(g)});
-            return r.terms.empty() && r.constant == 0 ? qm : UOp::alu(Op::Add, {qm, rebuild(r)});
+        if (auto q = split_by_gcd(l, c, g)) {
+            if (is_div) return UOp::alu(Op::Idiv, {rebuild(*q), K(c / g)});
+            if (c / g > 1) {
+                Linear r{dt, {}, l.constant - q->constant * g};
+                for (const auto& t : l.terms)
+                    if (uabs(t.coef) <= 1) r.terms.push_back(t);
+                const UOp qm =
+                    UOp::alu(Op::Mul, {UOp::alu(Op::Mod, {rebuild(*q), K(c / g)}), K(g)});
+                return r.terms.empty() && r.constant == 0 ? qm
+                                                          : UOp::alu(Op::Add, {qm, rebuild(r)});
+            }
         }
     }
     // Split off the multiples of c: x = c*q + r.

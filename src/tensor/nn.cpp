@@ -137,11 +137,8 @@ Tensor conv(const char* op, const Tensor& x, const Tensor& w, const ConvOptions&
     // with plain unit-stride vector loads. Fused, every lane's load would carry its own padding
     // gate, and a gated load does not vectorize.
     Tensor padded = pad_last(x, pads);
-    for (size_t i = 0; i < n; ++i)
-        if (sp.padding[i] > 0) {
-            padded = padded.contiguous();
-            break;
-        }
+    if (std::any_of(sp.padding.begin(), sp.padding.end(), [](int64_t p) { return p > 0; }))
+        padded = padded.contiguous();
     const Tensor win = windows(padded, k, sp.stride, sp.dilation);
     const Shape o_(win.shape().begin() + 2, win.shape().begin() + 2 + static_cast<long>(n));
     const int64_t rc = cout / g, cg = cin / g;
