@@ -55,8 +55,9 @@ struct RenderInfo {
     bool barriers = false;   // the program has a BARRIER
 };
 
-// LLVM's O2 pipeline for the target of `tm`. `expanded`: the codegen's expander vectorized and
-// unrolled the kernel already, so LLVM's vectorizers and unroller stay off (GPU kernels always).
+// Optimizes `m` for the target of `tm`. `expanded`: the codegen's expander vectorized and
+// unrolled the kernel already, so LLVM's vectorizers and unroller stay off (GPU kernels always);
+// an expanded host kernel gets a short pipeline of the passes it needs, the others LLVM's O2.
 void optimize(llvm::Module& m, llvm::TargetMachine& tm, bool expanded);
 
 // A C identifier from a kernel's name (its first 48 characters, others as '_'): symbols and
