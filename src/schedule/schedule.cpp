@@ -50,6 +50,92 @@ bool grows(const UOp& expand, const SymbolicShapes* sym) {
     return false;
 }
 
+std::vector<UOp> dims_of(const UOp& node, const SymbolicShapes* sym);
+
+bool is_elementwise(Op op) {
+    const OpCategory c = op_info(op).category;
+    return c == OpCategory::Unary || c == OpCategory::Binary || c == OpCategory::Ternary;
+}
+
+// What computing one element of `v` costs, in ALU operations (a transcendental about 8, a
+// division 4), counting the elementwise nodes that its kernel would compute with it (it stops at
+// buffers, reduces and what is materialized); stops counting at `enough`.
+int elementwise_cost(const UOp& v, const std::unordered_set<const UOpNode*>& is_mat, int enough) {
+    int cost = 0;
+    std::unordered_set<const UOpNode*> seen;
+    std::vector<UOp> stack{v};
+    while (!stack.empty() && cost < enough) {
+        UOp n = stack.back();
+        stack.pop_back();
+        if (!seen.insert(n.get()).second) continue;
+        if (!n.same(v) && is_mat.count(n.get())) continue;
+        const Op op = n.op();
+        if (op == Op::Buffer || op == Op::ReduceAxis || op == Op::Contiguous) continue;
+        if (is_elementwise(op)) {
+            switch (op) {
+            case Op::Exp2:
+            case Op::Log2:
+            case Op::Sin:
+            case Op::Cos:
+            case Op::Erf:
+            case Op::Pow: cost += 8; break;
+            case Op::Fdiv:
+            case Op::Recip:
+            case Op::Sqrt:
+            case Op::Idiv:
+            case Op::Mod: cost += 4; break;
+            default: cost += 1;
+            }
+        }
+        for (const UOp& s : n.srcs()) stack.push_back(s);
+    }
+    return cost;
+}
+
+// The values a reduce's kernel would compute again and again: an operand of the reduce's
+// elementwise input that an EXPAND grows along an axis the reduce keeps, while the value itself
+// runs along a reduced axis. Its loop then sits inside the kept axis's loop (a matmul's left
+// operand, recomputed for every block of output columns). Such a value is worth its own kernel
+// when it is expensive (the softmax gradient a backward matmul reads: an exp and a division per
+// element).
+void expensive_expanded_operands(const UOp& reduce,
+                                 const std::unordered_set<const UOpNode*>& is_mat,
+                                 const SymbolicShapes* sym, std::vector<UOp>& out) {
+    constexpr int kExpensive = 8;
+    const auto& axes = reduce.arg_as<ReduceArg>().axes;
+    const UOp& in = reduce.src(0);
+    if (!in.has_shape()) return;
+    const Shape& full = in.shape();
+    std::unordered_set<const UOpNode*> seen;
+    std::vector<UOp> stack{in};
+    while (!stack.empty()) {
+        UOp n = stack.back();
+        stack.pop_back();
+        if (!seen.insert(n.get()).second || is_mat.count(n.get())) continue;
+        if (n.op() == Op::Expand && n.shape() == full && grows(n, sym)) {
+            const std::vector<UOp> i = dims_of(n.src(0), sym), o = dims_of(n, sym);
+            bool keeps_grown = false, runs_reduced = false;
+            for (size_t d = 0; d < i.size() && d < o.size(); ++d) {
+                const bool reduced =
+                    std::find(axes.begin(), axes.end(), static_cast<int64_t>(d)) != axes.end();
+                if (is_one(i[d]) && !is_one(o[d]) && !reduced) keeps_grown = true;
+                if (!is_one(i[d]) && reduced) runs_reduced = true;
+            }
+            if (!keeps_grown || !runs_reduced) continue;
+            UOp v = n.src(0);
+            while (v.op() == Op::Reshape || v.op() == Op::Permute) v = v.src(0);
+            if (is_elementwise(v.op()) && !is_mat.count(v.get()) &&
+                elementwise_cost(v, is_mat, kExpensive) >= kExpensive)
+                out.push_back(v);
+            continue;
+        }
+        // Only through elementwise nodes of the reduce input's shape: the axes stay the same.
+        if (n.same(in) || (is_elementwise(n.op()) && n.has_shape() && n.shape() == full))
+            for (const UOp& s : n.srcs())
+                if (s.has_shape() && s.shape() == full) stack.push_back(s);
+    }
+}
+
 std::vector<UOp> find_materialized(const UOp& root, const SymbolicShapes* sym) {
     // A REDUCE_AXIS that two kernels would each recompute (a matmul's logits read by softmax's
     // max, sum and output kernels) is materialized too: found by counting which kernels reach
@@ -87,6 +173,15 @@ std::vector<UOp> find_materialized(const UOp& root, const SymbolicShapes* sym) {
                         reached_by[n.get()].insert(k.get());
                         reduce_node.emplace(n.get(), n);
                     }
+                }
+                if (n.op() == Op::ReduceAxis) {
+                    std::vector<UOp> operands;
+                    expensive_expanded_operands(n, is_mat, sym, operands);
+                    for (const UOp& v : operands)
+                        if (is_mat.insert(v.get()).second) {
+                            mat.push_back(v);
+                            work.push_back(v);
+                        }
                 }
                 if (n.op() == Op::Buffer) continue;
                 // A gathered source is read at data-dependent places, its index possibly many

@@ -139,6 +139,21 @@ TEST_CASE("kernel counts: MLP forward") {
     CHECK(names(probs) == "r_4_16_8 r_4_10_16 r_4_10 r_4_10 E_4_10");
 }
 
+TEST_CASE("kernel counts: an expensive operand a matmul would recompute gets its own kernel") {
+    // dW = e^T h with e [64, 10] and h [64, 128]: the reduce runs over the batch, and e is read
+    // once per output column block. An e of an exp and a division per element (a softmax
+    // gradient's shape) is computed once, in a kernel of its own, not again for every column.
+    auto x = input({64, 10}), h = input({64, 128}, 0.05f);
+    Tensor e = (x * 0.5f).exp() / ((x * 0.25f).exp() + 1.0f);
+    Tensor dw = e.transpose(0, 1).matmul(h);
+    CHECK(realized_kernels(dw) == 2);
+    CHECK(names(dw) == "E_64_10 r_10_128_64");
+    // A cheap operand (a multiply-add) stays fused into the matmul.
+    Tensor cheap = (x * 0.5f + 1.0f).transpose(0, 1).matmul(h);
+    CHECK(realized_kernels(cheap) == 1);
+    CHECK(names(cheap) == "r_10_128_64");
+}
+
 TEST_CASE("kernel counts: a movement op on a realized tensor is one copy kernel") {
     auto x = input({3, 5});
     Tensor t = x.transpose();
