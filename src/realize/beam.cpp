@@ -32,6 +32,7 @@
 #include "tempura/runtime/thread_pool.hpp"
 #include "tempura/support/env.hpp"
 #include "tempura/support/hash.hpp"
+#include "tempura/support/lru_cache.hpp"
 
 namespace tempura::codegen {
 
@@ -562,9 +563,50 @@ void write_cache(const std::string& path, const std::string& comment,
     if (ec) std::filesystem::remove(tmp, ec);
 }
 
+// Marks a cache file as just used, so that trimming removes the least recently used first.
+void touch(const std::string& path) { ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0); }
+
 std::mutex g_search_mu;
 
 } // namespace
+
+size_t trim_beam_cache(const std::string& dir, size_t budget_bytes) {
+    namespace fs = std::filesystem;
+    struct Entry {
+        struct timespec used;
+        size_t bytes;
+        std::string path;
+    };
+    std::vector<Entry> entries;
+    size_t total = 0;
+    std::error_code ec;
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+        const std::string name = it->path().filename().string();
+        if (name.rfind("beam-", 0) != 0 || name.size() < 9 ||
+            name.compare(name.size() - 4, 4, ".txt") != 0)
+            continue;
+        struct stat st {};
+        // lstat: a link is not ours to count or remove, whatever it points at.
+        if (::lstat(it->path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+        // A file takes at least one 4 KiB block on disk, however few bytes it holds.
+        const size_t bytes = (static_cast<size_t>(st.st_size) + 4095) / 4096 * 4096;
+        entries.push_back({st.st_mtim, std::max<size_t>(bytes, 4096), it->path().string()});
+        total += entries.back().bytes;
+    }
+    if (total <= budget_bytes) return 0;
+    std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+        if (a.used.tv_sec != b.used.tv_sec) return a.used.tv_sec < b.used.tv_sec;
+        if (a.used.tv_nsec != b.used.tv_nsec) return a.used.tv_nsec < b.used.tv_nsec;
+        return a.path < b.path;
+    });
+    size_t removed = 0;
+    for (const Entry& e : entries) {
+        if (total <= budget_bytes) break;
+        if (fs::remove(e.path, ec)) ++removed;
+        total -= e.bytes;
+    }
+    return removed;
+}
 
 std::string format_opts(const std::vector<Opt>& opts) {
     std::string s;
@@ -643,6 +685,7 @@ std::vector<Opt> beam_search(const std::string& name, const UOp& ast, const Devi
             for (const Opt& o : cached) ok = ok && k.try_apply(o);
             if (ok) {
                 ++g_cache_hits;
+                touch(path);
                 return cached;
             }
         }
@@ -653,7 +696,10 @@ std::vector<Opt> beam_search(const std::string& name, const UOp& ast, const Devi
         Search s(name, ast, limits);
         result = s.run(width);
     }
-    if (!path.empty()) write_cache(path, name + ", width " + std::to_string(width), result);
+    if (!path.empty()) {
+        write_cache(path, name + ", width " + std::to_string(width), result);
+        trim_beam_cache(beam_cache_dir(), cache_budget_bytes());
+    }
     return result;
 }
 

@@ -6,6 +6,7 @@
 // cache) and prints the time of the search and of the chosen kernel beside the heuristics'.
 #include <doctest/doctest.h>
 
+#include <fcntl.h>
 #include <sys/stat.h>
 
 #include <stdlib.h>
@@ -290,6 +291,81 @@ TEST_CASE("beam: the disk cache answers a second search and ignores a broken fil
         const std::vector<Opt> opts = cg::beam_search(k.name, k.ast, lim, 1);
         CHECK(opts == std::vector<Opt>{{OptOp::Upcast, 0, 8}});
         CHECK(cg::beam_stats().searches == s1.searches);
+    }
+}
+
+namespace {
+
+// Sets a file's modification time (the cache's "last used") to `seconds` after the epoch.
+void set_used(const std::string& path, time_t seconds) {
+    const struct timespec times[2] = {{seconds, 0}, {seconds, 0}};
+    REQUIRE(::utimensat(AT_FDCWD, path.c_str(), times, AT_SYMLINK_NOFOLLOW) == 0);
+}
+
+size_t beam_files(const std::string& dir) {
+    size_t n = 0;
+    for (const auto& e : fs::directory_iterator(dir)) {
+        const std::string name = e.path().filename().string();
+        n += name.rfind("beam-", 0) == 0 && fs::is_regular_file(fs::symlink_status(e.path()));
+    }
+    return n;
+}
+
+} // namespace
+
+TEST_CASE("beam: the disk cache is trimmed to its budget, least recently used first") {
+    TempCache cache;
+    const std::string& dir = cache.dir();
+    for (int i = 0; i < 10; ++i) {
+        const std::string p = dir + "/beam-" + std::to_string(i) + ".txt";
+        write_file(p, "tempura-beam 1\nend\n");
+        set_used(p, 1000 + (i * 7) % 10); // used in the order 0 3 6 9 2 5 8 1 4 7
+    }
+    // Not ours: another file, a folder and a link with BEAM's names, and what the link names.
+    write_file(dir + "/notes.txt", "keep");
+    fs::create_directory(dir + "/beam-folder.txt");
+    write_file(dir + "/target", "keep");
+    fs::create_symlink(dir + "/target", dir + "/beam-link.txt");
+
+    // Three 4 KiB blocks: the seven least recently used files go.
+    CHECK(cg::trim_beam_cache(dir, 3 * 4096) == 7);
+    std::vector<std::string> left;
+    for (const auto& e : fs::directory_iterator(dir)) left.push_back(e.path().filename().string());
+    std::sort(left.begin(), left.end());
+    CHECK(left == std::vector<std::string>{"beam-1.txt", "beam-4.txt", "beam-7.txt",
+                                           "beam-folder.txt", "beam-link.txt", "notes.txt",
+                                           "target"});
+    CHECK(cg::trim_beam_cache(dir, 3 * 4096) == 0); // within the budget: nothing more
+    CHECK(cg::trim_beam_cache(dir, 0) == 3);
+    CHECK(read_file(dir + "/target") == "keep");
+    CHECK(cg::trim_beam_cache(dir + "/absent", 0) == 0); // no folder: nothing to do
+
+    SUBCASE("a search keeps TEMPURA_CACHE_MB; a hit renews its file") {
+        EnvVar mb("TEMPURA_CACHE_MB", "1");
+        const DeviceLimits lim = tempura::runtime::host_limits();
+        const Kernel k = elementwise_kernel(4096);
+        const std::string path = cg::beam_cache_file(k.ast, lim, 1);
+        cg::beam_search(k.name, k.ast, lim, 1);
+        REQUIRE(fs::exists(path));
+        set_used(path, 500); // older than every filler below
+        // 300 files of 4 KiB blocks: 1.2 MB, over the 1 MiB budget (256 blocks).
+        for (int i = 0; i < 300; ++i) {
+            const std::string p = dir + "/beam-filler" + std::to_string(i) + ".txt";
+            write_file(p, "tempura-beam 1\nend\n");
+            set_used(p, 1000 + i);
+        }
+        const cg::BeamStats before = cg::beam_stats();
+        cg::beam_search(k.name, k.ast, lim, 1); // a hit: the file is the most recent now
+        CHECK(cg::beam_stats().cache_hits == before.cache_hits + 1);
+        const Kernel other = elementwise_kernel(2048);
+        cg::beam_search(other.name, other.ast, lim, 1); // writes a file, then trims
+        CHECK(beam_files(dir) == 256);
+        CHECK(fs::exists(path));
+        CHECK(fs::exists(cg::beam_cache_file(other.ast, lim, 1)));
+        CHECK_FALSE(fs::exists(dir + "/beam-filler0.txt"));  // the least recently used went
+        CHECK_FALSE(fs::exists(dir + "/beam-filler45.txt")); // 46 fillers out, 254 kept
+        CHECK(fs::exists(dir + "/beam-filler46.txt"));
+        CHECK(fs::exists(dir + "/beam-filler299.txt"));
     }
 }
 

@@ -1,6 +1,6 @@
 #pragma once
-// Stage "apply opts" of ../shared/seeds/004_…: the optimization actions on a kernel's ranges,
-// each checked for validity, the hand-coded heuristics that pick them, and BEAM search.
+// The codegen stage "apply opts" (docs/ARCHITECTURE.md): the optimization actions on a kernel's
+// ranges, each checked for validity, the hand-coded heuristics that pick them, and BEAM search.
 //
 // Axes. A kernel's axes are its output ranges in loop order (outermost first), then its reduce
 // ranges in the order the REDUCEs name them; `Opt::axis` indexes that list. Expanded ranges

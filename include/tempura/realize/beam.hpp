@@ -1,6 +1,6 @@
 #pragma once
-// BEAM search (stage "apply opts" of ../shared/seeds/004_…, BEAM >= 1): picks a kernel's opts
-// by compiling and timing candidates instead of trusting the hand-coded heuristics.
+// BEAM search (the codegen stage "apply opts", docs/ARCHITECTURE.md, with BEAM >= 1): picks a
+// kernel's opts by compiling and timing candidates instead of trusting the hand-coded heuristics.
 //
 // The search keeps the `width` fastest kernels of each round. Round 1 expands the kernel with
 // no opts and the heuristics' choice (so BEAM is never slower than the heuristics, up to timing
@@ -19,7 +19,8 @@
 // Results are cached on disk, one file per kernel in TEMPURA_CACHE_DIR (default
 // $XDG_CACHE_HOME/tempura, else $HOME/.cache/tempura), keyed by the kernel's structure, the
 // width, the device limits and the host CPU; a cached list is revalidated by applying it, and an
-// unreadable or invalid file is searched again and overwritten.
+// unreadable or invalid file is searched again and overwritten. The folder's BEAM files are kept
+// within TEMPURA_CACHE_MB, least recently used first out (trim_beam_cache).
 //
 // On stderr: a progress line while it searches (rewritten in place, on a terminal only), a
 // final line per search with its total time, and with TEMPURA_DEBUG >= 2 one line per
@@ -49,6 +50,13 @@ std::vector<Opt> beam_or_heuristic(const std::string& name, const UOp& ast,
 std::string beam_cache_key(const UOp& ast, const DeviceLimits& limits, int width);
 std::string beam_cache_dir();
 std::string beam_cache_file(const UOp& ast, const DeviceLimits& limits, int width);
+
+// Keeps the disk cache within a byte budget (beam_search passes TEMPURA_CACHE_MB after every
+// file it writes): while the `beam-*.txt` files of `dir` take more than `budget_bytes` (each
+// counted as its size rounded up to 4 KiB blocks), the least recently used one is removed (a
+// file's modification time; a cache hit renews it). Only regular files named so are counted or
+// removed: links, folders and other files are left alone. Returns how many were removed.
+size_t trim_beam_cache(const std::string& dir, size_t budget_bytes);
 
 // Opt lists in the cache's text form: one "UPCAST 1 16" per line. parse_opts returns false for
 // anything else (an unknown op, a missing or malformed number, trailing text).
