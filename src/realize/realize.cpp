@@ -626,9 +626,28 @@ bool strip_detach(UOp& root, std::vector<UOp>& topo) {
     bool any = false;
     for (const UOp& u : topo) any = any || u.op() == Op::Detach;
     if (!any) return false;
-    root = rebuild_graph(root, [](const UOp& u, std::vector<UOp> srcs) {
-        return u.op() == Op::Detach ? srcs[0] : with_srcs(u, std::move(srcs));
-    });
+    // Only the nodes above a DETACH change (an optimizer's update reads its parameters through
+    // one; the forward and backward graphs under it have none): the rest are kept as they are,
+    // without rebuilding the whole graph of a training step every step.
+    std::unordered_map<const UOpNode*, UOp> changed;
+    std::vector<UOp> srcs;
+    for (const UOp& u : topo) {
+        if (u.op() == Op::Detach) {
+            const auto it = changed.find(u.src(0).get());
+            changed.emplace(u.get(), it == changed.end() ? u.src(0) : it->second);
+            continue;
+        }
+        bool moved = false;
+        for (const UOp& s : u.srcs()) moved = moved || changed.count(s.get()) != 0;
+        if (!moved) continue;
+        srcs.clear();
+        for (const UOp& s : u.srcs()) {
+            const auto it = changed.find(s.get());
+            srcs.push_back(it == changed.end() ? s : it->second);
+        }
+        changed.emplace(u.get(), with_srcs(u, srcs));
+    }
+    root = changed.at(root.get()); // the root is above every node, a DETACH among them
     topo = root.toposort();
     return true;
 }
