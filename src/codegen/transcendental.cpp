@@ -66,8 +66,9 @@ UOp exp2_f32_impl(const UOp& x0) {
                            5.550332471162809e-2, 2.402264791363012e-1, 6.931472028550421e-1}),
                f),
         F::c(1.0));
-    const UOp r = F::ldexp(p, ni);
-    return F::sel(UOp::alu(Op::CmpNe, {x0, x0}), x0, r); // NaN stays NaN
+    // A NaN passes both clamps (its comparisons are false) and every step after them: p is NaN,
+    // and so is p times any scale. No select for it.
+    return F::ldexp(p, ni);
 }
 
 UOp log2_f32_impl(const UOp& x0) {

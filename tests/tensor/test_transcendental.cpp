@@ -55,6 +55,18 @@ TEST_CASE("exp2 decomposition: within 2 ulp of libm over [-149, 127], exact spec
     CHECK(sp[7] == 0.0f);
     CHECK(std::isnan(sp[8]));
     CHECK(sp[9] == std::exp2(-140.0f)); // a denormal, exact: 2^-140 scaled in two steps
+    // In full vector lanes too: a NaN in any lane stays NaN, its neighbours are unaffected.
+    std::vector<float> lanes(64, 1.0f);
+    lanes[5] = NAN;
+    lanes[37] = -NAN;
+    const std::vector<float> lane_out = Tensor::from_vector(lanes).exp2().to_vector<float>();
+    for (size_t i = 0; i < lanes.size(); ++i) {
+        CAPTURE(i);
+        if (i == 5 || i == 37)
+            CHECK(std::isnan(lane_out[i]));
+        else
+            CHECK(lane_out[i] == 2.0f);
+    }
     // Just below the overflow: 2^128 alone is inf, times 2^-0.3 it is not (exp2 rounds x to
     // 128 there). exp(88.5) is the same case.
     const std::vector<float> top =
