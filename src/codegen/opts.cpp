@@ -451,6 +451,50 @@ std::vector<Access> accesses(const UOp& ast, DType& out_dtype) {
     return out;
 }
 
+// The GPU's tiling of a matmul-like kernel: a reduce, and output axes along which one operand is
+// broadcast while another varies (a matmul's rows for its right operand, its columns for its
+// left). Each thread computes a 4 x 4 tile of outputs in registers (UPCAST on two such axes, the
+// innermost first: the store's columns), so every loaded value serves four accumulators; a block
+// of up to 16 x 16 threads (LOCAL on the same axes) reads neighbouring rows and columns, which
+// the caches share. Returns whether it applied anything.
+bool gpu_matmul_tiling(OptKernel& k, const std::vector<Access>& acc, const DeviceLimits& lim) {
+    const size_t n_out = k.output_axes();
+    if (k.axes().size() <= n_out || n_out < 2) return false;
+    auto index_of = [&](int64_t id) -> int64_t {
+        for (size_t i = 0; i < k.axes().size(); ++i)
+            if (k.axes()[i].arg_as<RangeArg>().axis_id == id) return static_cast<int64_t>(i);
+        return -1;
+    };
+    // The blockable output axes, innermost first.
+    std::vector<int64_t> ids;
+    for (size_t i = n_out; i-- > 0 && ids.size() < 2;) {
+        const UOp& r = k.axes()[i];
+        if (!r.src(0).is_const() || size_of(r) % 4 != 0 || size_of(r) < 8) continue;
+        bool bcast = false, used = false;
+        for (const Access& a : acc) {
+            if (a.store) continue;
+            const int64_t c = linear_coefficient(a.idx, r);
+            (c == 0 ? bcast : used) = true;
+        }
+        if (bcast && used) ids.push_back(r.arg_as<RangeArg>().axis_id);
+    }
+    if (ids.size() < 2) return false;
+    for (int64_t id : ids)
+        if (!k.try_apply({OptOp::Upcast, index_of(id), 4})) return !k.applied().empty();
+    int64_t threads = 1;
+    for (int64_t id : ids) {
+        const int64_t i = index_of(id);
+        const int64_t n = size_of(k.axes()[static_cast<size_t>(i)]);
+        for (int64_t d = 16; d >= 2; d /= 2)
+            if (n % d == 0 && threads * d <= std::min<int64_t>(256, lim.max_threads_per_block) &&
+                k.try_apply({OptOp::Local, i, d})) {
+                threads *= d;
+                break;
+            }
+    }
+    return true;
+}
+
 } // namespace
 
 std::vector<Opt> heuristic_opts(const UOp& ast, const DeviceLimits& lim) {
@@ -473,6 +517,10 @@ std::vector<Opt> heuristic_opts(const UOp& ast, const DeviceLimits& lim) {
                 if (r % d == 0 && r >= 4 * d &&
                     k.try_apply({OptOp::GroupTop, static_cast<int64_t>(n_out), d}))
                     return k.applied();
+        }
+        {
+            DType out_dtype = DType::Float32;
+            if (gpu_matmul_tiling(k, accesses(ast, out_dtype), lim)) return k.applied();
         }
         if (n_out == 0 || !k.axes()[n_out - 1].src(0).is_const()) return {};
         const int64_t size = size_of(k.axes()[n_out - 1]);
