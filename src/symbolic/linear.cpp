@@ -103,6 +103,16 @@ void combine(Linear& l) {
             t.end());
 }
 
+// Terms i and j of l become merged * k (the recombinations below).
+void replace_pair(Linear& l, size_t i, size_t j, const UOp& merged, int64_t k) {
+    auto& t = l.terms;
+    t.erase(t.begin() + static_cast<long>(std::max(i, j)));
+    t.erase(t.begin() + static_cast<long>(std::min(i, j)));
+    Stack stack{{&merged, k}};
+    flatten_into(l, stack);
+    combine(l);
+}
+
 // The two identities of recombine_divmod where x is itself a quotient (y / c1, or y / c1 + k)
 // and the rules have already merged x / c: (y / c1) / c into y / (c1*c), (y / c1 + k) / c into
 // (y + k*c1) / (c1*c). The partner term is found as fold_divmod's form of x / c, which equals it:
@@ -147,11 +157,7 @@ bool recombine_merged(Linear& l) {
             } else {
                 continue;
             }
-            t.erase(t.begin() + static_cast<long>(std::max(i, j)));
-            t.erase(t.begin() + static_cast<long>(std::min(i, j)));
-            Stack stack{{&merged, k}};
-            flatten_into(l, stack);
-            combine(l);
+            replace_pair(l, i, j, merged, k);
             return true;
         }
     }
@@ -187,11 +193,7 @@ bool recombine_divmod(Linear& l) {
                 continue;
             if (t[i].coef != wmul(l.dtype, t[j].coef, c)) continue;
             const int64_t k = t[j].coef;
-            t.erase(t.begin() + static_cast<long>(std::max(i, j)));
-            t.erase(t.begin() + static_cast<long>(std::min(i, j)));
-            Stack stack{{&merged, k}};
-            flatten_into(l, stack);
-            combine(l);
+            replace_pair(l, i, j, merged, k);
             return true;
         }
     }

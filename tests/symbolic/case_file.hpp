@@ -5,6 +5,8 @@
 //
 // A row: name, vars, expr, true_min, true_max, bound_min, bound_max, max_nodes, reference (the
 // symbolic.tsv header states the grammar and what each column means).
+#include <doctest/doctest.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -12,6 +14,7 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -225,6 +228,36 @@ inline std::string reference_mismatch(const Case& c) {
         return std::string("threw: ") + ex.what();
     }
     return "";
+}
+
+// The doctest checks every case file passes: load_cases reads as many rows as a plain count
+// finds, at least min_cases; names are unique; true_min <= true_max, the bounds contain the true
+// range, max_nodes >= 1. Returns the case names.
+inline std::set<std::string> check_case_file(const std::string& path, size_t min_cases) {
+    std::vector<Case> cases = load_cases(path);
+    MESSAGE("read " << cases.size() << " cases from " << path);
+    CHECK(cases.size() >= min_cases);
+    CHECK(cases.size() == count_data_rows(path));
+    std::set<std::string> names;
+    for (const Case& c : cases) {
+        INFO("line " << c.line << ": " << c.name);
+        CHECK_MESSAGE(names.insert(c.name).second, "duplicate case name " << c.name);
+        CHECK(c.true_min <= c.true_max);
+        CHECK(c.bound_min <= c.true_min);
+        CHECK(c.bound_max >= c.true_max);
+        CHECK(c.max_nodes >= 1);
+    }
+    return names;
+}
+
+// The doctest check that every case's reference form states the same function as its expr.
+inline void check_references(const std::string& path) {
+    for (const Case& c : load_cases(path)) {
+        INFO("case " << c.name << " (line " << c.line << "): expr '" << c.expr << "', reference '"
+                     << c.reference << "', vars '" << c.vars << "'");
+        std::string bad = reference_mismatch(c);
+        CHECK_MESSAGE(bad.empty(), bad);
+    }
 }
 
 // One case's simplify() against its row. `errors`: what is wrong (no parse, a throw, a wrong value,

@@ -3,7 +3,6 @@
 // max_nodes nodes. The tsv header states the grammar and what passing means.
 #include <doctest/doctest.h>
 
-#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -19,32 +18,13 @@ std::string cases_file() { return tempura_test::cases_file("symbolic.tsv"); }
 } // namespace
 
 TEST_CASE("symbolic cases: the data file is read completely") {
-    std::string path = cases_file();
-    std::vector<Case> cases = tempura_test::load_cases(path);
-    size_t rows = tempura_test::count_data_rows(path);
-    MESSAGE("read " << cases.size() << " cases from " << path);
-    CHECK(cases.size() >= 70);
-    CHECK(cases.size() == rows);
-    std::set<std::string> names;
-    for (const Case& c : cases) {
-        INFO("line " << c.line << ": " << c.name);
-        CHECK_MESSAGE(names.insert(c.name).second, "duplicate case name " << c.name);
-        CHECK(c.true_min <= c.true_max);
-        CHECK(c.bound_min <= c.true_min);
-        CHECK(c.bound_max >= c.true_max);
-        CHECK(c.max_nodes >= 1);
-    }
+    tempura_test::check_case_file(cases_file(), 70);
 }
 
 // The reference column is for information, but it must state the same function as expr; this checks
 // the data file and the parser, not the library's simplifier (only construction and evaluate).
 TEST_CASE("symbolic cases: reference forms agree with expr") {
-    for (const Case& c : tempura_test::load_cases(cases_file())) {
-        INFO("case " << c.name << " (line " << c.line << "): expr '" << c.expr << "', reference '"
-                     << c.reference << "', vars '" << c.vars << "'");
-        std::string bad = tempura_test::reference_mismatch(c);
-        CHECK_MESSAGE(bad.empty(), bad);
-    }
+    tempura_test::check_references(cases_file());
 }
 
 TEST_CASE("symbolic cases: simplify is exact, sound, tight and small") {

@@ -32,31 +32,13 @@ const std::set<std::string> kKnownGaps = {
 } // namespace
 
 TEST_CASE("tinygrad cases: the data file is read completely") {
-    std::string path = cases_file();
-    std::vector<Case> cases = tempura_test::load_cases(path);
-    MESSAGE("read " << cases.size() << " cases from " << path);
-    CHECK(cases.size() >= 250);
-    CHECK(cases.size() == tempura_test::count_data_rows(path));
-    std::set<std::string> names;
-    for (const Case& c : cases) {
-        INFO("line " << c.line << ": " << c.name);
-        CHECK_MESSAGE(names.insert(c.name).second, "duplicate case name " << c.name);
-        CHECK(c.true_min <= c.true_max);
-        CHECK(c.bound_min <= c.true_min);
-        CHECK(c.bound_max >= c.true_max);
-        CHECK(c.max_nodes >= 1);
-    }
+    const std::set<std::string> names = tempura_test::check_case_file(cases_file(), 250);
     for (const std::string& g : kKnownGaps)
         CHECK_MESSAGE(names.count(g) == 1, "kKnownGaps names no case: " << g);
 }
 
 TEST_CASE("tinygrad cases: tinygrad's forms agree with expr") {
-    for (const Case& c : tempura_test::load_cases(cases_file())) {
-        INFO("case " << c.name << " (line " << c.line << "): expr '" << c.expr << "', reference '"
-                     << c.reference << "', vars '" << c.vars << "'");
-        std::string bad = tempura_test::reference_mismatch(c);
-        CHECK_MESSAGE(bad.empty(), bad);
-    }
+    tempura_test::check_references(cases_file());
 }
 
 TEST_CASE("tinygrad cases: exact and sound everywhere, as tight and simple as tinygrad") {
