@@ -125,8 +125,9 @@ bool recombine_merged(Linear& l) {
         int64_t c, c1, cj;
         if (r.op() != Op::Mod || !is_int_const(r.src(1), c) || c <= 0) continue;
         const UOp& x = r.src(0);
-        const bool offset = (x.op() == Op::Add || x.op() == Op::Sub) && x.src(1).is_const();
-        const UOp& q = offset ? x.src(0) : x;
+        // x a quotient, or a sum with a quotient on one side (y / c1 + k, y / c1 + a*3).
+        const bool sum = x.op() == Op::Add || x.op() == Op::Sub;
+        const UOp& q = !sum ? x : x.src(0).op() == Op::Idiv ? x.src(0) : x.src(1);
         if (q.op() != Op::Idiv || !is_int_const(q.src(1), c1) || c1 <= 0) continue;
         // A partner is a quotient by a multiple of c1*c (cheap test before building x / c).
         auto partner_quotient = [&](const UOp& m) -> const UOp* {
@@ -374,12 +375,22 @@ std::optional<Linear> split_by_gcd(const Linear& l, int64_t c, int64_t& g) {
     if (!bounds_of_terms(l.dtype, q.terms, q.constant)) return std::nullopt;
     return q;
 }
+// The rest r of a split l = g*q + r, before it is built: its number of terms, its range (when
+// every term's bounds are known) and its first term.
+struct Rest {
+    size_t terms = 0;
+    bool known = true;
+    i128 lo = 0, hi = 0;
+    const LinTerm* first = nullptr;
+};
+
 // Calls f(g, q, r) for each candidate factor g > 1 of c (split_by_gcd's, then gcd(c, k) of
 // each coefficient k, each once) with l = g*q + r: q the terms whose coefficients g divides
 // (over g) plus floor(k0 / g), r the other terms plus k0's remainder in [0, g); both non-empty.
-// Stops at the first f that returns true.
-template <class F>
-void for_each_factor_split(const Linear& l, int64_t c, F&& f) {
+// want(g, rest) says first, without building anything, whether f could use the split. Stops at
+// the first f that returns true.
+template <class W, class F>
+void for_each_factor_split(const Linear& l, int64_t c, W&& want, F&& f) {
     boost::container::small_vector<uint64_t, 8> cands;
     uint64_t gg = uabs(c);
     for (const auto& t : l.terms)
@@ -392,9 +403,18 @@ void for_each_factor_split(const Linear& l, int64_t c, F&& f) {
             continue;
         const auto g = static_cast<int64_t>(cands[n]);
         const int64_t q0 = floor_div(l.constant, g);
+        Rest rest;
+        rest.lo = rest.hi = l.constant - q0 * g;
+        for (const auto& t : l.terms) {
+            if (t.coef % g == 0) continue;
+            if (rest.terms++ == 0) rest.first = &t;
+            rest.known = rest.known && t.mono.vmin() != kUnknownMin && t.mono.vmax() != kUnknownMax;
+            rest.lo += t.coef > 0 ? t.coef * i128{t.mono.vmin()} : t.coef * i128{t.mono.vmax()};
+            rest.hi += t.coef > 0 ? t.coef * i128{t.mono.vmax()} : t.coef * i128{t.mono.vmin()};
+        }
+        if (rest.terms == 0 || rest.terms == l.terms.size() || !want(g, rest)) continue;
         Linear q{l.dtype, {}, q0}, r{l.dtype, {}, l.constant - q0 * g};
         for (const auto& t : l.terms) (t.coef % g == 0 ? q : r).terms.push_back(t);
-        if (r.terms.empty() || q.terms.empty()) continue;
         for (auto& t : q.terms) t.coef /= g;
         if (!bounds_of_terms(l.dtype, q.terms, q.constant)) continue;
         if (f(g, q, r)) return;
@@ -404,9 +424,8 @@ void for_each_factor_split(const Linear& l, int64_t c, F&& f) {
 // l = g*q + r with r in [0, g), by for_each_factor_split: q and r, with g.
 std::optional<std::pair<Linear, Linear>> split_by_factor(const Linear& l, int64_t c, int64_t& g) {
     std::optional<std::pair<Linear, Linear>> out;
-    for_each_factor_split(l, c, [&](int64_t gg, Linear& q, Linear& r) {
-        const auto rb = bounds_of_terms(l.dtype, r.terms, r.constant);
-        if (!rb || rb->first < 0 || rb->second >= gg) return false;
+    auto want = [](int64_t gg, const Rest& r) { return r.known && r.lo >= 0 && r.hi < gg; };
+    for_each_factor_split(l, c, want, [&](int64_t gg, Linear& q, Linear& r) {
         g = gg;
         out.emplace(std::move(q), std::move(r));
         return true;
@@ -420,10 +439,11 @@ std::optional<std::pair<Linear, Linear>> split_by_factor(const Linear& l, int64_
 // b in [0, 1]: floor(3*b / 2) == b.
 std::optional<UOp> nest_div_by_factor(const Linear& l, int64_t c) {
     std::optional<UOp> out;
-    for_each_factor_split(l, c, [&](int64_t g, Linear& q, Linear& r) {
-        if (r.terms.size() != 1) return false;
+    auto want = [](int64_t, const Rest& r) {
+        return r.terms == 1 && r.known && r.first->mono.vmax() - r.first->mono.vmin() == 1;
+    };
+    for_each_factor_split(l, c, want, [&](int64_t g, Linear& q, Linear& r) {
         const UOp& m = r.terms[0].mono;
-        if (m.vmin() == kUnknownMin || m.vmax() - m.vmin() != 1) return false;
         const i128 r0 = i128{m.vmin()} * r.terms[0].coef + r.constant, r1 = r0 + r.terms[0].coef;
         if (!fits(l.dtype, r0) || !fits(l.dtype, r1)) return false;
         const int64_t f0 = floor_div(static_cast<int64_t>(r0), g),
@@ -440,6 +460,36 @@ std::optional<UOp> nest_div_by_factor(const Linear& l, int64_t c) {
         return true;
     });
     return out;
+}
+// x = y / c1 + s with s any other terms (integer-valued) and the only quotient of x: for y >= 0
+// and y + c1*s >= 0, x / c == (y + c1*s) / (c1*c), as floor(y / c1) + s == floor((y + c1*s) / c1)
+// and floors of positive divisors compose; every dividend is >= 0, so C's truncation is that
+// floor. (b / 5 + a*3) / 2 -> (b + a*15) / 10, one division fewer.
+std::optional<UOp> merge_nested_div(const Linear& l, int64_t c) {
+    const LinTerm* inner = nullptr;
+    for (const auto& t : l.terms) {
+        if (t.mono.op() != Op::Idiv) continue;
+        if (inner != nullptr) return std::nullopt;
+        inner = &t;
+    }
+    int64_t c1;
+    if (inner == nullptr || inner->coef != 1 || !is_int_const(inner->mono.src(1), c1) || c1 <= 0)
+        return std::nullopt;
+    const UOp& y = inner->mono.src(0);
+    const i128 p = i128{c1} * c;
+    if (y.vmin() < 0 || !fits(l.dtype, p) || !fits(l.dtype, i128{l.constant} * c1))
+        return std::nullopt;
+    Linear m = decompose(y);
+    m.constant = wadd(l.dtype, m.constant, l.constant * c1);
+    for (const auto& t : l.terms) {
+        if (&t == inner) continue;
+        if (!fits(l.dtype, i128{t.coef} * c1)) return std::nullopt;
+        m.terms.push_back({t.mono, t.coef * c1});
+    }
+    combine(m);
+    const auto mb = bounds_of_terms(l.dtype, m.terms, m.constant);
+    if (!mb || mb->first < 0) return std::nullopt;
+    return UOp::alu(Op::Idiv, {rebuild(m), UOp::constant(l.dtype, static_cast<int64_t>(p))});
 }
 } // namespace
 
@@ -529,29 +579,37 @@ std::optional<UOp> fold_divmod(const UOp& u) {
             signed_any = signed_any || 2 * i128{r} > c;
             tie = tie || (r != 0 && 2 * i128{r} == c);
         }
+        // The residue of k in mode 0, 1 (nearest 0) or 2 (nearest 0, a tie negative).
+        auto residue = [&](int64_t k, int mode) {
+            int64_t r = k % c;
+            if (r < 0) r += c;
+            if (mode > 0 && (2 * i128{r} > c || (mode == 2 && 2 * i128{r} == c))) r -= c;
+            return r;
+        };
+        const int64_t y0 = l.constant % c < 0 ? l.constant % c + c : l.constant % c;
         for (int mode = 0; mode < 3; ++mode) {
             if ((mode == 1 && !signed_any && !tie) || (mode == 2 && !tie)) continue;
-            Linear y{dt, {}, 0}, q{dt, {}, 0};
-            bool moved = false;
+            // y's range and whether anything moves to Q first, without building either (the
+            // terms of l are sorted and distinct, so y and Q need no combining).
+            bool moved = l.constant != y0, known = true;
+            i128 lo = y0, hi = y0;
             for (const auto& t : l.terms) {
-                int64_t r = t.coef % c;
-                if (r < 0) r += c;
-                if (mode > 0 && (2 * i128{r} > c || (mode == 2 && 2 * i128{r} == c))) r -= c;
+                const int64_t r = residue(t.coef, mode);
+                moved = moved || r != t.coef;
+                if (r == 0) continue;
+                known = known && t.mono.vmin() != kUnknownMin && t.mono.vmax() != kUnknownMax;
+                lo += r > 0 ? r * i128{t.mono.vmin()} : r * i128{t.mono.vmax()};
+                hi += r > 0 ? r * i128{t.mono.vmax()} : r * i128{t.mono.vmin()};
+            }
+            if (!moved || !known || lo < 0 || hi >= c) continue;
+            Linear y{dt, {}, y0}, q{dt, {}, static_cast<int64_t>((i128{l.constant} - y0) / c)};
+            for (const auto& t : l.terms) {
+                const int64_t r = residue(t.coef, mode);
                 const auto qk = static_cast<int64_t>((i128{t.coef} - r) / c);
                 if (r != 0) y.terms.push_back({t.mono, r});
                 if (qk != 0) q.terms.push_back({t.mono, qk});
-                moved = moved || qk != 0;
             }
-            y.constant = l.constant % c;
-            if (y.constant < 0) y.constant += c;
-            q.constant = static_cast<int64_t>((i128{l.constant} - y.constant) / c);
-            moved = moved || q.constant != 0;
-            if (!moved) continue;
-            combine(y);
-            combine(q);
-            const auto yb = bounds_of_terms(dt, y.terms, y.constant);
-            if (yb && yb->first >= 0 && yb->second < c && bounds_of_terms(dt, q.terms, q.constant))
-                return is_div ? rebuild(q) : rebuild(y);
+            if (bounds_of_terms(dt, q.terms, q.constant)) return is_div ? rebuild(q) : rebuild(y);
         }
     }
     // Common factor g of c and every coefficient.
@@ -616,7 +674,7 @@ std::optional<UOp> fold_divmod(const UOp& u) {
                  : nonpos ? ceil_div(l.constant, c)
                           : l.constant / c;
     r.constant = l.constant - kq * c;
-    if (q.terms.empty() && kq == 0) return std::nullopt;
+    if (q.terms.empty() && kq == 0) return is_div ? merge_nested_div(l, c) : std::nullopt;
     auto rb = bounds_of_terms(dt, r.terms, r.constant);
     if (!rb) return std::nullopt;
     // x / c == q + r / c when no truncation differs: r == 0, or x and r share a sign.

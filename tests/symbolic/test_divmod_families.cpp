@@ -178,9 +178,9 @@ TEST_CASE("bounds family: mod of a sum whose terms share a factor with the divis
 // The families added for tinygrad's cases (tinygrad_symbolic.tsv), on random instances with
 // negative values wherever the variables allow them: simplify(e) equals e, and its bounds hold,
 // at every point. Congruences ((k1*a + k2*b + k0) % c with residues nearest 0), factor nesting
-// ((160*a + 5*b + 4*c) / 60), two-valued lines ((a + 3) / 4), nested quotients with an offset
-// ((a / c1 + k) / c), merged quotients recombined (a / c1 % c + a / (c1*c) * c), quotient
-// comparisons (a / c < k), and divisors d*k.
+// ((160*a + 5*b + 4*c) / 60), two-valued lines ((a + 3) / 4), nested quotients with more terms
+// ((a / c1 + k) / c, (a / c1 + b*k2) / c), merged quotients recombined
+// (a / c1 % c + a / (c1*c) * c), quotient comparisons (a / c < k), and divisors d*k.
 TEST_CASE("divmod family: the tinygrad-derived families hold on random instances") {
     uint64_t state = 0x9E3779B97F4A7C15ull;
     auto rnd = [&](int64_t lo, int64_t hi) {
@@ -200,6 +200,8 @@ TEST_CASE("divmod family: the tinygrad-derived families hold on random instances
             lin / c,
             lin % c,
             (a.v / c1 + k) / c,
+            (a.v / c1 + b.v * k2 + k) / c,
+            (a.v / c1 + b.v * 3) % c + (a.v * 1 + b.v * (3 * c1)) / (c1 * c) * c,
             (a.v / c1 + k) % c + (a.v / c1 + k) / c * c,
             a.v / c1 % c + a.v / (c1 * c) * c + b.v,
             a.v / c1 % c * 3 + a.v / (c1 * c) % 3 * (3 * c),

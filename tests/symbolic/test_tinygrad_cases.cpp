@@ -25,8 +25,6 @@ std::string cases_file() { return tempura_test::cases_file("tinygrad_symbolic.ts
 const std::set<std::string> kKnownGaps = {
     // (x % 10) + (x / 10) * 10 after each side was folded on its own: x = 25*a + 3.
     "test_div_mod_recombine_large_coeff_2",
-    // x / 10 * 2 + x / 5 % 2 with x = 15*a + b: the quotients are folded before they recombine.
-    "test_div_mod_recombine_after_asymmetric_fold_2",
 };
 
 } // namespace
