@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Converts tinygrad's symbolic unit tests into tests/data/tinygrad_symbolic.tsv.
 
-    python3 scripts/tinygrad_cases.py <tinygrad>/test/null/test_uop_symbolic.py > tests/data/tinygrad_symbolic.tsv
+    python3 scripts/tinygrad_cases.py <tinygrad>/test/null/test_uop_symbolic.py [commit] \
+        > tests/data/tinygrad_symbolic.tsv
 
 Every `self.helper_test_variable(expr, vmin, vmax, "rendered")` of the file is run against a small
 stand-in for tinygrad's UOp (no tinygrad needed): the expression and tinygrad's expected form are
@@ -367,9 +368,10 @@ def case(name, v, n, m, s):
 
 def main():
     path = sys.argv[1]
+    at = f" at commit {sys.argv[2]}" if len(sys.argv) > 2 else ""
     rows, skipped, other = convert(path)
     total_skipped = sum(skipped.values())
-    print("# Symbolic cases derived from tinygrad's test/null/test_uop_symbolic.py (tinygrad, MIT license,")
+    print(f"# Symbolic cases derived from tinygrad's test/null/test_uop_symbolic.py{at} (tinygrad, MIT license,")
     print("#   Copyright (c) 2024 the tiny corp): every self.helper_test_variable(expr, vmin, vmax, form) there,")
     print("#   converted by scripts/tinygrad_cases.py. bound_min/bound_max are tinygrad's expected vmin/vmax,")
     print("#   max_nodes the node count of tinygrad's expected form (reference), true_min/true_max enumerated.")
