@@ -52,7 +52,8 @@ int64_t next_pow2_minus1(int64_t v) {
 
 // x % c for x >= 0 and c > 0, where x = sum of k_i * t_i (each k_i a constant) + r: with
 // g = gcd(c, every k_i), g | c, so x % c == g * (something in [0, c/g)) + r % g, and when r
-// lies in [0, g) that is in [min r, c - g + max r]. Returns false when the sum has no such form
+// lies in one window [g*j, g*j + g) that is in [min r - g*j, c - g + max r - g*j]
+// ((a*4 + 2) % 6 lies in [0, 4]). Returns false when the sum has no such form
 // (or any bound is unknown). The sum is walked without recursion (Add/Sub chains, Mul by a
 // constant); the number of terms is bounded.
 bool mod_of_sum(const UOp& x, int64_t c, i128& lo, i128& hi) {
@@ -88,9 +89,11 @@ bool mod_of_sum(const UOp& x, int64_t c, i128& lo, i128& hi) {
         }
     }
     const i128 gi = static_cast<i128>(g);
-    if (!any || gi <= 1 || rl < 0 || rh >= gi) return false;
-    lo = rl;
-    hi = c - gi + rh;
+    if (!any || gi <= 1) return false;
+    const i128 j = (rl >= 0 ? rl : rl - gi + 1) / gi; // floor(rl / g)
+    if (rh >= (j + 1) * gi) return false;
+    lo = rl - j * gi;
+    hi = c - gi + rh - j * gi;
     return true;
 }
 
@@ -163,6 +166,13 @@ Bounds compute_bounds(Op op, DType dt, const std::vector<UOp>& s, const Arg& arg
             // 0 <= b <= 1 lies in [2, 7].
             i128 l = 0, h = 0;
             if (mod_of_sum(s[0], s[1].vmin(), l, h)) return fit(dt, l, std::min({h, hi(0), m}));
+        }
+        if (lo(0) >= 0 && lo(1) > 0) {
+            // x / d the same for every x and d of the ranges (x >= 0, d > 0): x % d == x - q*d.
+            const i128 q = lo(0) / hi(1);
+            if (q == hi(0) / lo(1))
+                return fit(dt, std::max<i128>(0, lo(0) - q * hi(1)),
+                           std::min({hi(0) - q * lo(1), m}));
         }
         if (lo(0) >= 0) return fit(dt, 0, std::min(hi(0), m));
         if (hi(0) <= 0) return fit(dt, std::max(lo(0), -m), 0);

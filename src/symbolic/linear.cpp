@@ -103,6 +103,68 @@ void combine(Linear& l) {
             t.end());
 }
 
+// Terms i and j of l become merged * k (the recombinations below).
+void replace_pair(Linear& l, size_t i, size_t j, const UOp& merged, int64_t k) {
+    auto& t = l.terms;
+    t.erase(t.begin() + static_cast<long>(std::max(i, j)));
+    t.erase(t.begin() + static_cast<long>(std::min(i, j)));
+    Stack stack{{&merged, k}};
+    flatten_into(l, stack);
+    combine(l);
+}
+
+// The two identities of recombine_divmod where x is itself a quotient (y / c1, or y / c1 + k)
+// and the rules have already merged x / c: (y / c1) / c into y / (c1*c), (y / c1 + k) / c into
+// (y + k*c1) / (c1*c). The partner term is found as fold_divmod's form of x / c, which equals it:
+//   D * (k*c) + (x % c) * k  ->  x * k,  and  (D % m) * (k*c) + (x % c) * k  ->  (x % (c*m)) * k
+// for c, m > 0, D == x / c. gidx / 8 * 4 + gidx / 2 % 4 -> gidx / 2.
+bool recombine_merged(Linear& l) {
+    auto& t = l.terms;
+    for (size_t j = 0; j < t.size(); ++j) {
+        const UOp& r = t[j].mono;
+        int64_t c, c1, cj;
+        if (r.op() != Op::Mod || !is_int_const(r.src(1), c) || c <= 0) continue;
+        const UOp& x = r.src(0);
+        // x a quotient, or a sum with a quotient on one side (y / c1 + k, y / c1 + a*3).
+        const bool sum = x.op() == Op::Add || x.op() == Op::Sub;
+        const UOp& q = !sum ? x : x.src(0).op() == Op::Idiv ? x.src(0) : x.src(1);
+        if (q.op() != Op::Idiv || !is_int_const(q.src(1), c1) || c1 <= 0) continue;
+        // A partner is a quotient by a multiple of c1*c (cheap test before building x / c).
+        auto partner_quotient = [&](const UOp& m) -> const UOp* {
+            const UOp* d = m.op() == Op::Mod ? &m.src(0) : &m;
+            if (d->op() != Op::Idiv || !is_int_const(d->src(1), cj) || cj <= 0 || cj % c1 != 0 ||
+                (cj / c1) % c != 0)
+                return nullptr;
+            return d;
+        };
+        bool any = false;
+        for (size_t i = 0; i < t.size() && !any; ++i)
+            any = i != j && partner_quotient(t[i].mono) != nullptr;
+        if (!any) continue;
+        const std::optional<UOp> D =
+            fold_divmod(UOp::alu(Op::Idiv, {x, UOp::constant(l.dtype, c)}));
+        if (!D) continue;
+        const int64_t k = t[j].coef;
+        for (size_t i = 0; i < t.size(); ++i) {
+            if (i == j || t[i].coef != wmul(l.dtype, k, c)) continue;
+            const UOp& m = t[i].mono;
+            UOp merged;
+            int64_t mm;
+            if (m.same(*D)) {
+                merged = x;
+            } else if (m.op() == Op::Mod && m.src(0).same(*D) && is_int_const(m.src(1), mm) &&
+                       mm > 0 && fits(l.dtype, i128{c} * mm)) {
+                merged = UOp::alu(Op::Mod, {x, UOp::constant(l.dtype, c * mm)});
+            } else {
+                continue;
+            }
+            replace_pair(l, i, j, merged, k);
+            return true;
+        }
+    }
+    return false;
+}
+
 // Two identities, each pairing a term with (x % c) * k:
 //   (x / c) * (k*c) + (x % c) * k  ->  x * k : x == (x / c) * c + x % c holds for every x in C.
 //   (x / c) % m * (k*c) + (x % c) * k  ->  (x % (c*m)) * k, for c, m > 0: with Q = x / (c*m) ==
@@ -132,15 +194,11 @@ bool recombine_divmod(Linear& l) {
                 continue;
             if (t[i].coef != wmul(l.dtype, t[j].coef, c)) continue;
             const int64_t k = t[j].coef;
-            t.erase(t.begin() + static_cast<long>(std::max(i, j)));
-            t.erase(t.begin() + static_cast<long>(std::min(i, j)));
-            Stack stack{{&merged, k}};
-            flatten_into(l, stack);
-            combine(l);
+            replace_pair(l, i, j, merged, k);
             return true;
         }
     }
-    return false;
+    return recombine_merged(l);
 }
 
 Linear scaled_down(const Linear& l, int64_t g, int64_t constant) {
@@ -317,6 +375,122 @@ std::optional<Linear> split_by_gcd(const Linear& l, int64_t c, int64_t& g) {
     if (!bounds_of_terms(l.dtype, q.terms, q.constant)) return std::nullopt;
     return q;
 }
+// The rest r of a split l = g*q + r, before it is built: its number of terms, its range (when
+// every term's bounds are known) and its first term.
+struct Rest {
+    size_t terms = 0;
+    bool known = true;
+    i128 lo = 0, hi = 0;
+    const LinTerm* first = nullptr;
+};
+
+// Calls f(g, q, r) for each candidate factor g > 1 of c (split_by_gcd's, then gcd(c, k) of
+// each coefficient k, each once) with l = g*q + r: q the terms whose coefficients g divides
+// (over g) plus floor(k0 / g), r the other terms plus k0's remainder in [0, g); both non-empty.
+// want(g, rest) says first, without building anything, whether f could use the split. Stops at
+// the first f that returns true.
+template <class W, class F>
+void for_each_factor_split(const Linear& l, int64_t c, W&& want, F&& f) {
+    boost::container::small_vector<uint64_t, 8> cands;
+    uint64_t gg = uabs(c);
+    for (const auto& t : l.terms)
+        if (uabs(t.coef) > 1) gg = std::gcd(gg, uabs(t.coef));
+    cands.push_back(gg);
+    for (const auto& t : l.terms) cands.push_back(std::gcd(uabs(c), uabs(t.coef)));
+    for (size_t n = 0; n < cands.size(); ++n) {
+        if (cands[n] <= 1 || std::find(cands.begin(), cands.begin() + static_cast<long>(n),
+                                       cands[n]) != cands.begin() + static_cast<long>(n))
+            continue;
+        const auto g = static_cast<int64_t>(cands[n]);
+        const int64_t q0 = floor_div(l.constant, g);
+        Rest rest;
+        rest.lo = rest.hi = l.constant - q0 * g;
+        for (const auto& t : l.terms) {
+            if (t.coef % g == 0) continue;
+            if (rest.terms++ == 0) rest.first = &t;
+            rest.known = rest.known && t.mono.vmin() != kUnknownMin && t.mono.vmax() != kUnknownMax;
+            rest.lo += t.coef > 0 ? t.coef * i128{t.mono.vmin()} : t.coef * i128{t.mono.vmax()};
+            rest.hi += t.coef > 0 ? t.coef * i128{t.mono.vmax()} : t.coef * i128{t.mono.vmin()};
+        }
+        if (rest.terms == 0 || rest.terms == l.terms.size() || !want(g, rest)) continue;
+        Linear q{l.dtype, {}, q0}, r{l.dtype, {}, l.constant - q0 * g};
+        for (const auto& t : l.terms) (t.coef % g == 0 ? q : r).terms.push_back(t);
+        for (auto& t : q.terms) t.coef /= g;
+        if (!bounds_of_terms(l.dtype, q.terms, q.constant)) continue;
+        if (f(g, q, r)) return;
+    }
+}
+
+// l = g*q + r with r in [0, g), by for_each_factor_split: q and r, with g.
+std::optional<std::pair<Linear, Linear>> split_by_factor(const Linear& l, int64_t c, int64_t& g) {
+    std::optional<std::pair<Linear, Linear>> out;
+    auto want = [](int64_t gg, const Rest& r) { return r.known && r.lo >= 0 && r.hi < gg; };
+    for_each_factor_split(l, c, want, [&](int64_t gg, Linear& q, Linear& r) {
+        g = gg;
+        out.emplace(std::move(q), std::move(r));
+        return true;
+    });
+    return out;
+}
+
+// l = g*q + r where r is k*m + k0 with m taking two values (lo, lo + 1), for x = l >= 0:
+// x / c == (q + floor(r / g)) / (c/g), floors of positive divisors composing, and floor(r / g)
+// is the line through its values at the two points. (a*2 + b*3 + 2) / 6 -> (a + b + 1) / 3 for
+// b in [0, 1]: floor(3*b / 2) == b.
+std::optional<UOp> nest_div_by_factor(const Linear& l, int64_t c) {
+    std::optional<UOp> out;
+    auto want = [](int64_t, const Rest& r) {
+        return r.terms == 1 && r.known && r.first->mono.vmax() - r.first->mono.vmin() == 1;
+    };
+    for_each_factor_split(l, c, want, [&](int64_t g, Linear& q, Linear& r) {
+        const UOp& m = r.terms[0].mono;
+        const i128 r0 = i128{m.vmin()} * r.terms[0].coef + r.constant, r1 = r0 + r.terms[0].coef;
+        if (!fits(l.dtype, r0) || !fits(l.dtype, r1)) return false;
+        const int64_t f0 = floor_div(static_cast<int64_t>(r0), g),
+                      f1 = floor_div(static_cast<int64_t>(r1), g);
+        const i128 b = i128{q.constant} + f0 - i128{f1 - f0} * m.vmin();
+        if (!fits(l.dtype, b)) return false;
+        q.constant = static_cast<int64_t>(b);
+        if (f1 != f0) q.terms.push_back({m, f1 - f0});
+        combine(q);
+        const auto qb = bounds_of_terms(l.dtype, q.terms, q.constant);
+        if (!qb || qb->first < 0) return false;
+        const UOp y = rebuild(q);
+        out = c / g == 1 ? y : UOp::alu(Op::Idiv, {y, UOp::constant(l.dtype, c / g)});
+        return true;
+    });
+    return out;
+}
+// x = y / c1 + s with s any other terms (integer-valued) and the only quotient of x: for y >= 0
+// and y + c1*s >= 0, x / c == (y + c1*s) / (c1*c), as floor(y / c1) + s == floor((y + c1*s) / c1)
+// and floors of positive divisors compose; every dividend is >= 0, so C's truncation is that
+// floor. (b / 5 + a*3) / 2 -> (b + a*15) / 10, one division fewer.
+std::optional<UOp> merge_nested_div(const Linear& l, int64_t c) {
+    const LinTerm* inner = nullptr;
+    for (const auto& t : l.terms) {
+        if (t.mono.op() != Op::Idiv) continue;
+        if (inner != nullptr) return std::nullopt;
+        inner = &t;
+    }
+    int64_t c1;
+    if (inner == nullptr || inner->coef != 1 || !is_int_const(inner->mono.src(1), c1) || c1 <= 0)
+        return std::nullopt;
+    const UOp& y = inner->mono.src(0);
+    const i128 p = i128{c1} * c;
+    if (y.vmin() < 0 || !fits(l.dtype, p) || !fits(l.dtype, i128{l.constant} * c1))
+        return std::nullopt;
+    Linear m = decompose(y);
+    m.constant = wadd(l.dtype, m.constant, l.constant * c1);
+    for (const auto& t : l.terms) {
+        if (&t == inner) continue;
+        if (!fits(l.dtype, i128{t.coef} * c1)) return std::nullopt;
+        m.terms.push_back({t.mono, t.coef * c1});
+    }
+    combine(m);
+    const auto mb = bounds_of_terms(l.dtype, m.terms, m.constant);
+    if (!mb || mb->first < 0) return std::nullopt;
+    return UOp::alu(Op::Idiv, {rebuild(m), UOp::constant(l.dtype, static_cast<int64_t>(p))});
+}
 } // namespace
 
 std::optional<UOp> fold_divmod(const UOp& u) {
@@ -346,11 +520,25 @@ std::optional<UOp> fold_divmod(const UOp& u) {
             return rebuild(l);
         }
     }
-    int64_t c2;
+    int64_t c1, c2;
     if (x.op() == Op::Idiv && is_int_const(x.src(1), c2) && c2 > 0 && is_div) {
         // (y / c2) / c == y / (c2*c): truncation composes for positive divisors.
         i128 p = i128{c2} * c;
         if (fits(dt, p)) return UOp::alu(Op::Idiv, {x.src(0), K(static_cast<int64_t>(p))});
+    }
+    if (is_div && (x.op() == Op::Add || x.op() == Op::Sub) && x.src(0).op() == Op::Idiv &&
+        is_int_const(x.src(1), c2) && is_int_const(x.src(0).src(1), c1) && c1 > 0) {
+        // (y / c1 + k) / c == (y + k*c1) / (c1*c) for y >= 0 and y + k*c1 >= 0: as floors,
+        // floor(y / c1) + k == floor((y + k*c1) / c1) and floors of positive divisors compose;
+        // every dividend is >= 0, so C's truncation is that floor. (a / 2 + 1) / 2 -> (a + 2) / 4.
+        const UOp& y = x.src(0).src(0);
+        const i128 k = x.op() == Op::Sub ? -i128{c2} : i128{c2}, kc = k * c1, p = i128{c1} * c;
+        if (y.vmin() >= 0 && y.vmin() + kc >= 0 && y.vmax() != kUnknownMax &&
+            fits(dt, y.vmax() + kc) && fits(dt, p)) {
+            Linear ly = decompose(y);
+            ly.constant = wadd(dt, ly.constant, static_cast<int64_t>(kc));
+            return UOp::alu(Op::Idiv, {rebuild(ly), K(static_cast<int64_t>(p))});
+        }
     }
     if (x.op() == Op::Mod && is_int_const(x.src(1), c2) && c2 > 0 && c2 % c == 0) {
         // (y % (c*d)) / c == (y / c) % d, and (y % (c*d)) % c == y % c: both sides are odd in y
@@ -360,31 +548,68 @@ std::optional<UOp> fold_divmod(const UOp& u) {
     }
     Linear l = decompose(x);
     if (l.terms.empty() || !bounds_of_terms(dt, l.terms, l.constant)) return std::nullopt;
+    if (l.terms.size() == 1 && l.terms[0].mono.vmax() - l.terms[0].mono.vmin() == 1) {
+        // x = k*m + k0 with m taking two values, lo and lo + 1: x / c and x % c are the line
+        // through their two values f0, f1, f0 + (f1 - f0)*(m - lo), exact at both points.
+        // (a + 3) / 4 -> a and (a + 3) % 4 -> 3 - a*3 for a in [0, 1].
+        const UOp& m = l.terms[0].mono;
+        const i128 lo = m.vmin(), x0 = lo * l.terms[0].coef + l.constant, x1 = x0 + l.terms[0].coef;
+        if (fits(dt, x0) && fits(dt, x1)) {
+            const i128 f0 = is_div ? x0 / c : x0 % c, f1 = is_div ? x1 / c : x1 % c;
+            const i128 b = f0 - (f1 - f0) * lo;
+            if (fits(dt, b)) {
+                Linear r{dt, {}, static_cast<int64_t>(b)};
+                if (f1 != f0) r.terms.push_back({m, static_cast<int64_t>(f1 - f0)});
+                return rebuild(r);
+            }
+        }
+    }
     if (x.vmin() >= 0) {
-        // Residues: every coefficient k = c*q + r with 0 <= r < c, so x = c*Q + y with
+        // Residues: every coefficient k = c*q + r with r == k (mod c), so x = c*Q + y with
         // y = sum of r*t (+ k0 % c). When the bounds put y in [0, c) and x >= 0, x / c == Q and
         // x % c == y (floor and truncation agree for x >= 0): both disappear. This is the form
         // a window over a padded axis takes, (ky*59 + oy) % 58 -> ky + oy with ky + oy < 58.
-        Linear y{dt, {}, 0}, q{dt, {}, 0};
-        bool moved = false;
+        // The residues are tried in [0, c) first, then nearest to 0 (r - c when r > c/2), which
+        // is how a congruence folds: (3*a + 3) % 4 == 3 - a and (3*a + 3) / 4 == a for a in
+        // [0, 3]; a tie (r == c/2) is tried both ways.
+        bool signed_any = false, tie = false;
         for (const auto& t : l.terms) {
             int64_t r = t.coef % c;
             if (r < 0) r += c;
-            const auto qk = static_cast<int64_t>((i128{t.coef} - r) / c);
-            if (r != 0) y.terms.push_back({t.mono, r});
-            if (qk != 0) q.terms.push_back({t.mono, qk});
-            moved = moved || qk != 0;
+            signed_any = signed_any || 2 * i128{r} > c;
+            tie = tie || (r != 0 && 2 * i128{r} == c);
         }
-        y.constant = l.constant % c;
-        if (y.constant < 0) y.constant += c;
-        q.constant = static_cast<int64_t>((i128{l.constant} - y.constant) / c);
-        moved = moved || q.constant != 0;
-        if (moved) {
-            combine(y);
-            combine(q);
-            const auto yb = bounds_of_terms(dt, y.terms, y.constant);
-            if (yb && yb->first >= 0 && yb->second < c && bounds_of_terms(dt, q.terms, q.constant))
-                return is_div ? rebuild(q) : rebuild(y);
+        // The residue of k in mode 0, 1 (nearest 0) or 2 (nearest 0, a tie negative).
+        auto residue = [&](int64_t k, int mode) {
+            int64_t r = k % c;
+            if (r < 0) r += c;
+            if (mode > 0 && (2 * i128{r} > c || (mode == 2 && 2 * i128{r} == c))) r -= c;
+            return r;
+        };
+        const int64_t y0 = l.constant % c < 0 ? l.constant % c + c : l.constant % c;
+        for (int mode = 0; mode < 3; ++mode) {
+            if ((mode == 1 && !signed_any && !tie) || (mode == 2 && !tie)) continue;
+            // y's range and whether anything moves to Q first, without building either (the
+            // terms of l are sorted and distinct, so y and Q need no combining).
+            bool moved = l.constant != y0, known = true;
+            i128 lo = y0, hi = y0;
+            for (const auto& t : l.terms) {
+                const int64_t r = residue(t.coef, mode);
+                moved = moved || r != t.coef;
+                if (r == 0) continue;
+                known = known && t.mono.vmin() != kUnknownMin && t.mono.vmax() != kUnknownMax;
+                lo += r > 0 ? r * i128{t.mono.vmin()} : r * i128{t.mono.vmax()};
+                hi += r > 0 ? r * i128{t.mono.vmax()} : r * i128{t.mono.vmin()};
+            }
+            if (!moved || !known || lo < 0 || hi >= c) continue;
+            Linear y{dt, {}, y0}, q{dt, {}, static_cast<int64_t>((i128{l.constant} - y0) / c)};
+            for (const auto& t : l.terms) {
+                const int64_t r = residue(t.coef, mode);
+                const auto qk = static_cast<int64_t>((i128{t.coef} - r) / c);
+                if (r != 0) y.terms.push_back({t.mono, r});
+                if (qk != 0) q.terms.push_back({t.mono, qk});
+            }
+            if (bounds_of_terms(dt, q.terms, q.constant)) return is_div ? rebuild(q) : rebuild(y);
         }
     }
     // Common factor g of c and every coefficient.
@@ -430,18 +655,16 @@ std::optional<UOp> fold_divmod(const UOp& u) {
         //   x % c == (q % m)*g + r, a nested mod by the factor: x = g*m*(q / m) + g*(q % m) + r
         //   and 0 <= g*(q % m) + r <= g*m - 1. (a*3 + b) % 9 -> a % 3 * 3 + b for b in [0, 3).
         int64_t g = 1;
-        if (auto q = split_by_gcd(l, c, g)) {
-            if (is_div) return UOp::alu(Op::Idiv, {rebuild(*q), K(c / g)});
+        if (auto qr = split_by_factor(l, c, g)) {
+            const auto& [q, r] = *qr;
+            if (is_div) return UOp::alu(Op::Idiv, {rebuild(q), K(c / g)});
             if (c / g > 1) {
-                Linear r{dt, {}, l.constant - q->constant * g};
-                for (const auto& t : l.terms)
-                    if (uabs(t.coef) <= 1) r.terms.push_back(t);
-                const UOp qm =
-                    UOp::alu(Op::Mul, {UOp::alu(Op::Mod, {rebuild(*q), K(c / g)}), K(g)});
-                return r.terms.empty() && r.constant == 0 ? qm
-                                                          : UOp::alu(Op::Add, {qm, rebuild(r)});
+                const UOp qm = UOp::alu(Op::Mul, {UOp::alu(Op::Mod, {rebuild(q), K(c / g)}), K(g)});
+                return UOp::alu(Op::Add, {qm, rebuild(r)});
             }
         }
+        if (is_div)
+            if (auto n = nest_div_by_factor(l, c)) return n;
     }
     // Split off the multiples of c: x = c*q + r.
     Linear q{dt, {}, 0}, r{dt, {}, 0};
@@ -451,7 +674,7 @@ std::optional<UOp> fold_divmod(const UOp& u) {
                  : nonpos ? ceil_div(l.constant, c)
                           : l.constant / c;
     r.constant = l.constant - kq * c;
-    if (q.terms.empty() && kq == 0) return std::nullopt;
+    if (q.terms.empty() && kq == 0) return is_div ? merge_nested_div(l, c) : std::nullopt;
     auto rb = bounds_of_terms(dt, r.terms, r.constant);
     if (!rb) return std::nullopt;
     // x / c == q + r / c when no truncation differs: r == 0, or x and r share a sign.
@@ -472,18 +695,27 @@ std::optional<UOp> fold_var_divmod(const UOp& u) {
     if (!dt.is_int() || dt.count != 1 || dt.is_unsigned() || d.is_const() || d.vmin() <= 0 ||
         d.vmax() == kUnknownMax)
         return std::nullopt;
-    // x = q*d + r with q >= 0 and r >= 0 (d > 0): x / d == q + r / d and x % d == r % d, as
-    // floor division, which C's truncation is for x >= 0.
+    // x in [0, d) for every d of its range: x / d == 0 and x % d == x.
+    if (x.vmin() >= 0 && x.vmax() < d.vmin()) return u.op() == Op::Idiv ? UOp::constant(dt, 0) : x;
+    // The divisor d = dm * dk (dk a constant > 0, 1 when d is no such product; dm > 0 with d).
+    // x = q*d + r with q >= 0 and r >= 0: x / d == q + r / d and x % d == r % d, as floor
+    // division, which C's truncation is for x >= 0. A term of x is in q when its monomial has the
+    // factor dm and dk divides its coefficient: (a*d*20 + b) / (d*5) -> a*4 + b / (d*5).
+    int64_t dk = 1;
+    const bool scaled = d.op() == Op::Mul && is_int_const(d.src(1), dk) && dk > 0;
+    if (!scaled) dk = 1;
+    const UOp& dm = scaled ? d.src(0) : d;
     Linear l = decompose(x);
     Linear q{dt, {}, 0}, r{dt, {}, l.constant};
     for (const auto& t : l.terms) {
         const UOp& m = t.mono;
-        if (m.same(d)) {
-            q.terms.push_back({UOp::constant(dt, 1), t.coef});
-        } else if (m.op() == Op::Mul && m.srcs().size() == 2 && m.src(1).same(d)) {
-            q.terms.push_back({m.src(0), t.coef});
-        } else if (m.op() == Op::Mul && m.srcs().size() == 2 && m.src(0).same(d)) {
-            q.terms.push_back({m.src(1), t.coef});
+        const bool divides = t.coef % dk == 0;
+        if (divides && m.same(dm)) {
+            q.terms.push_back({UOp::constant(dt, 1), t.coef / dk});
+        } else if (divides && m.op() == Op::Mul && m.srcs().size() == 2 && m.src(1).same(dm)) {
+            q.terms.push_back({m.src(0), t.coef / dk});
+        } else if (divides && m.op() == Op::Mul && m.srcs().size() == 2 && m.src(0).same(dm)) {
+            q.terms.push_back({m.src(1), t.coef / dk});
         } else {
             r.terms.push_back(t);
         }
@@ -498,6 +730,12 @@ std::optional<UOp> fold_var_divmod(const UOp& u) {
     combine(q);
     UOp qn = rebuild(q);
     if (no_rest) return qn;
+    // r / (dm*dk) == (r / dk) / dm when dk divides r (r >= 0, dm > 0: floors compose).
+    bool by_dk = scaled && r.constant % dk == 0;
+    for (const auto& t : r.terms) by_dk = by_dk && t.coef % dk == 0;
+    if (by_dk)
+        return UOp::alu(
+            Op::Add, {qn, UOp::alu(Op::Idiv, {rebuild(scaled_down(r, dk, r.constant / dk)), dm})});
     return UOp::alu(Op::Add, {qn, UOp::alu(Op::Idiv, {rebuild(r), d})});
 }
 
@@ -533,6 +771,14 @@ std::optional<UOp> fold_compare(const UOp& u) {
             return std::nullopt;
         l.constant = 0;
         return cmp(rebuild(l), static_cast<int64_t>(nc));
+    }
+    if (op == Op::CmpLt && l.terms.size() == 1 && l.terms[0].coef == 1) {
+        // y / d < c  <=>  y < c*d for y >= 0 and d > 0 (floor(y / d) < c <=> y < c*d).
+        const UOp& m = l.terms[0].mono;
+        int64_t d;
+        if (m.op() == Op::Idiv && is_int_const(m.src(1), d) && d > 0 && m.src(0).vmin() >= 0 &&
+            fits(dt, i128{c} * d))
+            return UOp::alu(Op::CmpLt, {m.src(0), UOp::constant(dt, c * d)});
     }
     uint64_t g = 0;
     for (const auto& t : l.terms) g = std::gcd(g, uabs(t.coef));

@@ -163,13 +163,23 @@ inline constexpr auto where_folding = rules(
     rule(where(x, c0, y) + where(x, z, c1), where(x, z + c0, y + c1), is_int(y)), // cross-zero
     rule(maximum(where(x, y, c0), where(x, z, c1)), where(x, maximum(y, z), fold(maximum(c0, c1)))),
     rule(maximum(where(x, c0, y), where(x, c1, z)), where(x, fold(maximum(c0, c1)), maximum(y, z))),
+    // where(x < y, y, x) is the larger of x and y (integers: a float NaN makes the two differ).
+    rule(where(x < y, y, x), maximum(x, y), is_int(x)),
+    rule(where(y < x, x, y), maximum(x, y), is_int(x)),
+    // A comparison with a constant of a where with constant branches is decided in each branch:
+    // where(c, 1, 0) != 0 -> where(c, true, false) -> c (a bool cast back to bool).
+    rule(where(x, c0, c1) != c2, where(x, fold(c0 != c2), fold(c1 != c2))),
+    rule(where(x, c0, c1) == c2, where(x, fold(c0 == c2), fold(c1 == c2))),
+    rule(where(x, c0, c1) < c2, where(x, fold(c0 < c2), fold(c1 < c2))),
+    rule(c2 < where(x, c0, c1), where(x, fold(c2 < c0), fold(c2 < c1))),
     rule(where(x, y, z), where_closure));     // the condition's value inside its branches
 
 // ---- max --------------------------------------------------------------------------------------
 inline constexpr auto max_folding = rules(
     rule(maximum(x, x), x),                   // max(x, x) == x
     rule(maximum(x, y), x, never_above(y, x)),  // y can never exceed x (bounds)
-    rule(maximum(x, y), y, never_above(x, y))); // x can never exceed y
+    rule(maximum(x, y), y, never_above(x, y)),  // x can never exceed y
+    rule(maximum(maximum(x, c0), c1), maximum(x, fold(maximum(c0, c1))))); // associativity
 
 // ---- booleans and bitwise (integers and bools alike unless said) ------------------------------
 inline constexpr auto boolean_algebra = rules(
@@ -187,6 +197,15 @@ inline constexpr auto boolean_algebra = rules(
     rule(x | !x, 1, is_bool(x)),              // excluded middle
     rule(x | !x, -1, is_int(x)),              // x | ~x: all ones
     rule(!(!x), x),
+    // Constants of a chain of one associative op meet: (x ^ 5) ^ 5 -> x ^ 0 -> x.
+    rule((x ^ c0) ^ c1, x ^ fold(c0 ^ c1)),
+    rule((x & c0) & c1, x & fold(c0 & c1)),
+    rule((x | c0) | c1, x | fold(c0 | c1)),
+    // A bool compared with a constant is itself or its negation: (x < 8) != true -> !(x < 8).
+    rule(x != 1, !x, is_bool(x)),
+    rule(x != 0, x, is_bool(x)),
+    rule(x == 1, x, is_bool(x)),
+    rule(x == 0, !x, is_bool(x)),
     rule(x != x, 0, is_integral(x)),          // not for floats: NaN != NaN
     rule(x == x, 1, is_integral(x)),
     rule(x < x, 0, is_int(x)),

@@ -24,6 +24,7 @@
 #include <tempura/tempura.hpp>
 
 #include "../support.hpp"
+#include "case_file.hpp"
 
 namespace {
 
@@ -305,25 +306,8 @@ class Generator {
     }
 };
 
-std::string show(const std::map<std::string, int64_t>& a) {
-    std::ostringstream os;
-    os << "{";
-    bool first = true;
-    for (const auto& [k, v] : a) {
-        os << (first ? "" : ", ") << k << "=" << v;
-        first = false;
-    }
-    os << "}";
-    return os.str();
-}
-
-std::string safe_render(const UOp& u) {
-    try {
-        return u.render();
-    } catch (const std::exception& e) {
-        return std::string("<render threw: ") + e.what() + ">";
-    }
-}
+using tempura_test::safe_render;
+using tempura_test::show;
 
 std::string var_bounds(const std::vector<const Var*>& vars) {
     std::ostringstream os;
