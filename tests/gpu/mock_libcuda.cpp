@@ -1,9 +1,10 @@
 // A mock CUDA driver for the tests (tests/gpu/mock_cuda.hpp): every entry point Tempura resolves
-// (src/backend/cuda/driver_api.hpp), over host memory, with one device that reports sm_90 and an
-// H100's limits. It checks what it is given (addresses inside live allocations, copies within
-// them, the PTX's .target against the device's arch, launches within the limits) and counts it.
-// Launches run for real: the test process's tempura_mock_cuda_run executes the kernel on EMU.
-// A kernel's failure is reported at the next synchronizing call, as a GPU's would be.
+// (src/backend/cuda/driver_api.hpp), over host memory, with one device that reports sm_90 (or
+// TEMPURA_MOCK_SM) and an H100's limits. It checks what it is given (addresses inside live
+// allocations, copies within them, the PTX's .target against the device's arch, launches within the
+// limits) and counts it. Launches run for real: the test process's tempura_mock_cuda_run executes
+// the kernel on EMU. A kernel's failure is reported at the next synchronizing call, as a GPU's
+// would be.
 #include <dlfcn.h>
 
 #include <cstdint>
@@ -26,7 +27,14 @@ constexpr CUresult kSuccess = 0, kInvalidValue = 1, kOutOfMemory = 2, kNotInitia
                    kInvalidDevice = 101, kInvalidPtx = 218, kInvalidHandle = 400, kNotFound = 500,
                    kLaunchOutOfResources = 701, kLaunchFailed = 719, kNotSupported = 801;
 
-constexpr int kSm = 90;
+// The device's compute capability: sm_90, or TEMPURA_MOCK_SM (a test of an arch Tempura refuses).
+int sm() {
+    static const int v = [] {
+        const char* e = std::getenv("TEMPURA_MOCK_SM");
+        return e != nullptr && *e != '\0' ? std::atoi(e) : 90;
+    }();
+    return v;
+}
 constexpr size_t kMemoryBytes = size_t{8} << 30; // what the mock device "has"
 
 struct Module {
@@ -88,8 +96,8 @@ int attribute(int attr) {
     case 8: return 48 * 1024;   // shared memory per block
     case 10: return 32;         // warp size
     case 16: return 132;        // multiprocessors
-    case 75: return kSm / 10;   // compute capability major
-    case 76: return kSm % 10;   // compute capability minor
+    case 75: return sm() / 10;  // compute capability major
+    case 76: return sm() % 10;  // compute capability minor
     case 97: return 227 * 1024; // shared memory per block with opt-in
     default: return -1;
     }
@@ -314,7 +322,7 @@ MOCK_API CUresult cuModuleLoadDataEx(void** module, const void* image, unsigned 
     const std::string ptx = static_cast<const char*>(image);
     // The one check of a JIT the mock makes: PTX for another arch than the device's is refused,
     // with an error log as ptxas would write one.
-    const std::string want = ".target sm_" + std::to_string(kSm);
+    const std::string want = ".target sm_" + std::to_string(sm());
     const size_t t = ptx.find(".target ");
     if (t == std::string::npos || ptx.compare(t, want.size(), want) != 0 ||
         (t + want.size() < ptx.size() &&
@@ -323,12 +331,12 @@ MOCK_API CUresult cuModuleLoadDataEx(void** module, const void* image, unsigned 
             t == std::string::npos ? "no .target" : ptx.substr(t, ptx.find('\n', t) - t);
         write_log(n, options, values, 5, 6,
                   "mock ptxas fatal   : '" + got + "' is not this device's sm_" +
-                      std::to_string(kSm));
+                      std::to_string(sm()));
         return kInvalidPtx;
     }
     write_log(n, options, values, 3, 4,
               "mock ptxas info    : " + std::to_string(ptx.size()) + " bytes of PTX for sm_" +
-                  std::to_string(kSm));
+                  std::to_string(sm()));
     s.modules.push_back(std::make_unique<Module>(Module{ptx}));
     s.ptx_loaded.push_back(ptx);
     ++s.counters.modules_loaded;

@@ -503,3 +503,21 @@ TEST_CASE("cuda mock: TEMPURA_DEVICE=CUDA makes CUDA:0 the default device") {
     CHECK(s.kernels().at(0).backend == "CUDA:0");
     CHECK(s.item<float>() == 30.0f);
 }
+
+TEST_CASE("cuda mock: a GPU outside sm_80 .. sm_90 is refused by name") {
+    Mock m;
+    if (!mock_or_skip(m)) return;
+    const char* sm = std::getenv("TEMPURA_MOCK_SM");
+    if (sm == nullptr || std::string(sm) != "75") {
+        MESSAGE("SKIPPED: the mock reports sm_90 here (ctest runs this case as "
+                "gpu_cuda_mock_sm75)");
+        return;
+    }
+    CHECK(cuda::cuda_usable()); // the driver works; Tempura's PTX path does not cover the GPU
+    CHECK(devices() == std::vector<std::string>{"CPU", "EMU"});
+    const std::string why = "CUDA:0 (Tempura mock GPU) is sm_75: Tempura's PTX path supports "
+                            "sm_80 .. sm_90 only";
+    CHECK(error_of([] { set_default_device("CUDA"); }) == "[device] CUDA: " + why);
+    CHECK(error_of([] { Tensor::ones({2}).to("CUDA:0"); }) == "[device] CUDA:0: " + why);
+    CHECK(error_of([] { runtime::cuda_limits(0); }) == "[cuda] " + why);
+}
