@@ -18,6 +18,7 @@
 
 #include "../support.hpp"
 #include "mock_cuda.hpp"
+#include "mock_run.hpp"
 #include "ptxas.hpp"
 #include "real_gpu.hpp"
 #include "tempura/backend/cuda.hpp"
@@ -30,37 +31,6 @@
 #include "tempura/tensor/reference.hpp"
 
 using namespace tempura;
-
-namespace {
-
-std::mutex g_run_mu;
-std::string g_run_error; // the last launch the mock could not run on EMU
-
-} // namespace
-
-// The mock driver's cuLaunchKernel calls this: the launch runs on EMU, with the EMU kernel of
-// the program whose PTX was loaded, the device addresses (host memory in the mock) and the
-// variables as the params pass them, and the launch's grid and block.
-extern "C" __attribute__((visibility("default"))) int
-tempura_mock_cuda_run(void* function, void** params, const unsigned* grid, const unsigned* block) {
-    try {
-        const auto k = runtime::emu_kernel_of(static_cast<cuda::CUfunction>(function));
-        if (!k) fail("mock", "no EMU kernel for the function launched");
-        const size_t nb = k->buffer_count(), nv = k->var_count();
-        std::vector<void*> buffers(nb);
-        for (size_t i = 0; i < nb; ++i)
-            buffers[i] = reinterpret_cast<void*>(*static_cast<cuda::CUdeviceptr*>(params[i]));
-        std::vector<int64_t> vars(nv);
-        for (size_t i = 0; i < nv; ++i) vars[i] = *static_cast<int64_t*>(params[nb + i]);
-        runtime::emu_launch(*k, buffers.data(), vars.data(), {grid[0], grid[1], grid[2]},
-                            {block[0], block[1], block[2]});
-        return 0;
-    } catch (const std::exception& e) {
-        std::lock_guard lock(g_run_mu);
-        g_run_error = e.what();
-        return 719; // CUDA_ERROR_LAUNCH_FAILED
-    }
-}
 
 namespace {
 
@@ -306,8 +276,7 @@ TEST_CASE("cuda mock: programs agree with the CPU, and the PTX is the device's")
     const TempuraMockCounters c = m.counters();
     INFO(m.last_refusal());
     CHECK(c.bad_calls == 0);
-    std::lock_guard lock(g_run_mu);
-    CHECK(g_run_error == "");
+    CHECK(mock_run_error() == "");
 }
 
 TEST_CASE("cuda mock: copies only where the host reads, launches as EMU's, memory freed") {
@@ -414,11 +383,8 @@ TEST_CASE("cuda mock: the driver's errors name the kernel, and a failed kernel s
     CHECK(error_of([&] { ctx.copy_to_host(host.data(), out, 64); }) ==
           "[cuda] CUDA:0: cuStreamSynchronize failed: CUDA_ERROR_LAUNCH_FAILED (unspecified "
           "launch failure)");
-    {
-        std::lock_guard lock(g_run_mu);
-        CHECK(g_run_error == "[mock] no EMU kernel for the function launched");
-        g_run_error.clear();
-    }
+    CHECK(mock_run_error() == "[mock] no EMU kernel for the function launched");
+    clear_mock_run_error();
     CHECK_NOTHROW(ctx.copy_to_host(host.data(), out, 64)); // reported once
     ctx.free(out);
     // Tempura's own launch checks the device's limits before the driver sees it.
