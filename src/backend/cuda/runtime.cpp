@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
-#include <climits>
 #include <mutex>
 #include <unordered_map>
 
