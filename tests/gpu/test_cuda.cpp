@@ -17,6 +17,7 @@
 #include <doctest/doctest.h>
 
 #include "../support.hpp"
+#include "default_device.hpp"
 #include "mock_cuda.hpp"
 #include "mock_run.hpp"
 #include "ptxas.hpp"
@@ -33,12 +34,6 @@
 using namespace tempura;
 
 namespace {
-
-struct DefaultDevice {
-    std::string before = default_device();
-    explicit DefaultDevice(const std::string& d) { set_default_device(d); }
-    ~DefaultDevice() { set_default_device(before); }
-};
 
 // The mock driver's own interface, from the library the process loaded as its driver.
 struct Mock {

@@ -17,6 +17,7 @@
 #include <doctest/doctest.h>
 
 #include "../support.hpp"
+#include "default_device.hpp"
 #include "ptxas.hpp"
 #include "tempura/backend/cuda.hpp"
 #include "tempura/backend/gpu.hpp"
@@ -28,13 +29,6 @@
 using namespace tempura;
 
 namespace {
-
-// Restores the default device when a test is done with it.
-struct DefaultDevice {
-    std::string before = default_device();
-    explicit DefaultDevice(const std::string& d) { set_default_device(d); }
-    ~DefaultDevice() { set_default_device(before); }
-};
 
 // Every kernel of `t` is an EMU kernel whose PTX targets sm_80 and assembles for sm_80 and sm_90.
 void check_kernels(Tensor t) {
