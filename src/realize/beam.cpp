@@ -25,9 +25,12 @@
 #include <sstream>
 #include <unordered_set>
 
+#include "tempura/backend/cuda.hpp"
+#include "tempura/backend/gpu.hpp"
 #include "tempura/backend/llvm_cpu.hpp"
 #include "tempura/codegen/stages.hpp"
 #include "tempura/error.hpp"
+#include "tempura/realize/device.hpp"
 #include "tempura/runtime/buffer.hpp"
 #include "tempura/runtime/thread_pool.hpp"
 #include "tempura/support/env.hpp"
@@ -299,8 +302,8 @@ std::string ms_text(double ms) {
 
 class Search {
   public:
-    Search(const std::string& name, const UOp& ast, const DeviceLimits& limits)
-        : name_(name), ast_(ast), limits_(limits), prepared_(prepare_for_opts(ast)) {
+    Search(const std::string& name, const UOp& ast, const DeviceLimits& limits, int cuda)
+        : name_(name), ast_(ast), limits_(limits), prepared_(prepare_for_opts(ast)), cuda_(cuda) {
         tty_ = isatty(STDERR_FILENO) != 0;
         debug_ = env::debug_level();
         uint64_t seed = 1;
@@ -311,11 +314,20 @@ class Search {
             if (slot >= buffers_.size()) buffers_.resize(slot + 1);
             if (buffers_[slot]) continue;
             // A little slack past the end, so a vector access that strays is not a crash.
-            buffers_[slot] = std::make_unique<runtime::Buffer>(u.dtype().base().scalar_type(),
-                                                               a.at(1) + 256, false);
-            fill_random(*buffers_[slot], seed++);
+            const DType dt = u.dtype().base().scalar_type();
+            const int device = cuda_ < 0 ? runtime::kCpu : runtime::kCuda0 + cuda_;
+            auto& b = buffers_[slot];
+            b = std::make_unique<runtime::Buffer>(dt, a.at(1) + 256, false, device);
+            if (b->on_host()) {
+                fill_random(*b, seed++);
+            } else {
+                runtime::Buffer host(dt, b->numel(), false);
+                fill_random(host, seed++);
+                b->copy_from(host);
+            }
         }
-        for (const auto& b : buffers_) ptrs_.push_back(b ? b->data() : nullptr);
+        for (const auto& b : buffers_)
+            ptrs_.push_back(b ? reinterpret_cast<void*>(b->address()) : nullptr);
     }
 
     std::vector<Opt> run(int width) {
@@ -425,17 +437,26 @@ class Search {
         try {
             ++g_compiled;
             low = lower_kernel_opt(name_, ast_, limits_, &opts);
-            ck = runtime::compile_cpu_kernel(name_, low.program);
+            ck = cuda_ < 0
+                     ? runtime::compile_cpu_kernel(name_, low.program)
+                     : runtime::compile_cuda_kernel(
+                           name_, low.program, low.block[0] * low.block[1] * low.block[2], cuda_);
         } catch (const std::exception& e) {
             why = std::string("fails to compile: ") + e.what();
             return kInf;
         }
-        if (dedupe && !entries_.insert(reinterpret_cast<void*>(ck->entry())).second) {
+        // The same code as a candidate timed before: the CPU's cache hands out the same machine
+        // code, the GPU's the same PTX.
+        const size_t code =
+            cuda_ < 0 ? std::hash<const void*>()(reinterpret_cast<const void*>(ck->entry()))
+                      : std::hash<std::string>()(ck->source());
+        if (dedupe && !codes_.insert(code).second) {
             why = "the same machine code as another";
             return kInf;
         }
-        bool runnable =
-            ck->buffer_count() <= ptrs_.size() && ck->var_count() <= (low.threads > 1 ? 1u : 0u);
+        // A THREAD kernel's one variable is its core; a GPU kernel has none here.
+        bool runnable = ck->buffer_count() <= ptrs_.size() &&
+                        ck->var_count() <= (low.threads > 1 && cuda_ < 0 ? 1u : 0u);
         for (size_t i = 0; runnable && i < ck->buffer_count(); ++i) runnable = ptrs_[i] != nullptr;
         if (!runnable) {
             why = "unexpected buffers or variables";
@@ -445,35 +466,61 @@ class Search {
         const double limit =
             std::isfinite(best_.ms) ? std::max(kSlowFactor * best_.ms, kMinLimitMs) : kFirstLimitMs;
         why = "stopped: slower than " + ms_text(limit);
-        // Warm-up under the guard: every core's share in turn on this thread.
+        // One run of the kernel (queued only, on a GPU), and the wait for the runs queued.
+        auto run_once = [&] {
+            if (cuda_ >= 0) {
+                runtime::cuda_launch(*ck, ptrs_.data(), nullptr, low.grid, low.block);
+            } else if (low.threads > 1) {
+                runtime::parallel_for(static_cast<size_t>(low.threads), [&](size_t core) {
+                    const int64_t var = static_cast<int64_t>(core);
+                    ck->run(ptrs_.data(), &var);
+                });
+            } else {
+                ck->run(ptrs_.data(), nullptr);
+            }
+        };
+        auto wait = [&] {
+            if (cuda_ >= 0) cuda::driver().context(cuda_).synchronize();
+        };
         const auto t0 = Clock::now();
-        const Guard::Result r = guard_.run(ck->entry(), ptrs_.data(), low.threads,
-                                           limit * static_cast<double>(low.threads));
-        if (r == Guard::Result::Fault) {
-            if (tty_) std::fputs("\r\033[K", stderr);
-            std::fprintf(stderr, "BEAM %s: %s faulted on random inputs, dropped\n", name_.c_str(),
-                         to_string(opts).c_str());
-            why = "faulted";
-            return kInf;
+        double warm = 0;
+        if (cuda_ >= 0) {
+            // A GPU kernel runs unguarded: a fault is the driver's error, reported here (and a
+            // context that faulted stays broken: later candidates fail the same way).
+            try {
+                run_once();
+                wait();
+            } catch (const Error& e) {
+                if (tty_) std::fputs("\r\033[K", stderr);
+                std::fprintf(stderr, "BEAM %s: %s failed on random inputs, dropped: %s\n",
+                             name_.c_str(), to_string(opts).c_str(), e.what());
+                why = std::string("failed: ") + e.what();
+                return kInf;
+            }
+            warm = ms_since(t0);
+            if (warm > limit) return kInf;
+        } else {
+            // Warm-up under the guard: every core's share in turn on this thread.
+            const Guard::Result r = guard_.run(ck->entry(), ptrs_.data(), low.threads,
+                                               limit * static_cast<double>(low.threads));
+            if (r == Guard::Result::Fault) {
+                if (tty_) std::fputs("\r\033[K", stderr);
+                std::fprintf(stderr, "BEAM %s: %s faulted on random inputs, dropped\n",
+                             name_.c_str(), to_string(opts).c_str());
+                why = "faulted";
+                return kInf;
+            }
+            if (r == Guard::Result::TooSlow) return kInf;
+            warm = ms_since(t0) / static_cast<double>(low.threads);
         }
-        if (r == Guard::Result::TooSlow) return kInf;
-        const double warm = ms_since(t0) / static_cast<double>(low.threads);
         const int reps = std::clamp(static_cast<int>(kSampleMs / std::max(warm, 1e-4)), 1, 1000);
         // A slow kernel gets one sample: its warm-up already shows roughly where it ranks.
         const int samples = warm > kSlowRunMs ? 1 : kSamples;
         double best = kInf;
         for (int s = 0; s < samples; ++s) {
             const auto t1 = Clock::now();
-            for (int i = 0; i < reps; ++i) {
-                if (low.threads > 1) {
-                    runtime::parallel_for(static_cast<size_t>(low.threads), [&](size_t core) {
-                        const int64_t var = static_cast<int64_t>(core);
-                        ck->run(ptrs_.data(), &var);
-                    });
-                } else {
-                    ck->run(ptrs_.data(), nullptr);
-                }
-            }
+            for (int i = 0; i < reps; ++i) run_once();
+            wait();
             const double ms = ms_since(t1) / reps;
             best = std::min(best, ms);
             if (ms > limit) return kInf;
@@ -501,7 +548,8 @@ class Search {
     std::vector<void*> ptrs_;
     Guard guard_;
     std::unordered_set<std::string> seen_; // kernels (after opts) tried, by structure
-    std::unordered_set<void*> entries_;    // machine code timed
+    std::unordered_set<size_t> codes_;     // machine code (or PTX) timed, by hash
+    int cuda_ = -1; // the CUDA device's ordinal that times the candidates; -1: the CPU
     Candidate best_;
     double heur_ms_ = kInf;
     size_t count_ = 0;
@@ -645,15 +693,32 @@ bool parse_opts(const std::string& text, std::vector<Opt>& opts) {
     return true;
 }
 
+namespace {
+// The ordinal of the CUDA device whose limits these are, -1 for the CPU; throws for another GPU
+// (EMU), whose timings would say nothing about a GPU.
+int timing_device(const DeviceLimits& limits) {
+    if (!limits.gpu) return -1;
+    if (limits.name.rfind("CUDA:", 0) == 0) {
+        const int index = runtime::device_index(limits.name);
+        if (runtime::is_cuda(index)) return runtime::cuda_ordinal(index);
+    }
+    fail("beam", limits.name + ": BEAM times kernels on the CPU or a CUDA GPU, and " + limits.name +
+                     "'s timings would say nothing about a GPU");
+}
+} // namespace
+
 std::string beam_cache_key(const UOp& ast, const DeviceLimits& limits, int width) {
+    const int cuda = timing_device(limits);
     std::string key = kCacheVersion;
     key += '\0';
     key += structure_of(prepare_for_opts(ast));
     key += "\nwidth " + std::to_string(width) + "\ndevice " + limits.name + "\nvector " +
            std::to_string(limits.vector_bytes) + "\nthreads " + std::to_string(limits.threads) +
            "\nshared " + std::to_string(limits.has_shared) + "\nupcast " +
-           std::to_string(limits.max_upcast) + "\ncpu " + runtime::host_cpu_name() + " " +
-           runtime::host_cpu_features();
+           std::to_string(limits.max_upcast);
+    // What ran the timings: this CPU, or the GPU's model (not its ordinal).
+    key += cuda < 0 ? "\ncpu " + runtime::host_cpu_name() + " " + runtime::host_cpu_features()
+                    : "\ngpu " + runtime::cuda_device_tag(cuda);
     return hex128(key);
 }
 
@@ -693,7 +758,7 @@ std::vector<Opt> beam_search(const std::string& name, const UOp& ast, const Devi
     ++g_searches;
     std::vector<Opt> result;
     {
-        Search s(name, ast, limits);
+        Search s(name, ast, limits, timing_device(limits));
         result = s.run(width);
     }
     if (!path.empty()) {
@@ -710,10 +775,10 @@ std::vector<Opt> beam_or_heuristic(const std::string& name, const UOp& ast,
     // has none, and takes the heuristics.
     bool symbolic = false;
     for (const UOp& u : ast.toposort()) symbolic = symbolic || u.op() == Op::DefineVar;
-    // BEAM times kernels on the CPU's JIT; a GPU device's kernels take the heuristics (EMU's
-    // timings would say nothing about a GPU).
-    if (const int64_t w = env::get_int("TEMPURA_BEAM", 0, 0, 1024);
-        w >= 1 && !symbolic && !limits.gpu)
+    // BEAM times kernels on the CPU's JIT or on a CUDA GPU; EMU's kernels take the heuristics
+    // (its timings would say nothing about a GPU).
+    const bool timed = !limits.gpu || limits.name.rfind("CUDA:", 0) == 0;
+    if (const int64_t w = env::get_int("TEMPURA_BEAM", 0, 0, 1024); w >= 1 && !symbolic && timed)
         return beam_search(name, ast, limits, static_cast<int>(w));
     return heuristic_opts(prepare_for_opts(ast), limits);
 }

@@ -17,6 +17,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "tempura/backend/cuda.hpp"
 #include "tempura/backend/gpu.hpp"
 #include "tempura/backend/llvm_cpu.hpp"
 #include "tempura/codegen/stages.hpp"
@@ -57,7 +58,7 @@ struct Step {
     // The kernel's DEFINE_VARs in program order: a variable of the plan (its index in
     // Plan::vars) or kCoreVar, the core a THREAD kernel's run is.
     std::vector<int64_t> vars;
-    bool gpu = false; // a GPU kernel (EMU): launched over grid x block
+    bool gpu = false; // a GPU kernel (EMU, CUDA): launched over grid x block
     std::array<int64_t, 3> grid{1, 1, 1}, block{1, 1, 1};
     std::array<UOp, 3> grid_size{}; // grid dims sized by the plan's variables (else null)
 };
@@ -279,10 +280,14 @@ Plan build_plan(const UOp& root, const std::vector<UOp>& inputs, const SymbolicS
             const trace::Scope traced(vc != nullptr ? &vc->kernels[i].rec : nullptr);
             low = codegen::lower_kernel_opt(k.name, k.ast, limits, &opts);
         }
-        built[i].kernel =
-            limits.gpu ? runtime::compile_emu_kernel(k.name, low.program,
-                                                     low.block[0] * low.block[1] * low.block[2])
-                       : runtime::compile_cpu_kernel(k.name, low.program);
+        const int64_t block_threads = low.block[0] * low.block[1] * low.block[2];
+        if (runtime::is_cuda(device))
+            built[i].kernel = runtime::compile_cuda_kernel(k.name, low.program, block_threads,
+                                                           runtime::cuda_ordinal(device));
+        else if (limits.gpu)
+            built[i].kernel = runtime::compile_emu_kernel(k.name, low.program, block_threads);
+        else
+            built[i].kernel = runtime::compile_cpu_kernel(k.name, low.program);
         built[i].grid = low.grid;
         built[i].block = low.block;
         built[i].grid_size = low.grid_size;
@@ -406,21 +411,21 @@ void run_plan(const Plan& plan, const std::vector<std::shared_ptr<runtime::Buffe
     }
     // Every kernel writes its whole output: no need to zero it first. Outputs that share a
     // block of the memory plan point into it; the others are buffers of their own.
+    // Kernels get the buffers' addresses: host pointers, or a CUDA device's own addresses.
+    auto address = [](const runtime::Buffer& b) { return reinterpret_cast<void*>(b.address()); };
     std::vector<std::shared_ptr<runtime::Buffer>> blocks;
-    for (size_t bytes : block_bytes) {
-        blocks.push_back(runtime::make_buffer(DType::UInt8, static_cast<int64_t>(bytes), false));
-        blocks.back()->set_device(plan.device);
-    }
+    for (size_t bytes : block_bytes)
+        blocks.push_back(
+            runtime::make_buffer(DType::UInt8, static_cast<int64_t>(bytes), false, plan.device));
     std::vector<void*> out_ptr(plan.outputs.size());
     for (size_t o = 0; o < plan.outputs.size(); ++o) {
         const auto& [dt, n] = sizes[o];
         if (plan.block_of[o] >= 0) {
             outputs.emplace_back();
-            out_ptr[o] = blocks[static_cast<size_t>(plan.block_of[o])]->data();
+            out_ptr[o] = address(*blocks[static_cast<size_t>(plan.block_of[o])]);
         } else {
-            outputs.push_back(runtime::make_buffer(dt, n, false));
-            outputs.back()->set_device(plan.device);
-            out_ptr[o] = outputs.back()->data();
+            outputs.push_back(runtime::make_buffer(dt, n, false, plan.device));
+            out_ptr[o] = address(*outputs.back());
         }
     }
     const int dbg = debug_level();
@@ -443,7 +448,7 @@ void run_plan(const Plan& plan, const std::vector<std::shared_ptr<runtime::Buffe
         for (size_t p = 0; p < s.params.size(); ++p) {
             const Slot& sl = s.params[p];
             if (sl.input) {
-                argv[p] = inputs[sl.index]->data();
+                argv[p] = address(*inputs[sl.index]);
                 bytes += inputs[sl.index]->nbytes();
             } else {
                 argv[p] = out_ptr[sl.index];
@@ -465,7 +470,10 @@ void run_plan(const Plan& plan, const std::vector<std::shared_ptr<runtime::Buffe
             std::array<int64_t, 3> grid = s.grid;
             for (size_t d = 0; d < 3; ++d)
                 if (!s.grid_size[d].is_null()) grid[d] = evaluate(s.grid_size[d], values);
-            runtime::emu_launch(*s.kernel, argv, vars, grid, s.block);
+            if (runtime::is_cuda(plan.device))
+                runtime::cuda_launch(*s.kernel, argv, vars, grid, s.block);
+            else
+                runtime::emu_launch(*s.kernel, argv, vars, grid, s.block);
         } else if (s.threads > 1) {
             runtime::parallel_for(static_cast<size_t>(s.threads), [&](size_t core) {
                 int64_t mine[8];
@@ -478,6 +486,9 @@ void run_plan(const Plan& plan, const std::vector<std::shared_ptr<runtime::Buffe
         }
         if (dbg >= 1) {
             char buf[320];
+            // A CUDA launch returns before the kernel ran: the timing waits for it.
+            if (dbg >= 2 && runtime::is_cuda(plan.device))
+                cuda::driver().context(runtime::cuda_ordinal(plan.device)).synchronize();
             if (dbg >= 2) {
                 const double ms =
                     std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
@@ -596,6 +607,8 @@ void clear_caches() {
     plans().clear();
     runtime::clear_cpu_kernel_cache();
     runtime::clear_emu_kernel_cache();
+    runtime::clear_cuda_kernel_cache();
+    runtime::release_cached_blocks();
 }
 
 PlanCacheStats plan_cache_stats() {

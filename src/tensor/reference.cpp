@@ -254,11 +254,13 @@ Arr eval_buffer(const UOp& u) {
         bad(u, "refers to buffer " + std::to_string(a[0]) + " of " + b->dtype().name() + " [" +
                    std::to_string(b->numel()) + "]");
     Arr out = make_arr(u.dtype(), Shape{a[1]});
+    std::vector<unsigned char> staging; // a device's memory is read through a copy
+    const void* p = runtime::host_bytes(*b, staging);
     for (int64_t i = 0; i < a[1]; ++i) {
         if (u.dtype().is_float())
-            out.floats[i] = detail::load_float(u.dtype(), b->data(), i);
+            out.floats[i] = detail::load_float(u.dtype(), p, i);
         else
-            out.ints[i] = detail::load_int(u.dtype(), b->data(), i);
+            out.ints[i] = detail::load_int(u.dtype(), p, i);
     }
     return out;
 }

@@ -236,6 +236,23 @@ Tensor realized(const std::shared_ptr<runtime::Buffer>& b, const Shape& shape,
     return t;
 }
 
+// A new buffer of n zeros on the default device, then written by fill(p) through a host pointer:
+// its own memory when that is the host's, else a host copy sent to the device.
+template <class F>
+std::shared_ptr<runtime::Buffer> host_filled(DType dtype, int64_t n, F&& fill) {
+    const int device = runtime::default_device_index();
+    const bool host = runtime::allocator_of(device) == nullptr;
+    auto b = runtime::make_buffer(dtype, n, host, device);
+    if (host) {
+        fill(b->data());
+    } else {
+        std::vector<unsigned char> staging(b->nbytes()); // zeros
+        fill(staging.data());
+        b->copy_from_host(staging.data(), staging.size());
+    }
+    return b;
+}
+
 } // namespace
 
 Tensor Tensor::to(const std::string& device) const {
@@ -243,11 +260,13 @@ Tensor Tensor::to(const std::string& device) const {
     if (d == core().device) return *this;
     Tensor src = *this;
     src.realize();
-    auto b = runtime::make_buffer(dtype(), numel(), false);
-    b->set_device(d);
-    // Every device's memory is host memory so far (CPU and EMU): a copy is a memcpy.
-    if (b->nbytes() > 0) std::memcpy(b->data(), src.buffer()->data(), b->nbytes());
-    Tensor t = realized(b, shape_);
+    auto b = runtime::make_buffer(dtype(), numel(), false, d);
+    b->copy_from(*src.buffer()); // a copy between the two memories (memcpy between host ones)
+    // A symbolic tensor stays symbolic: its BUFFER's sources are its dims.
+    const UOp& u = src.uop();
+    std::vector<UOp> dims;
+    if (u.op() == Op::Reshape && u.src(0).op() == Op::Buffer) dims = u.src(0).srcs();
+    Tensor t = realized(b, shape_, std::move(dims));
     t.core_mut().device = d;
     return t;
 }
@@ -260,9 +279,8 @@ Tensor Tensor::from_host(DType src_dtype, const void* data, int64_t count, Shape
     if (count != n)
         fail("from_vector", std::to_string(count) + " values do not fill shape " +
                                 shape_str(shape) + " (" + std::to_string(n) + " elements)");
-    auto b = runtime::make_buffer(dtype, n);
-    b->set_device(runtime::default_device_index());
-    detail::convert_elements(src_dtype, data, dtype, b->data(), n);
+    auto b = host_filled(dtype, n,
+                         [&](void* p) { detail::convert_elements(src_dtype, data, dtype, p, n); });
     return realized(b, shape);
 }
 
@@ -289,14 +307,14 @@ Tensor Tensor::with_dims(const Tensor& t, const Dims& dims) {
 Tensor Tensor::arange(int64_t n, DType dtype) {
     detail::check_element_dtype("arange", dtype);
     if (n < 0) fail("arange", "negative length " + std::to_string(n));
-    auto b = runtime::make_buffer(dtype, n);
-    b->set_device(runtime::default_device_index());
-    for (int64_t i = 0; i < n; ++i) {
-        if (dtype.is_float())
-            detail::store_float(dtype, b->data(), i, static_cast<double>(i));
-        else
-            detail::store_int(dtype, b->data(), i, i);
-    }
+    auto b = host_filled(dtype, n, [&](void* p) {
+        for (int64_t i = 0; i < n; ++i) {
+            if (dtype.is_float())
+                detail::store_float(dtype, p, i, static_cast<double>(i));
+            else
+                detail::store_int(dtype, p, i, i);
+        }
+    });
     return realized(b, Shape{n});
 }
 
@@ -304,9 +322,9 @@ Tensor Tensor::eye(int64_t n, DType dtype) {
     detail::check_element_dtype("eye", dtype);
     if (n < 0) fail("eye", "negative size " + std::to_string(n));
     const Shape shape{n, n};
-    auto b = runtime::make_buffer(dtype, tempura::numel(shape));
-    b->set_device(runtime::default_device_index());
-    for (int64_t i = 0; i < n; ++i) detail::store_int(dtype, b->data(), i * n + i, 1);
+    auto b = host_filled(dtype, tempura::numel(shape), [&](void* p) {
+        for (int64_t i = 0; i < n; ++i) detail::store_int(dtype, p, i * n + i, 1);
+    });
     return realized(b, shape);
 }
 
@@ -397,7 +415,8 @@ const std::vector<KernelInfo>& Tensor::kernels() const {
 void Tensor::read_into(DType to, void* dst) const {
     const auto& b = core().buffer;
     if (!b) fail("to_vector", "tensor is not realized");
-    detail::convert_elements(b->dtype(), b->data(), to, dst, b->numel());
+    std::vector<unsigned char> staging; // a device's memory is read through a copy
+    detail::convert_elements(b->dtype(), runtime::host_bytes(*b, staging), to, dst, b->numel());
 }
 
 void Tensor::check_item() const {

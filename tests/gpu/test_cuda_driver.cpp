@@ -13,6 +13,7 @@
 #include <doctest/doctest.h>
 
 #include "../support.hpp"
+#include "real_gpu.hpp"
 #include "tempura/backend/cuda.hpp"
 
 namespace cuda = tempura::cuda;
@@ -168,11 +169,7 @@ const char* const kBadPtx = R"(
 }
 )";
 
-bool gpu_or_skip() {
-    if (cuda::cuda_usable()) return true;
-    MESSAGE("SKIPPED: no usable CUDA device");
-    return false;
-}
+bool gpu_or_skip() { return real_gpu_or_skip(); }
 
 } // namespace
 

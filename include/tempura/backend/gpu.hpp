@@ -1,8 +1,9 @@
 #pragma once
-// The GPU path that runs without a GPU: a GPU program (a kernel lowered with GPU limits, so its
-// output loops are SPECIAL block and thread indices) rendered to PTX by LLVM's NVPTX target, and
-// run on the CPU by the emulated GPU "EMU". LLVM stays behind src/backend: this header names no
-// LLVM or CUDA type.
+// The GPU path: a GPU program (a kernel lowered with GPU limits, so its output loops are SPECIAL
+// block and thread indices) rendered to PTX by LLVM's NVPTX target, and run either on the CPU by
+// the emulated GPU "EMU" or on an NVIDIA GPU through the CUDA driver ("CUDA:n"). LLVM stays
+// behind src/backend: this header names no LLVM type, and of CUDA only cuda.hpp's own opaque
+// handles.
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -10,9 +11,11 @@
 #include <string>
 #include <vector>
 
+#include "tempura/backend/cuda.hpp"
 #include "tempura/backend/llvm_cpu.hpp"
 #include "tempura/codegen/opts.hpp"
 #include "tempura/ir/uop.hpp"
+#include "tempura/runtime/buffer.hpp"
 
 namespace tempura::runtime {
 
@@ -45,5 +48,51 @@ void clear_emu_kernel_cache();
 // threads run last first, or as fibers between barriers.
 void emu_launch(const CompiledKernel& kernel, void* const* buffers, const int64_t* vars,
                 const std::array<int64_t, 3>& grid, const std::array<int64_t, 3>& block);
+
+// Checks a launch against a device's limits: every grid and block dim within them, the threads
+// per block and the kernel's shared memory. Throws "[<op>] kernel <name>: grid (...) is outside
+// the device's limits (...)" and the like.
+void check_launch(const char* op, const CompiledKernel& kernel, const codegen::DeviceLimits& lim,
+                  const std::array<int64_t, 3>& grid, const std::array<int64_t, 3>& block);
+
+// --- CUDA devices ------------------------------------------------------------------------------
+
+// What the codegen may assume of CUDA device `ordinal` ("CUDA:n"): gpu_limits for its compute
+// capability with the block, grid, warp and shared-memory limits the driver reports (shared
+// memory: what a block may declare statically, at most 48 KiB). Throws "[cuda] CUDA:0 (<name>) is
+// sm_75: ..." for a GPU outside the archs the PTX path supports (sm_80 .. sm_90).
+codegen::DeviceLimits cuda_limits(int ordinal);
+// The GPU's name and compute capability ("NVIDIA H100 80GB HBM3 sm_90"): what BEAM's cache is
+// keyed by, so that timings of one GPU model are never reused on another.
+std::string cuda_device_tag(int ordinal);
+
+// The memory of CUDA device `ordinal` as the runtime's buffers use it: the device's primary
+// context, cuMemAlloc/cuMemFree and copies on Tempura's stream.
+std::unique_ptr<Allocator> make_cuda_allocator(int ordinal);
+
+// The same GPU program EMU gets, rendered to PTX for the device's arch and loaded into its
+// context (cuModuleLoadDataEx: a PTX the JIT rejects throws with the JIT's log). Cached by the
+// device, the program's structure and the block size, as EMU's kernels are. The kernel runs only
+// through cuda_launch: its run() throws.
+std::shared_ptr<const CompiledKernel> compile_cuda_kernel(const std::string& name,
+                                                          const std::vector<UOp>& linear,
+                                                          int64_t block_threads, int ordinal);
+// Empties the CUDA kernel cache (tempura::clear_caches does); a module is unloaded once no plan
+// holds its kernel either.
+void clear_cuda_kernel_cache();
+
+// Queues a CUDA kernel on its device's stream over `grid` x `block`: `buffers` are the device
+// addresses of its buffer_count() buffers (Buffer::address()), `vars` its var_count() variables,
+// passed in the order the PTX declares its parameters (the buffers by slot, then the variables
+// as 64-bit integers). Checks the launch against the device's limits first. Returns before the
+// kernel has run: a copy to the host waits for it.
+void cuda_launch(const CompiledKernel& kernel, void* const* buffers, const int64_t* vars,
+                 const std::array<int64_t, 3>& grid, const std::array<int64_t, 3>& block);
+
+// The EMU kernel of the program that a CUDA kernel loaded by compile_cuda_kernel runs, by the
+// CUfunction the driver returned for it (compiled for EMU on first use), or null for a function
+// Tempura did not load. For a CUDA driver that runs no GPU code of its own: the tests' mock
+// driver runs each launch on EMU with it, with the launch's own params, grid and block.
+std::shared_ptr<const CompiledKernel> emu_kernel_of(cuda::CUfunction function);
 
 } // namespace tempura::runtime

@@ -16,11 +16,17 @@
 // choice once more (5 times each, alternately) and returned only when it is still more than 1%
 // faster.
 //
+// On a CUDA device (limits of "CUDA:n") the candidates are PTX loaded into the device and timed
+// there: each run is a launch on the stream, a sample ends when the stream is done, and the
+// buffers are device memory filled the same way. A GPU kernel runs unguarded: one that faults
+// is dropped with the driver's error, and the faulted context fails every later candidate. EMU
+// is not timed (its timings would say nothing about a GPU): its kernels take the heuristics.
+//
 // Results are cached on disk, one file per kernel in TEMPURA_CACHE_DIR (default
 // $XDG_CACHE_HOME/tempura, else $HOME/.cache/tempura), keyed by the kernel's structure, the
-// width, the device limits and the host CPU; a cached list is revalidated by applying it, and an
-// unreadable or invalid file is searched again and overwritten. The folder's BEAM files are kept
-// within TEMPURA_CACHE_MB, least recently used first out (trim_beam_cache).
+// width, the device limits and the host CPU (or the GPU's model); a cached list is revalidated by
+// applying it, and an unreadable or invalid file is searched again and overwritten. The folder's
+// BEAM files are kept within TEMPURA_CACHE_MB, least recently used first out (trim_beam_cache).
 //
 // On stderr: a progress line while it searches (rewritten in place, on a terminal only), a
 // final line per search with its total time, and with TEMPURA_DEBUG >= 2 one line per
@@ -36,12 +42,14 @@ namespace tempura::codegen {
 
 // The fastest opt list found for the kernel `ast` (a kernel AST as the scheduler makes it;
 // prepare_for_opts is applied here). `name` is for messages. Throws tempura::Error for a width
-// below 1. Searches are serialized process-wide (timing two at once would measure neither).
+// below 1 or a GPU that is not a CUDA device. Searches are serialized process-wide (timing two at
+// once would measure neither).
 std::vector<Opt> beam_search(const std::string& name, const UOp& ast, const DeviceLimits& limits,
                              int width);
 
 // The opts the environment asks for: {} with TEMPURA_NOOPT=1, beam_search with width N when
-// TEMPURA_BEAM=N >= 1, else heuristic_opts on prepare_for_opts(ast).
+// TEMPURA_BEAM=N >= 1 (on the CPU and CUDA devices, for kernels of fixed sizes), else
+// heuristic_opts on prepare_for_opts(ast).
 std::vector<Opt> beam_or_heuristic(const std::string& name, const UOp& ast,
                                    const DeviceLimits& limits);
 

@@ -1,8 +1,9 @@
 #pragma once
-// Devices: where a tensor's memory lives and where its kernels run. "CPU" (the host, index 0) and
-// "EMU" (the emulated GPU: the GPU code path, from gpu dims to PTX, run on the CPU; index 1).
-// "CUDA" and "CUDA:n" name NVIDIA GPUs: running kernels on them is not built yet, so devices()
-// does not list them, and asking for one says why (no usable driver or device, or not built).
+// Devices: where a tensor's memory lives and where its kernels run. "CPU" (the host, index 0),
+// "EMU" (the emulated GPU: the GPU code path, from gpu dims to PTX, run on the CPU; index 1), and
+// "CUDA:n" (an NVIDIA GPU of sm_80 .. sm_90 through the CUDA driver; index kCuda0 + n; "CUDA" is
+// "CUDA:0"), listed only where the driver loads and reports the device. A CUDA device's memory
+// is its own: its buffers are reached from the host through copies.
 #include <string>
 #include <vector>
 
@@ -22,9 +23,12 @@ namespace runtime {
 
 inline constexpr int kCpu = 0;
 inline constexpr int kEmu = 1;
+inline constexpr int kCuda0 = 2; // CUDA:n is kCuda0 + n
+inline bool is_cuda(int index) { return index >= kCuda0; }
+inline int cuda_ordinal(int index) { return index - kCuda0; }
 
-// The index of a device name ("CPU", "EMU"); throws "[device] unknown device 'X' (devices: CPU,
-// EMU)" or, for CUDA, says why it cannot be used.
+// The index of a device name ("CPU", "EMU", "CUDA", "CUDA:1"); throws "[device] unknown device
+// 'X' (devices: CPU, EMU)" or, for a CUDA device that cannot be used, says why.
 int device_index(const std::string& name);
 // "tensors on different devices: CPU and EMU": what an op that mixes them says.
 std::string different_devices(int a, int b);

@@ -52,7 +52,8 @@ struct PlanMemory {
 PlanMemory plan_memory(const UOp& root);
 
 // Empties the plan and kernel caches (each bounded by TEMPURA_CACHE_MB and evicted least recently
-// used first); compiled code is freed once no tensor's realize still runs it.
+// used first); compiled code is freed once no tensor's realize still runs it. Memory blocks kept
+// for reuse (host and device) are freed too.
 void clear_caches();
 
 // The plan cache's size, for tests and reports.

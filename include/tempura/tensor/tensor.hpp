@@ -296,13 +296,14 @@ class Tensor {
     Tensor contiguous() const;
 
     // ---- devices ---------------------------------------------------------------------------
-    // Where the tensor lives ("CPU", "EMU"): the device of the buffers it reads, or for one
-    // that reads none (a constant) the default device when it was made. Ops combine tensors of
+    // Where the tensor lives ("CPU", "EMU", "CUDA:0"): the device of the buffers it reads, or for
+    // one that reads none (a constant) the default device when it was made. Ops combine tensors of
     // one device, or constants, and throw "[add] tensors on different devices: CPU and EMU"
     // otherwise; the kernels of a tensor run on its device.
     std::string device() const;
-    // A copy on `device` (realized: the value is copied, never recomputed), or this tensor when
-    // it is there already. Throws "[device] ..." for a device that is not usable here.
+    // A copy on `device` (realized: the value is copied, never recomputed, between host and
+    // device memory as needed), or this tensor when it is there already. Throws "[device] ..."
+    // for a device that is not usable here.
     Tensor to(const std::string& device) const;
 
     // ---- reductions (axes {} = all; negative axes count from the end) ----------------------
@@ -413,7 +414,8 @@ class Tensor {
         return to_vector<T>()[0];
     }
 
-    // The buffer of a realized tensor (null when lazy).
+    // The buffer of a realized tensor (null when lazy). On a CUDA device it is device memory:
+    // its data() throws, and to_vector() / item() copy it to the host.
     const std::shared_ptr<runtime::Buffer>& buffer() const { return core().buffer; }
 
     // ---- autograd (tempura/tensor/autograd.cpp) ---------------------------------------------

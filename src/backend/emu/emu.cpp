@@ -449,28 +449,33 @@ std::string run_block(const CompiledKernel& k, void* const* buffers, const int64
 
 } // namespace
 
-void emu_launch(const CompiledKernel& kernel, void* const* buffers, const int64_t* vars,
-                const std::array<int64_t, 3>& grid, const std::array<int64_t, 3>& block) {
-    const codegen::DeviceLimits lim = emu_limits();
+void check_launch(const char* op, const CompiledKernel& kernel, const codegen::DeviceLimits& lim,
+                  const std::array<int64_t, 3>& grid, const std::array<int64_t, 3>& block) {
     const std::string who = "kernel " + kernel.name() + ": ";
     for (size_t d = 0; d < 3; ++d) {
         if (grid[d] < 1 || grid[d] > lim.max_grid[d])
-            fail("emu", who + "grid " + triple(grid[0], grid[1], grid[2]) +
-                            " is outside the device's limits " +
-                            triple(lim.max_grid[0], lim.max_grid[1], lim.max_grid[2]));
+            fail(op, who + "grid " + triple(grid[0], grid[1], grid[2]) +
+                         " is outside the device's limits " +
+                         triple(lim.max_grid[0], lim.max_grid[1], lim.max_grid[2]));
         if (block[d] < 1 || block[d] > lim.max_block[d])
-            fail("emu", who + "block " + triple(block[0], block[1], block[2]) +
-                            " is outside the device's limits " +
-                            triple(lim.max_block[0], lim.max_block[1], lim.max_block[2]));
+            fail(op, who + "block " + triple(block[0], block[1], block[2]) +
+                         " is outside the device's limits " +
+                         triple(lim.max_block[0], lim.max_block[1], lim.max_block[2]));
     }
     const int64_t per_block = block[0] * block[1] * block[2];
     if (per_block > lim.max_threads_per_block)
-        fail("emu", who + std::to_string(per_block) + " threads per block exceed the limit of " +
-                        std::to_string(lim.max_threads_per_block));
+        fail(op, who + std::to_string(per_block) + " threads per block exceed the limit of " +
+                     std::to_string(lim.max_threads_per_block));
     if (static_cast<int64_t>(kernel.shared_bytes()) > lim.shared_bytes)
-        fail("emu", who + std::to_string(kernel.shared_bytes()) +
-                        " bytes of shared memory per block exceed the limit of " +
-                        std::to_string(lim.shared_bytes));
+        fail(op, who + std::to_string(kernel.shared_bytes()) +
+                     " bytes of shared memory per block exceed the limit of " +
+                     std::to_string(lim.shared_bytes));
+}
+
+void emu_launch(const CompiledKernel& kernel, void* const* buffers, const int64_t* vars,
+                const std::array<int64_t, 3>& grid, const std::array<int64_t, 3>& block) {
+    check_launch("emu", kernel, emu_limits(), grid, block);
+    const int64_t per_block = block[0] * block[1] * block[2];
     install_hooks();
     const int64_t blocks = grid[0] * grid[1] * grid[2];
     std::atomic<bool> failed{false};

@@ -1,0 +1,484 @@
+// CUDA devices: programs realized on "CUDA" agree exactly with the CPU (integer-valued floats,
+// so that every order of summation gives the same answer). Without a GPU they run on the tests'
+// mock driver ("cuda mock:" cases; ctest gpu_cuda_mock loads it through TEMPURA_LIBCUDA), whose
+// launches run the same programs on EMU, and whose records show what Tempura asked of the driver.
+// Where a real GPU is usable the same programs run on it ("cuda realize:" cases).
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include "../support.hpp"
+#include "default_device.hpp"
+#include "mock_cuda.hpp"
+#include "mock_run.hpp"
+#include "ptxas.hpp"
+#include "real_gpu.hpp"
+#include "tempura/backend/cuda.hpp"
+#include "tempura/backend/gpu.hpp"
+#include "tempura/codegen/stages.hpp"
+#include "tempura/realize/beam.hpp"
+#include "tempura/realize/device.hpp"
+#include "tempura/schedule/schedule.hpp"
+#include "tempura/tempura.hpp"
+#include "tempura/tensor/reference.hpp"
+
+using namespace tempura;
+
+namespace {
+
+// The mock driver's own interface, from the library the process loaded as its driver.
+struct Mock {
+    TempuraMockCountersFn counters_fn = nullptr;
+    TempuraMockLaunchesFn launches_fn = nullptr;
+    TempuraMockModuleCountFn module_count = nullptr;
+    TempuraMockModulePtxFn module_ptx = nullptr;
+    TempuraMockLastRefusalFn last_refusal = nullptr;
+
+    TempuraMockCounters counters() const {
+        TempuraMockCounters c{};
+        counters_fn(&c);
+        return c;
+    }
+    TempuraMockLaunch last_launch() const {
+        TempuraMockLaunch l{};
+        launches_fn(&l, 1);
+        return l;
+    }
+};
+
+// Whether the process's driver is the mock (then `m` is its interface).
+bool driver_is_mock(Mock* m = nullptr) {
+    if (!cuda::cuda_usable()) return false;
+    void* lib = cuda::driver().library();
+    Mock mock;
+    mock.counters_fn = reinterpret_cast<TempuraMockCountersFn>(dlsym(lib, "tempura_mock_counters"));
+    mock.launches_fn = reinterpret_cast<TempuraMockLaunchesFn>(dlsym(lib, "tempura_mock_launches"));
+    mock.module_count =
+        reinterpret_cast<TempuraMockModuleCountFn>(dlsym(lib, "tempura_mock_module_count"));
+    mock.module_ptx =
+        reinterpret_cast<TempuraMockModulePtxFn>(dlsym(lib, "tempura_mock_module_ptx"));
+    mock.last_refusal =
+        reinterpret_cast<TempuraMockLastRefusalFn>(dlsym(lib, "tempura_mock_last_refusal"));
+    if (mock.counters_fn == nullptr || mock.launches_fn == nullptr ||
+        mock.module_count == nullptr || mock.module_ptx == nullptr || mock.last_refusal == nullptr)
+        return false;
+    if (m != nullptr) *m = mock;
+    return true;
+}
+
+bool mock_or_skip(Mock& m) {
+    if (driver_is_mock(&m)) return true;
+    MESSAGE("SKIPPED: the mock CUDA driver is not this process's driver (ctest runs these cases "
+            "as gpu_cuda_mock, with TEMPURA_LIBCUDA="
+            << TEMPURA_MOCK_CUDA << ")");
+    return false;
+}
+
+// Integer values in [-range, range], as floats: every sum of a few thousand is exact.
+std::vector<float> ints(size_t n, uint32_t seed, int range) {
+    std::vector<float> v(n);
+    uint32_t s = seed;
+    for (float& x : v) {
+        s = s * 1664525u + 1013904223u;
+        x = static_cast<float>(static_cast<int>((s >> 8) % static_cast<uint32_t>(2 * range + 1)) -
+                               range);
+    }
+    return v;
+}
+
+// Each kernel's PTX is for sm_90 (the arch the device reports) and ptxas accepts it.
+void check_ptx(const Tensor& t, const std::string& arch) {
+    REQUIRE_FALSE(t.kernels().empty());
+    for (const KernelInfo& k : t.kernels()) {
+        INFO(k.name);
+        CHECK(k.source.find(".target " + arch) != std::string::npos);
+        CHECK(ptxas(k.source, arch) == "");
+    }
+}
+
+// The programs every CUDA device must get right, against the CPU, on `dev`.
+void check_programs(const std::string& dev) {
+    const std::string arch = "sm_" + std::to_string(cuda::driver().compute_capability(
+                                         runtime::cuda_ordinal(runtime::device_index(dev))));
+    SUBCASE("elementwise") {
+        const size_t n = 1000; // not a whole number of blocks
+        const Tensor a = Tensor::from_vector(ints(n, 1, 8)), b = Tensor::from_vector(ints(n, 2, 8)),
+                     c = Tensor::from_vector(ints(n, 3, 8));
+        Tensor r = a.to(dev) * b.to(dev) + c.to(dev);
+        r.realize();
+        CHECK(r.device() == runtime::device_name(runtime::device_index(dev)));
+        CHECK(r.kernels().at(0).backend == r.device());
+        CHECK(r.to_vector<float>() == (a * b + c).to_vector<float>());
+        check_ptx(r, arch);
+        const Tensor ia = a.cast(DType::Int32), ib = b.cast(DType::Int32);
+        CHECK((ia.to(dev) * ib.to(dev) - ia.to(dev)).to_vector<int32_t>() ==
+              (ia * ib - ia).to_vector<int32_t>());
+        CHECK((a.to(dev) > b.to(dev)).to_vector<bool>() == (a > b).to_vector<bool>());
+    }
+    SUBCASE("a reduction to few outputs: GROUPTOP, shared memory and a barrier") {
+        const Tensor x = Tensor::from_vector(ints(4 * 4096, 4, 6), {4, 4096});
+        Tensor s = x.to(dev).sum(1);
+        s.realize();
+        CHECK(s.to_vector<float>() == x.sum(1).to_vector<float>());
+        REQUIRE(s.kernels().size() == 1);
+        const std::string& ptx = s.kernels()[0].source;
+        CHECK(ptx.find(".shared") != std::string::npos);
+        CHECK(ptx.find("bar.sync") != std::string::npos);
+        check_ptx(s, arch);
+        CHECK(x.to(dev).max(1).to_vector<float>() == x.max(1).to_vector<float>());
+        CHECK(x.to(dev).sum().item<float>() == x.sum().item<float>());
+    }
+    SUBCASE("a float16 matmul on tensor cores") {
+        const Tensor a = Tensor::from_vector(ints(32 * 48, 5, 3), {32, 48}, DType::Float16);
+        const Tensor b = Tensor::from_vector(ints(48 * 24, 6, 3), {48, 24}, DType::Float16);
+        Tensor m = a.to(dev).matmul(b.to(dev));
+        m.realize();
+        CHECK(m.dtype() == DType::Float16);
+        CHECK(m.to_vector<float>() == a.matmul(b).to_vector<float>());
+        REQUIRE(m.kernels().size() == 1);
+        CHECK(m.kernels()[0].source.find("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") !=
+              std::string::npos);
+        check_ptx(m, arch);
+    }
+    SUBCASE("a symbolic size: one kernel for every batch, the grid sized at launch") {
+        const Dim batch = Dim::variable("batch", 1, 64);
+        const Tensor w = Tensor::from_vector(ints(16 * 32, 7, 4), {16, 32}).to(dev);
+        const Tensor bias = Tensor::from_vector(ints(32, 8, 4), {32}).to(dev);
+        std::string ptx;
+        for (int64_t bs : {1, 5, 17, 40}) {
+            const std::vector<float> xv = ints(static_cast<size_t>(bs * 16), 9, 4);
+            const Tensor x = Tensor::from_vector(xv, {batch.bind(bs), 16}).to(dev);
+            Tensor y = (x.matmul(w) + bias).relu();
+            y.realize();
+            const Tensor xc = Tensor::from_vector(xv, {bs, 16});
+            CHECK(y.to_vector<float>() ==
+                  (xc.matmul(w.to("CPU")) + bias.to("CPU")).relu().to_vector<float>());
+            if (ptx.empty()) ptx = y.kernels().at(0).source;
+            CHECK(y.kernels().at(0).source == ptx);
+        }
+        CHECK(ptx.find("%ctaid.z") != std::string::npos);
+        CHECK(ptxas(ptx, arch) == "");
+    }
+    SUBCASE("to(), to_vector, item and the host's reads of device memory") {
+        const std::vector<float> v = ints(257, 10, 100);
+        const Tensor c = Tensor::from_vector(v);
+        const Tensor g = c.to(dev);
+        CHECK(g.to(dev).buffer() == g.buffer()); // already there
+        CHECK(g.to_vector<float>() == v);
+        CHECK(g.to("CPU").to_vector<float>() == v);
+        CHECK(g.to("EMU").to_vector<float>() == v);
+        CHECK(g.to("EMU").to(dev).to_vector<float>() == v);
+        CHECK(g.cast(DType::Float64).to_vector<double>() ==
+              c.cast(DType::Float64).to_vector<double>());
+        {
+            const DefaultDevice d(dev);
+            const Tensor made = Tensor::from_vector(v);
+            CHECK(made.device() == g.device());
+            CHECK(made.to_vector<float>() == v);
+            CHECK(Tensor::arange(100).to_vector<float>() == Tensor::arange(100).to_vector<float>());
+            const Tensor e = Tensor::eye(5, DType::Int32);
+            CHECK(e.device() == g.device());
+            std::vector<int32_t> eye(25, 0);
+            for (size_t i = 0; i < 5; ++i) eye[i * 5 + i] = 1;
+            CHECK(e.to_vector<int32_t>() == eye);
+            CHECK(Tensor::zeros({3}).to_vector<float>() == std::vector<float>{0, 0, 0});
+            CHECK((Tensor::arange(10) * 2.0f).sum().item<float>() == 90.0f);
+        }
+        // The reference interpreter reads device buffers through copies.
+        CHECK(reference_eval((g * 2.0f).uop()) == reference_eval((c * 2.0f).uop()));
+        // A device address is not a host pointer.
+        const std::string id = std::to_string(g.buffer()->id());
+        CHECK(error_of([&] { (void)g.buffer()->data(); }) ==
+              "[buffer] buffer " + id + " is in " + g.device() + "'s memory, not the host's " +
+                  "(copy it)");
+        CHECK_FALSE(g.buffer()->on_host());
+    }
+    SUBCASE("tensors on different devices do not mix") {
+        const Tensor c = Tensor::from_vector(std::vector<float>{1, 2, 3, 4});
+        const Tensor g = c.to(dev);
+        const std::string name = g.device();
+        CHECK(error_of([&] { (void)(c + g); }) ==
+              "[add] tensors on different devices: CPU and " + name);
+        CHECK(error_of([&] { (void)(g * c.to("EMU")); }) ==
+              "[mul] tensors on different devices: " + name + " and EMU");
+        CHECK(error_of([&] {
+                  Tensor x = c * 2.0f, y = g * 2.0f;
+                  realize({x, y});
+              }) == "[realize] tensors on different devices: CPU and " + name);
+        CHECK((g + 1.0f).to_vector<float>() == std::vector<float>{2, 3, 4, 5});
+    }
+}
+
+// The grid and block EMU's lowering gives the graph's one kernel.
+std::pair<std::array<int64_t, 3>, std::array<int64_t, 3>> emu_dims(const Tensor& t) {
+    const std::vector<ScheduledKernel> ks = schedule_graph(t.uop());
+    REQUIRE(ks.size() == 1);
+    const codegen::DeviceLimits lim = runtime::emu_limits();
+    const std::vector<codegen::Opt> opts = codegen::beam_or_heuristic(ks[0].name, ks[0].ast, lim);
+    const codegen::LoweredKernel low = codegen::lower_kernel_opt(ks[0].name, ks[0].ast, lim, &opts);
+    return {low.grid, low.block};
+}
+
+} // namespace
+
+TEST_CASE("cuda mock: the device, its limits and its name") {
+    Mock m;
+    if (!mock_or_skip(m)) return;
+    CHECK(devices() == std::vector<std::string>{"CPU", "EMU", "CUDA:0"});
+    {
+        const DefaultDevice d("CUDA");
+        CHECK(default_device() == "CUDA:0");
+        CHECK(Tensor::ones({2}).device() == "CUDA:0");
+    }
+    CHECK(Tensor::ones({2}).to("CUDA:0").device() == "CUDA:0");
+    CHECK(error_of([] { set_default_device("CUDA:1"); }) ==
+          "[device] unknown device 'CUDA:1' (devices: CPU, EMU, CUDA:0)");
+    const codegen::DeviceLimits lim = runtime::device_limits(runtime::device_index("CUDA"));
+    CHECK(lim.name == "CUDA:0");
+    CHECK(lim.gpu);
+    CHECK(lim.sm == 90);
+    CHECK(lim.max_threads_per_block == 1024);
+    CHECK(lim.max_block == std::array<int64_t, 3>{1024, 1024, 64});
+    CHECK(lim.max_grid == std::array<int64_t, 3>{2147483647, 65535, 65535});
+    CHECK(lim.shared_bytes == 48 * 1024);
+    CHECK(lim.warp_size == 32);
+    CHECK(runtime::cuda_device_tag(0) == "Tempura mock GPU sm_90");
+}
+
+TEST_CASE("cuda mock: programs agree with the CPU, and the PTX is the device's") {
+    Mock m;
+    if (!mock_or_skip(m)) return;
+#ifndef TEMPURA_PTXAS
+    MESSAGE("SKIPPED: ptxas checks of the loaded PTX (no CUDA toolkit found by CMake)");
+#endif
+    const size_t modules_before = m.module_count();
+    check_programs("CUDA");
+    // Every module the driver got is sm_90 PTX that ptxas accepts, and nothing was refused.
+    for (size_t i = modules_before; i < m.module_count(); ++i) {
+        const std::string ptx = m.module_ptx(i);
+        CHECK(ptx.find(".target sm_90") != std::string::npos);
+        CHECK(ptxas(ptx, "sm_90") == "");
+    }
+    const TempuraMockCounters c = m.counters();
+    INFO(m.last_refusal());
+    CHECK(c.bad_calls == 0);
+    CHECK(mock_run_error() == "");
+}
+
+TEST_CASE("cuda mock: copies only where the host reads, launches as EMU's, memory freed") {
+    Mock m;
+    if (!mock_or_skip(m)) return;
+    clear_caches();
+    const size_t n = 3000;
+    const std::vector<float> av = ints(n, 11, 8), bv = ints(n, 12, 8), cv = ints(n, 13, 8);
+    {
+        const DefaultDevice d("CUDA");
+        TempuraMockCounters before = m.counters();
+        const Tensor a = Tensor::from_vector(av), b = Tensor::from_vector(bv),
+                     c = Tensor::from_vector(cv);
+        TempuraMockCounters after = m.counters();
+        // One copy in per tensor, nothing zeroed first (the copy fills it).
+        CHECK(after.htod - before.htod == 3);
+        CHECK(after.htod_bytes - before.htod_bytes == 3 * n * sizeof(float));
+        CHECK(after.memsets == before.memsets);
+        CHECK(after.launches == before.launches);
+
+        before = m.counters();
+        Tensor r = a * b + c;
+        r.realize();
+        after = m.counters();
+        // The kernel is queued: no copy, no wait.
+        CHECK(after.launches - before.launches == 1);
+        CHECK(after.htod == before.htod);
+        CHECK(after.dtoh == before.dtoh);
+        CHECK(after.syncs == before.syncs);
+        const TempuraMockLaunch launch = m.last_launch();
+        const auto [grid, block] = emu_dims(a * b + c);
+        CHECK(std::string(launch.kernel) == r.kernels().at(0).name);
+        for (size_t i = 0; i < 3; ++i) {
+            CHECK(launch.grid[i] == grid[i]);
+            CHECK(launch.block[i] == block[i]);
+        }
+        CHECK(launch.shared_bytes == 0); // shared arrays are static in the PTX
+
+        before = m.counters();
+        std::vector<float> want(n);
+        for (size_t i = 0; i < n; ++i) want[i] = av[i] * bv[i] + cv[i];
+        CHECK(r.to_vector<float>() == want);
+        after = m.counters();
+        CHECK(after.dtoh - before.dtoh == 1);
+        CHECK(after.dtoh_bytes - before.dtoh_bytes == n * sizeof(float));
+        CHECK(after.syncs - before.syncs == 1); // waits for the kernel, then copies
+
+        // A grouped reduction launches as EMU lowers it too.
+        const Tensor x = Tensor::from_vector(ints(4 * 4096, 14, 6), {4, 4096});
+        Tensor s = x.sum(1);
+        s.realize();
+        const TempuraMockLaunch sl = m.last_launch();
+        const auto [sgrid, sblock] = emu_dims(x.sum(1));
+        for (size_t i = 0; i < 3; ++i) {
+            CHECK(sl.grid[i] == sgrid[i]);
+            CHECK(sl.block[i] == sblock[i]);
+        }
+        CHECK(sl.block[0] * sl.block[1] * sl.block[2] > 1);
+
+        // A device-to-device copy stays on the device.
+        before = m.counters();
+        const Tensor moved = r.to("CPU").to("CUDA");
+        after = m.counters();
+        CHECK(after.dtoh - before.dtoh == 1);
+        CHECK(after.htod - before.htod == 1);
+    }
+    // Every tensor is gone: once the cached blocks are freed, so is every allocation.
+    clear_caches();
+    const TempuraMockCounters c = m.counters();
+    CHECK(c.live_allocs == 0);
+    CHECK(c.live_bytes == 0);
+    CHECK(c.allocs == c.frees);
+    CHECK(c.allocs > 0);
+    INFO(m.last_refusal());
+    CHECK(c.bad_calls == 0);
+}
+
+TEST_CASE("cuda mock: the driver's errors name the kernel, and a failed kernel shows at the sync") {
+    Mock m;
+    if (!mock_or_skip(m)) return;
+    cuda::Context& ctx = cuda::driver().context(0);
+    // PTX for another arch: the JIT's error log is in the message.
+    const std::string sm80 = ".version 8.0\n.target sm_80\n.address_size 64\n"
+                             ".visible .entry k(\n    .param .u64 k_param_0\n)\n{\n    ret;\n}\n";
+    CHECK(error_of([&] { ctx.load_ptx(sm80, "k"); }) ==
+          "[cuda] kernel k: cuModuleLoadDataEx failed: CUDA_ERROR_INVALID_PTX (a PTX JIT "
+          "compilation failed): mock ptxas fatal   : '.target sm_80' is not this device's sm_90");
+    std::string sm90 = sm80;
+    sm90.replace(sm90.find("sm_80"), 5, "sm_90");
+    cuda::Module mod = ctx.load_ptx(sm90, "k");
+    CHECK(mod.info_log() ==
+          "mock ptxas info    : " + std::to_string(sm90.size()) + " bytes of PTX for sm_90");
+    cuda::CUdeviceptr out = ctx.alloc(64);
+    void* args[] = {&out};
+    // A launch the driver refuses names the kernel and the driver's error.
+    CHECK(error_of([&] {
+              ctx.launch(mod, {1, 1, 1}, {1, 1, 128}, 0, args);
+          }) ==
+          "[cuda] kernel k: cuLaunchKernel failed: CUDA_ERROR_INVALID_VALUE (invalid argument)");
+    // A kernel that fails while it runs (here: one Tempura did not compile, which the mock
+    // cannot run) is reported by the next call that waits for it.
+    ctx.launch(mod, {1, 1, 1}, {32, 1, 1}, 0, args);
+    std::vector<char> host(64);
+    CHECK(error_of([&] { ctx.copy_to_host(host.data(), out, 64); }) ==
+          "[cuda] CUDA:0: cuStreamSynchronize failed: CUDA_ERROR_LAUNCH_FAILED (unspecified "
+          "launch failure)");
+    CHECK(mock_run_error() == "[mock] no EMU kernel for the function launched");
+    clear_mock_run_error();
+    CHECK_NOTHROW(ctx.copy_to_host(host.data(), out, 64)); // reported once
+    ctx.free(out);
+    // Tempura's own launch checks the device's limits before the driver sees it.
+    const Tensor x = Tensor::from_vector(std::vector<float>{1, 2}).to("CUDA");
+    Tensor y = x + 1.0f;
+    y.realize();
+    const std::vector<ScheduledKernel> ks = schedule_graph((x + 1.0f).uop());
+    REQUIRE(ks.size() == 1);
+    const codegen::DeviceLimits lim = runtime::device_limits(runtime::device_index("CUDA"));
+    const codegen::LoweredKernel low = codegen::lower_kernel_opt(ks[0].name, ks[0].ast, lim);
+    const auto k = runtime::compile_cuda_kernel(ks[0].name, low.program,
+                                                low.block[0] * low.block[1] * low.block[2], 0);
+    void* bufs[2] = {reinterpret_cast<void*>(y.buffer()->address()),
+                     reinterpret_cast<void*>(x.buffer()->address())};
+    CHECK(error_of([&] {
+              runtime::cuda_launch(*k, bufs, nullptr, {1, 1, 1}, {2048, 1, 1});
+          }) == "[cuda] kernel " + ks[0].name +
+                    ": block (2048, 1, 1) is outside the device's limits (1024, 1024, 64)");
+    CHECK(error_of([&] { k->run(bufs, nullptr); }) ==
+          "[cuda] a CUDA kernel runs on its device through cuda_launch, not on the host");
+    CHECK(m.counters().bad_calls == 0);
+}
+
+TEST_CASE("cuda mock: BEAM times candidates on the CUDA device, never on EMU") {
+    Mock m;
+    if (!mock_or_skip(m)) return;
+    const std::string dir =
+        (std::filesystem::temp_directory_path() / ("tempura_beam_cuda_" + std::to_string(getpid())))
+            .string();
+    setenv("TEMPURA_CACHE_DIR", dir.c_str(), 1);
+    setenv("TEMPURA_BEAM", "2", 1);
+    clear_caches();
+    const codegen::BeamStats before = codegen::beam_stats();
+    const size_t launches = m.counters().launches;
+    const Tensor x = Tensor::from_vector(ints(64 * 256, 15, 5), {64, 256});
+    Tensor s = x.to("CUDA").sum(1);
+    s.realize();
+    const codegen::BeamStats after = codegen::beam_stats();
+    unsetenv("TEMPURA_BEAM");
+    unsetenv("TEMPURA_CACHE_DIR");
+    std::filesystem::remove_all(dir);
+    CHECK(s.to_vector<float>() == x.sum(1).to_vector<float>());
+    CHECK(after.searches == before.searches + 1);
+    CHECK(after.candidates_timed > before.candidates_timed);
+    // Every timed candidate ran on the device: a warm-up and its samples, as launches.
+    CHECK(m.counters().launches - launches > after.candidates_timed - before.candidates_timed);
+    CHECK(m.counters().bad_calls == 0);
+    const std::vector<ScheduledKernel> ks = schedule_graph(x.sum(1).uop());
+    REQUIRE(ks.size() == 1);
+    CHECK(
+        error_of([&] { codegen::beam_search(ks[0].name, ks[0].ast, runtime::emu_limits(), 2); }) ==
+        "[beam] EMU: BEAM times kernels on the CPU or a CUDA GPU, and EMU's timings would say "
+        "nothing about a GPU");
+}
+
+TEST_CASE("cuda realize: programs agree with the CPU on a real GPU") {
+    if (!real_gpu_or_skip()) return;
+    const int cc = cuda::driver().compute_capability(0);
+    if (cc < 80 || cc > 90) {
+        CHECK(error_of([] { set_default_device("CUDA"); }).find("is sm_") != std::string::npos);
+        MESSAGE("SKIPPED: CUDA:0 is sm_" << cc << ", outside sm_80 .. sm_90");
+        return;
+    }
+    CHECK(devices().at(2) == "CUDA:0");
+    check_programs("CUDA");
+}
+
+TEST_CASE("cuda mock: TEMPURA_DEVICE=CUDA makes CUDA:0 the default device") {
+    Mock m;
+    if (!mock_or_skip(m)) return;
+    const char* env = std::getenv("TEMPURA_DEVICE");
+    if (env == nullptr || std::string(env) != "CUDA") {
+        MESSAGE("SKIPPED: TEMPURA_DEVICE is not CUDA here (ctest runs this case as "
+                "gpu_cuda_mock_default)");
+        return;
+    }
+    CHECK(default_device() == "CUDA:0");
+    const Tensor x = Tensor::from_vector(std::vector<float>{1, 2, 3, 4});
+    CHECK(x.device() == "CUDA:0");
+    Tensor s = (x * x).sum();
+    s.realize();
+    CHECK(s.kernels().at(0).backend == "CUDA:0");
+    CHECK(s.item<float>() == 30.0f);
+}
+
+TEST_CASE("cuda mock: a GPU outside sm_80 .. sm_90 is refused by name") {
+    Mock m;
+    if (!mock_or_skip(m)) return;
+    const char* sm = std::getenv("TEMPURA_MOCK_SM");
+    if (sm == nullptr || std::string(sm) != "75") {
+        MESSAGE("SKIPPED: the mock reports sm_90 here (ctest runs this case as "
+                "gpu_cuda_mock_sm75)");
+        return;
+    }
+    CHECK(cuda::cuda_usable()); // the driver works; Tempura's PTX path does not cover the GPU
+    CHECK(devices() == std::vector<std::string>{"CPU", "EMU"});
+    const std::string why = "CUDA:0 (Tempura mock GPU) is sm_75: Tempura's PTX path supports "
+                            "sm_80 .. sm_90 only";
+    CHECK(error_of([] { set_default_device("CUDA"); }) == "[device] CUDA: " + why);
+    CHECK(error_of([] { Tensor::ones({2}).to("CUDA:0"); }) == "[device] CUDA:0: " + why);
+    CHECK(error_of([] { runtime::cuda_limits(0); }) == "[cuda] " + why);
+}
