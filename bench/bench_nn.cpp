@@ -1,7 +1,8 @@
 // The tensor surface's layers against their peers, in one run (medians; ratio = Tempura / peer,
 // below 1 is faster):
 //   BM_Conv2d     3x3 conv, 64 -> 64 channels, 56x56, batch 8, padding 1, float32; the peer is
-//                 im2col + OpenBLAS sgemm in this binary (skipped without OpenBLAS).
+//                 im2col + OpenBLAS sgemm in this binary (skipped without OpenBLAS), and
+//                 oneDNN's direct convolution (libdnnl-dev; absent without it).
 //   BM_LayerNorm  layer_norm over [4096, 1024]; the peer is the time to read the input once and
 //                 write the output once (memcpy of the bytes).
 //   BM_Softmax    softmax over [4096, 1024], same peer.
@@ -13,6 +14,7 @@
 // Each benchmark checks Tempura's values once against a direct computation before timing.
 //
 // Run:  OPENBLAS_CORETYPE=SkylakeX build/release/bench/bench_nn
+// (the bandwidth peers are noisy on a loaded machine: quote medians of runs on a quiet one)
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -28,6 +30,9 @@
 
 #if defined(TEMPURA_HAVE_OPENBLAS)
 #include <cblas.h>
+#endif
+#if defined(TEMPURA_HAVE_DNNL)
+#include <dnnl.hpp>
 #endif
 
 namespace {
@@ -87,6 +92,47 @@ void BM_Conv2d(benchmark::State& state) {
     state.counters["ms"] = ms;
     state.counters["peer_im2col_sgemm_ms"] = blas;
     state.counters["ratio_vs_im2col_sgemm"] = ms / blas;
+#if defined(TEMPURA_HAVE_DNNL)
+    // oneDNN's direct convolution in the layouts it picks for itself (blocked channels), with the
+    // input reordered from NCHW and the output back to NCHW inside the timing (Tempura reads and
+    // writes NCHW); the weights are reordered once, outside it, as a framework would.
+    using dnnl::memory;
+    const dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+    dnnl::stream strm(eng);
+    const memory::dims src_dims = {kN, kC, kH, kW}, wei_dims = {kC, kC, kK, kK};
+    const auto f32 = memory::data_type::f32;
+    const memory::desc any_src(src_dims, f32, memory::format_tag::any),
+        any_wei(wei_dims, f32, memory::format_tag::any),
+        any_dst(src_dims, f32, memory::format_tag::any);
+    const dnnl::convolution_forward::primitive_desc pd(
+        dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
+                                        dnnl::algorithm::convolution_direct, any_src, any_wei,
+                                        any_dst, {1, 1}, {1, 1}, {1, 1}),
+        eng);
+    std::vector<float> xs = x, ws = w, out(static_cast<size_t>(kN * kC * kH * kW));
+    memory user_src({src_dims, f32, memory::format_tag::nchw}, eng, xs.data());
+    memory user_wei({wei_dims, f32, memory::format_tag::oihw}, eng, ws.data());
+    memory user_dst({src_dims, f32, memory::format_tag::nchw}, eng, out.data());
+    memory src(pd.src_desc(), eng), wei(pd.weights_desc(), eng), dst(pd.dst_desc(), eng);
+    dnnl::reorder(user_wei, wei).execute(strm, user_wei, wei);
+    const dnnl::reorder to_src(user_src, src), from_dst(dst, user_dst);
+    const dnnl::convolution_forward conv(pd);
+    auto onednn = [&] {
+        to_src.execute(strm, user_src, src);
+        conv.execute(strm, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}});
+        from_dst.execute(strm, dst, user_dst);
+        strm.wait();
+    };
+    onednn();
+    for (size_t i = 0; i < out.size(); ++i)
+        if (std::fabs(out[i] - peer[i]) > 1e-3f * std::max(1.0f, std::fabs(peer[i]))) {
+            state.SkipWithError("oneDNN's conv2d differs from im2col + sgemm");
+            return;
+        }
+    const double dnn = median_ms(onednn, 5);
+    state.counters["peer_onednn_ms"] = dnn;
+    state.counters["ratio_vs_onednn"] = ms / dnn;
+#endif
 #endif
 }
 BENCHMARK(BM_Conv2d)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
