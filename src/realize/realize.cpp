@@ -577,6 +577,18 @@ class Becomes {
         }
         return repl.empty() ? root : root.substitute(repl);
     }
+    // The live buffer (and its dims) a realize of `root` itself left on `device`, if any: a
+    // realized tensor read again (its loss after an optimizer's step) needs no graph walk.
+    std::shared_ptr<runtime::Buffer> find(const UOp& root, int device, std::vector<UOp>& dims) {
+        if (size_.load(std::memory_order_relaxed) == 0) return nullptr;
+        std::lock_guard<std::mutex> l(mu_);
+        auto it = map_.find(root.id());
+        if (it == map_.end()) return nullptr;
+        std::shared_ptr<runtime::Buffer> b = it->second.buffer.lock();
+        if (!b || b->device() != device) return nullptr;
+        dims = it->second.dims;
+        return b;
+    }
     void clear() {
         std::lock_guard<std::mutex> l(mu_);
         map_.clear();
@@ -602,7 +614,26 @@ Becomes& becomes() {
 
 } // namespace
 
+namespace {
+std::mutex g_clearers_mu;
+std::vector<void (*)()>& clearers() {
+    static auto* c = new std::vector<void (*)()>;
+    return *c;
+}
+} // namespace
+
+void on_clear_caches(void (*clear)()) {
+    std::lock_guard<std::mutex> lock(g_clearers_mu);
+    clearers().push_back(clear);
+}
+
 void clear_caches() {
+    std::vector<void (*)()> more;
+    {
+        std::lock_guard<std::mutex> lock(g_clearers_mu);
+        more = clearers();
+    }
+    for (void (*clear)() : more) clear(); // outside the lock: a cache's values die there
     becomes().clear();
     plans().clear();
     runtime::clear_cpu_kernel_cache();
@@ -685,6 +716,11 @@ std::vector<RealizeResult> realize_graphs(const std::vector<UOp>& roots, int dev
     viz::CallScope viz_call;      // TEMPURA_VIZ: this call's trace, added to the page at the end
     // Shared work computed once: what an earlier realize computed is read from its buffer.
     std::vector<std::shared_ptr<runtime::Buffer>> held;
+    if (roots.size() == 1 && roots[0].op() != Op::Buffer)
+        if (auto b = becomes().find(roots[0], device, results[0].dims)) {
+            results[0].buffer = std::move(b);
+            return results;
+        }
     UOp all = roots.size() == 1 ? roots[0] : UOp::sink(roots);
     std::vector<UOp> original_topo = all.toposort();
     strip_detach(all, original_topo); // (a DETACH of a buffer is that buffer, below)

@@ -6,6 +6,7 @@
 // The backward graph is built from the forward graph's own nodes: it is lazy, and forward,
 // backward and an optimizer's update fuse and schedule like any other graph.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <numbers>
 #include <unordered_map>
@@ -13,6 +14,8 @@
 
 #include "tempura/error.hpp"
 #include "tempura/pattern/table.hpp"
+#include "tempura/realize/realize.hpp"
+#include "tempura/support/lru_cache.hpp"
 #include "tempura/tensor/tensor.hpp"
 #include "tensor_impl.hpp"
 
@@ -392,6 +395,132 @@ WalkResult walk(const UOp& root, const std::vector<UOp>& topo, const UOp& root_g
     return r;
 }
 
+// ---- recorded walks ---------------------------------------------------------------------------
+// A training loop builds the same forward graph every step: new nodes (the parameters have new
+// buffers), the same structure. The walk then builds the same gradient graph, through the
+// tensor ops of every rule. So the gradient graph a walk built is recorded once per structure, as
+// the nodes it added (op, dtype, arg and sources by position), and a graph of that structure
+// later rebuilds them directly: the same nodes the walk would build (hash-consing makes them the
+// same UOps), without the rules' tensor-level work. The key is the structure of the graph and of
+// the seed (a BUFFER by its size, not its id), which nodes are targets, and the symbolic flag.
+struct WalkRecipe {
+    struct Node {
+        Op op;
+        DType dtype;
+        Arg arg;
+        std::vector<uint32_t> srcs; // < n_known: a node of the graph or seed; else a new one
+        std::source_location loc;
+    };
+    size_t n_known = 0;
+    std::vector<Node> nodes;
+    std::vector<std::pair<uint32_t, uint32_t>> grads; // target's position -> its adjoint's
+    std::string blocked;
+    bool touched = false;
+};
+
+std::atomic<size_t> g_walks_replayed{0}, g_walks_recorded{0};
+
+LruCache<std::shared_ptr<const WalkRecipe>>& walk_recipes() {
+    static auto* c = [] {
+        auto* cache = new LruCache<std::shared_ptr<const WalkRecipe>>;
+        on_clear_caches([] { walk_recipes().clear(); });
+        return cache;
+    }();
+    return *c;
+}
+
+// The graph's and the seed's nodes, sources first (all of them: a BUFFER's dims, what a DETACH
+// hides), and the key of their structure.
+std::string walk_key(const std::vector<UOp>& known, const UOpMap<bool>& targets, bool symbolic) {
+    std::string key = structure_key(known, "backward", [](const UOp& u, std::string& k) {
+        if (u.op() != Op::Buffer) return false;
+        const int64_t numel = u.arg_as<std::vector<int64_t>>().at(1);
+        k.append(reinterpret_cast<const char*>(&numel), sizeof numel);
+        return true;
+    });
+    for (const UOp& u : known) key += targets.count(u) ? 'T' : '.';
+    key += symbolic ? 'S' : 'C';
+    return key;
+}
+
+// The recipe of a walk's result, or null when the gradient graph reaches a BUFFER or variable of
+// its own (its identity would be this graph's, not the structure's).
+std::shared_ptr<const WalkRecipe> record_walk(const std::vector<UOp>& known, const WalkResult& r) {
+    auto rec = std::make_shared<WalkRecipe>();
+    rec->n_known = known.size();
+    rec->blocked = r.blocked;
+    rec->touched = r.touched;
+    std::unordered_map<const UOpNode*, uint32_t> pos;
+    pos.reserve(known.size() * 2);
+    for (size_t i = 0; i < known.size(); ++i) pos.emplace(known[i].get(), static_cast<uint32_t>(i));
+    for (const auto& [target, grad] : r.grads) {
+        // The adjoint's new nodes, sources first, without recursion.
+        std::vector<std::pair<UOp, size_t>> stack;
+        if (!pos.count(grad.get())) stack.push_back({grad, 0});
+        while (!stack.empty()) {
+            auto& [u, i] = stack.back();
+            if (i < u.srcs().size()) {
+                const UOp s = u.src(i++);
+                if (!pos.count(s.get())) stack.push_back({s, 0});
+                continue;
+            }
+            if (!pos.count(u.get())) {
+                if (u.op() == Op::Buffer || u.op() == Op::DefineVar) return nullptr;
+                WalkRecipe::Node n{u.op(), u.dtype(), u.arg(), {}, u.location()};
+                for (const UOp& s : u.srcs()) n.srcs.push_back(pos.at(s.get()));
+                pos.emplace(u.get(), static_cast<uint32_t>(known.size() + rec->nodes.size()));
+                rec->nodes.push_back(std::move(n));
+            }
+            stack.pop_back();
+        }
+        rec->grads.emplace_back(pos.at(target.get()), pos.at(grad.get()));
+    }
+    return rec;
+}
+
+WalkResult replay_walk(const WalkRecipe& rec, const std::vector<UOp>& known) {
+    std::vector<UOp> made;
+    made.reserve(rec.nodes.size());
+    auto at = [&](uint32_t i) -> const UOp& {
+        return i < rec.n_known ? known[i] : made[i - rec.n_known];
+    };
+    std::vector<UOp> srcs;
+    for (const WalkRecipe::Node& n : rec.nodes) {
+        srcs.clear();
+        for (uint32_t i : n.srcs) srcs.push_back(at(i));
+        made.push_back(UOp::make(n.op, n.dtype, srcs, n.arg, n.loc));
+    }
+    WalkResult r;
+    r.blocked = rec.blocked;
+    r.touched = rec.touched;
+    for (const auto& [target, grad] : rec.grads) r.grads.emplace(at(target), at(grad));
+    return r;
+}
+
+// walk(), answered from a recorded walk of the same structure when there is one.
+WalkResult cached_walk(const UOp& root, const std::vector<UOp>& topo, const UOp& root_grad,
+                       const UOpMap<bool>& targets, bool symbolic) {
+    std::vector<UOp> known = root.toposort();
+    {
+        std::unordered_set<const UOpNode*> in(known.size());
+        for (const UOp& u : known) in.insert(u.get());
+        for (const UOp& u : root_grad.toposort())
+            if (in.insert(u.get()).second) known.push_back(u);
+    }
+    const std::string key = walk_key(known, targets, symbolic);
+    if (const auto hit = walk_recipes().find(key)) {
+        ++g_walks_replayed;
+        return replay_walk(**hit, known);
+    }
+    WalkResult r = walk(root, topo, root_grad, targets, symbolic);
+    if (auto rec = record_walk(known, r)) {
+        const size_t bytes = key.size() + rec->nodes.size() * (sizeof(WalkRecipe::Node) + 16);
+        walk_recipes().insert(key, std::move(rec), bytes);
+        ++g_walks_recorded;
+    }
+    return r;
+}
+
 // The graph gradients walk for t: t's graph, where every buffer of a realized tracking tensor
 // is replaced by the graph that computed it (bounded rounds: such graphs may read others).
 struct AutogradGraph {
@@ -450,6 +579,11 @@ std::string blocked_note(const WalkResult& r) {
 } // namespace
 
 // ---- the Tensor API ---------------------------------------------------------------------------
+
+GradCacheStats grad_cache_stats() {
+    return GradCacheStats{walk_recipes().stats().entries, g_walks_replayed.load(),
+                          g_walks_recorded.load()};
+}
 
 Tensor& Tensor::requires_grad(bool on) {
     if (!on) {
@@ -545,7 +679,7 @@ void Tensor::backward() const {
                          "(call requires_grad() on the parameters; detach() and NoGrad cut the "
                          "graph)");
     const WalkResult r =
-        walk(graph.root, graph.topo, seed_of(*this), targets, TensorAccess::symbolic(*this));
+        cached_walk(graph.root, graph.topo, seed_of(*this), targets, TensorAccess::symbolic(*this));
     if (r.grads.empty())
         fail("backward", "no gradient reaches a tensor that requires one" + blocked_note(r));
     for (const auto& [node, s] : graph.leaf) {
@@ -581,7 +715,7 @@ std::vector<Tensor> gradients(const Tensor& loss, const std::vector<Tensor>& par
     }
     const AutogradGraph graph = autograd_graph(loss);
     const WalkResult r =
-        walk(graph.root, graph.topo, seed_of(loss), targets, TensorAccess::symbolic(loss));
+        cached_walk(graph.root, graph.topo, seed_of(loss), targets, TensorAccess::symbolic(loss));
     if (r.grads.empty() && r.touched && !r.blocked.empty())
         fail("gradients", "no gradient reaches the parameters" + blocked_note(r));
     std::vector<Tensor> out;

@@ -95,6 +95,57 @@ TEST_CASE("autograd: non-differentiable ops raise only when the gradient must go
     CHECK(x.grad().to_vector() == std::vector<float>{3, 4, 6});
 }
 
+TEST_CASE("autograd: a graph of a structure seen before gets the same gradient graph, rebuilt") {
+    tempura::clear_caches();
+    std::mt19937 rng(5);
+    const Tensor x = Tensor::from_vector(randoms(rng, 6 * 4, 1.0f), {6, 4});
+    const Tensor y = Tensor::from_vector(std::vector<int32_t>{0, 1, 2, 0, 1, 2});
+    const auto loss_of = [&](const Tensor& w, const Tensor& b) {
+        return nn::cross_entropy(nn::linear(x, w, b).relu().softmax(1), y);
+    };
+    // One step: the walk runs and is recorded.
+    Tensor w1 = param(randoms(rng, 3 * 4, 0.5f), {3, 4}), b1 = param(randoms(rng, 3, 0.5f), {3});
+    const tempura::GradCacheStats s0 = tempura::grad_cache_stats();
+    const std::vector<Tensor> g1 = gradients(loss_of(w1, b1), {w1, b1});
+    const tempura::GradCacheStats s1 = tempura::grad_cache_stats();
+    CHECK(s1.recorded == s0.recorded + 1);
+    CHECK(s1.replayed == s0.replayed);
+    CHECK(s1.entries == 1);
+    // The next step's graph (other buffers, other values, the same structure): rebuilt from the
+    // record. A fresh walk of the same graph builds the very same nodes.
+    Tensor w2 = param(randoms(rng, 3 * 4, 0.5f), {3, 4}), b2 = param(randoms(rng, 3, 0.5f), {3});
+    const Tensor loss2 = loss_of(w2, b2);
+    const std::vector<Tensor> replayed = gradients(loss2, {w2, b2});
+    const tempura::GradCacheStats s2 = tempura::grad_cache_stats();
+    CHECK(s2.replayed == s1.replayed + 1);
+    CHECK(s2.recorded == s1.recorded);
+    tempura::clear_caches();
+    CHECK(tempura::grad_cache_stats().entries == 0);
+    const std::vector<Tensor> walked = gradients(loss2, {w2, b2});
+    CHECK(tempura::grad_cache_stats().recorded == s2.recorded + 1);
+    REQUIRE(replayed.size() == walked.size());
+    for (size_t i = 0; i < walked.size(); ++i) {
+        CHECK(replayed[i].uop().same(walked[i].uop()));
+        CHECK(replayed[i].to_vector() == walked[i].to_vector());
+    }
+    CHECK(replayed[0].to_vector() != g1[0].to_vector()); // the new step's values, not the old
+    // backward() too: accumulated over two calls of one structure, the second one rebuilt.
+    loss_of(w2, b2).backward();
+    loss_of(w2, b2).backward();
+    const std::vector<float> twice = w2.grad().to_vector(), once = walked[0].to_vector();
+    REQUIRE(twice.size() == once.size());
+    for (size_t i = 0; i < once.size(); ++i) CHECK(twice[i] == doctest::Approx(2 * once[i]));
+    // What a walk found blocked is rebuilt too: the same error, the second time from the record.
+    Tensor v = param({-1, 2, 3}, {3});
+    const auto blocked = [&] { (v > 0.0).cast(DType::Float32).sum().backward(); };
+    const std::string first = error_of(blocked);
+    const size_t replays = tempura::grad_cache_stats().replayed;
+    CHECK(error_of(blocked) == first);
+    CHECK(tempura::grad_cache_stats().replayed == replays + 1);
+    CHECK(first.starts_with("[backward] no gradient reaches a tensor that requires one (it "
+                            "reaches one only through CAST of bool"));
+}
+
 TEST_CASE("autograd: gradients flow through realized intermediates") {
     Tensor w = param({1, 2}, {2});
     Tensor h = w * w;

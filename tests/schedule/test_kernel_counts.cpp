@@ -332,6 +332,26 @@ TEST_CASE("shared work: what a realize computed is read from its buffer, not com
     d.realize();
     REQUIRE(d.kernels().size() == 1);
     CHECK(d.kernels()[0].name == "r_1_64_16_32");
+    // A graph with a DETACH inside (built under NoGrad from a tensor that tracks gradients) is
+    // found again too, by the node realized, though the scheduler sees it without the DETACH.
+    Tensor p = x;
+    p.requires_grad();
+    Tensor e, keep_e;
+    {
+        tempura::NoGrad ng;
+        e = (p * 2.0f).sum(1);
+        keep_e = e + 1.0f; // keeps e's node alive: built again, it is the same node
+    }
+    e.realize();
+    CHECK(e.kernels().size() == 1);
+    Tensor e2;
+    {
+        tempura::NoGrad ng;
+        e2 = (p * 2.0f).sum(1);
+    }
+    e2.realize();
+    CHECK(e2.kernels().empty());
+    CHECK(e2.buffer() == e.buffer());
 }
 
 TEST_CASE("memory planning: intermediates whose lifetimes do not overlap share memory") {

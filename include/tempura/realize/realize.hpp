@@ -55,6 +55,9 @@ PlanMemory plan_memory(const UOp& root);
 // used first); compiled code is freed once no tensor's realize still runs it. Memory blocks kept
 // for reuse (host and device) are freed too.
 void clear_caches();
+// A cache of a layer above this one (autograd's recorded walks) that clear_caches() empties
+// too: `clear` is called on every clear_caches() from now on. Registered once per cache.
+void on_clear_caches(void (*clear)());
 
 // The plan cache's size, for tests and reports.
 struct PlanCacheStats {

@@ -530,6 +530,17 @@ class NoGrad {
 // intermediate result); one the loss does not depend on gets zeros.
 std::vector<Tensor> gradients(const Tensor& loss, const std::vector<Tensor>& params);
 
+// backward() and gradients() record the gradient graph a walk builds, per structure of the loss's
+// graph, and rebuild it directly for a graph of the same structure (a training loop's next step):
+// the same nodes, without applying the rules again. Bounded by TEMPURA_CACHE_MB (least recently
+// used first out); clear_caches() empties it. Its counters since the start of the process:
+struct GradCacheStats {
+    size_t entries = 0;  // recorded walks held now
+    size_t replayed = 0; // walks answered from a record
+    size_t recorded = 0; // walks run and recorded
+};
+GradCacheStats grad_cache_stats();
+
 // ---- operators: NumPy broadcasting; a scalar operand takes the tensor's dtype -----------------
 Tensor operator+(const Tensor& a, const Tensor& b);
 Tensor operator-(const Tensor& a, const Tensor& b);
