@@ -33,6 +33,9 @@
 #endif
 #if defined(TEMPURA_HAVE_DNNL)
 #include <dnnl.hpp>
+#if DNNL_VERSION_MAJOR >= 3 // the operation descriptors below are oneDNN 2's (Debian 12's 2.6)
+#undef TEMPURA_HAVE_DNNL
+#endif
 #endif
 
 namespace {

@@ -451,7 +451,8 @@ std::vector<Access> accesses(const UOp& ast, DType& out_dtype) {
     return out;
 }
 
-// The GPU's tiling of a matmul-like kernel: a reduce, and output axes along which one operand is
+// The GPU's tiling of a matmul-like kernel that tensor cores did not take (float32 operands):
+// a reduce, and output axes along which one operand is
 // broadcast while another varies (a matmul's rows for its right operand, its columns for its
 // left). Each thread computes a 4 x 4 tile of outputs in registers (UPCAST on two such axes, the
 // innermost first: the store's columns), so every loaded value serves four accumulators; a block
@@ -479,8 +480,13 @@ bool gpu_matmul_tiling(OptKernel& k, const std::vector<Access>& acc, const Devic
         if (bcast && used) ids.push_back(r.arg_as<RangeArg>().axis_id);
     }
     if (ids.size() < 2) return false;
+    // Each axis that takes its tile (the upcast limit may refuse the second) gets its threads.
     for (int64_t id : ids)
-        if (!k.try_apply({OptOp::Upcast, index_of(id), 4})) return !k.applied().empty();
+        if (!k.try_apply({OptOp::Upcast, index_of(id), 4})) {
+            if (k.applied().empty()) return false;
+            ids.resize(1);
+            break;
+        }
     int64_t threads = 1;
     for (int64_t id : ids) {
         const int64_t i = index_of(id);

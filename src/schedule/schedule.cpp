@@ -52,11 +52,6 @@ bool grows(const UOp& expand, const SymbolicShapes* sym) {
 
 std::vector<UOp> dims_of(const UOp& node, const SymbolicShapes* sym);
 
-bool is_elementwise(Op op) {
-    const OpCategory c = op_info(op).category;
-    return c == OpCategory::Unary || c == OpCategory::Binary || c == OpCategory::Ternary;
-}
-
 // What computing one element of `v` costs, in ALU operations (a transcendental about 8, a
 // division 4), counting the elementwise nodes that its kernel would compute with it (it stops at
 // buffers, reduces and what is materialized); stops counting at `enough`.
@@ -71,7 +66,7 @@ int elementwise_cost(const UOp& v, const std::unordered_set<const UOpNode*>& is_
         if (!n.same(v) && is_mat.count(n.get())) continue;
         const Op op = n.op();
         if (op == Op::Buffer || op == Op::ReduceAxis || op == Op::Contiguous) continue;
-        if (is_elementwise(op)) {
+        if (is_alu(op)) {
             switch (op) {
             case Op::Exp2:
             case Op::Log2:
@@ -124,13 +119,13 @@ void expensive_expanded_operands(const UOp& reduce,
             if (!keeps_grown || !runs_reduced) continue;
             UOp v = n.src(0);
             while (v.op() == Op::Reshape || v.op() == Op::Permute) v = v.src(0);
-            if (is_elementwise(v.op()) && !is_mat.count(v.get()) &&
+            if (is_alu(v.op()) && !is_mat.count(v.get()) &&
                 elementwise_cost(v, is_mat, kExpensive) >= kExpensive)
                 out.push_back(v);
             continue;
         }
         // Only through elementwise nodes of the reduce input's shape: the axes stay the same.
-        if (n.same(in) || (is_elementwise(n.op()) && n.has_shape() && n.shape() == full))
+        if (n.same(in) || (is_alu(n.op()) && n.has_shape() && n.shape() == full))
             for (const UOp& s : n.srcs())
                 if (s.has_shape() && s.shape() == full) stack.push_back(s);
     }

@@ -129,6 +129,17 @@ TEST_CASE("autograd: a graph of a structure seen before gets the same gradient g
         CHECK(replayed[i].to_vector() == walked[i].to_vector());
     }
     CHECK(replayed[0].to_vector() != g1[0].to_vector()); // the new step's values, not the old
+    // The targets are part of the structure: the same graph for w alone is walked and recorded
+    // anew, then rebuilt for the next graph of that shape.
+    const size_t records = tempura::grad_cache_stats().recorded;
+    const std::vector<Tensor> only_w = gradients(loss_of(w2, b2), {w2});
+    CHECK(tempura::grad_cache_stats().recorded == records + 1);
+    CHECK(only_w[0].to_vector() == walked[0].to_vector());
+    const size_t replays_w = tempura::grad_cache_stats().replayed;
+    Tensor w3 = param(randoms(rng, 3 * 4, 0.5f), {3, 4}), b3 = param(randoms(rng, 3, 0.5f), {3});
+    gradients(loss_of(w3, b3), {w3});
+    CHECK(tempura::grad_cache_stats().replayed == replays_w + 1);
+    CHECK(tempura::grad_cache_stats().recorded == records + 1);
     // backward() too: accumulated over two calls of one structure, the second one rebuilt.
     loss_of(w2, b2).backward();
     loss_of(w2, b2).backward();

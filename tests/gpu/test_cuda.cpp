@@ -77,6 +77,11 @@ bool driver_is_mock(Mock* m = nullptr) {
 
 bool mock_or_skip(Mock& m) {
     if (driver_is_mock(&m)) return true;
+    // ctest's mock entries set this: there, a driver that is not the mock is a failure, not a
+    // skip (a broken TEMPURA_LIBCUDA must not pass by running nothing).
+    if (const char* e = std::getenv("TEMPURA_EXPECT_MOCK"); e != nullptr && *e == '1')
+        FAIL("TEMPURA_EXPECT_MOCK=1, but the CUDA driver loaded is not the mock ("
+             << TEMPURA_MOCK_CUDA << ")");
     MESSAGE("SKIPPED: the mock CUDA driver is not this process's driver (ctest runs these cases "
             "as gpu_cuda_mock, with TEMPURA_LIBCUDA="
             << TEMPURA_MOCK_CUDA << ")");
@@ -331,12 +336,25 @@ TEST_CASE("cuda mock: copies only where the host reads, launches as EMU's, memor
         }
         CHECK(sl.block[0] * sl.block[1] * sl.block[2] > 1);
 
-        // A device-to-device copy stays on the device.
+        // Through the host and back: one copy out, one copy in.
         before = m.counters();
         const Tensor moved = r.to("CPU").to("CUDA");
         after = m.counters();
         CHECK(after.dtoh - before.dtoh == 1);
         CHECK(after.htod - before.htod == 1);
+        CHECK(moved.to_vector<float>() == want);
+        // Between two buffers of the device: a device-to-device copy, nothing through the host.
+        const auto src = r.buffer();
+        const auto dst = runtime::make_buffer(src->dtype(), src->numel(), false, src->device());
+        before = m.counters();
+        dst->copy_from(*src);
+        after = m.counters();
+        CHECK(after.dtod - before.dtod == 1);
+        CHECK(after.htod == before.htod);
+        CHECK(after.dtoh == before.dtoh);
+        std::vector<float> back(n);
+        dst->copy_to_host(back.data(), n * sizeof(float));
+        CHECK(back == want);
     }
     // Every tensor is gone: once the cached blocks are freed, so is every allocation.
     clear_caches();

@@ -22,6 +22,16 @@ struct Var {
 
 // simplify(e) renders as `want` and agrees with e at every point of the variables' ranges (every
 // value, or `steps` values spread over a wide range).
+// The smallest prime >= n (1 for n <= 1).
+int64_t prime_at_least(int64_t n) {
+    if (n <= 1) return 1;
+    for (;; ++n) {
+        bool prime = n >= 2;
+        for (int64_t d = 2; d * d <= n && prime; ++d) prime = n % d != 0;
+        if (prime) return n;
+    }
+}
+
 void check(const UOp& e, const std::string& want, const std::vector<Var>& vars) {
     const UOp s = tempura::simplify(e);
     CHECK(s.render() == want);
@@ -36,9 +46,11 @@ void check(const UOp& e, const std::string& want, const std::vector<Var>& vars) 
         ++points;
         size_t i = 0;
         for (; i < vars.size(); ++i) {
-            const int64_t step = std::max<int64_t>(1, (vars[i].hi - vars[i].lo) / 40);
-            if (at[i] + step <= vars[i].hi) {
-                at[i] += step;
+            // About 40 points a variable, a prime step apart (a step sharing a factor with a
+            // divisor would see only some residues), and the upper end itself.
+            const int64_t step = prime_at_least((vars[i].hi - vars[i].lo) / 40);
+            if (at[i] < vars[i].hi) {
+                at[i] = std::min(at[i] + step, vars[i].hi);
                 break;
             }
             at[i] = vars[i].lo;

@@ -117,6 +117,16 @@ Loaded::~Loaded() {
         auto it = f.by_function.find(module.function());
         if (it != f.by_function.end() && it->second.expired()) f.by_function.erase(it);
     }
+    // Launches are queued: a plan may have launched this kernel just before the cache dropped it
+    // (clear_caches(), an eviction). The driver does not promise that an unload waits for them,
+    // so the stream is drained first. An error here belongs to the kernel that failed and is
+    // reported by the next call that waits; a destructor cannot throw it.
+    if (module && module.context() != nullptr) {
+        try {
+            module.context()->synchronize();
+        } catch (...) {
+        }
+    }
     // (the module unloads after this body, outside the lock)
 }
 
