@@ -481,15 +481,12 @@ bool gpu_matmul_tiling(OptKernel& k, const std::vector<Access>& acc, const Devic
     }
     if (ids.size() < 2) return false;
     // Each axis that takes its tile (the upcast limit may refuse the second) gets its threads.
-    for (int64_t id : ids)
-        if (!k.try_apply({OptOp::Upcast, index_of(id), 4})) {
-            if (k.applied().empty()) return false;
-            ids.resize(1);
-            break;
-        }
+    size_t tiled = 0;
+    while (tiled < ids.size() && k.try_apply({OptOp::Upcast, index_of(ids[tiled]), 4})) ++tiled;
+    if (tiled == 0) return false;
     int64_t threads = 1;
-    for (int64_t id : ids) {
-        const int64_t i = index_of(id);
+    for (size_t t = 0; t < tiled; ++t) {
+        const int64_t i = index_of(ids[t]);
         const int64_t n = size_of(k.axes()[static_cast<size_t>(i)]);
         for (int64_t d = 16; d >= 2; d /= 2)
             if (n % d == 0 && threads * d <= std::min<int64_t>(256, lim.max_threads_per_block) &&
