@@ -88,6 +88,16 @@ bool mock_or_skip(Mock& m) {
     return false;
 }
 
+// Whether the environment variable `name` is `value`; else says SKIPPED (the ctest entry
+// `test` runs the case with it set) and returns false.
+bool env_is_or_skip(const char* name, const char* value, const char* test) {
+    const char* v = std::getenv(name);
+    if (v != nullptr && std::string(v) == value) return true;
+    MESSAGE("SKIPPED: " << name << " is not " << value << " here (ctest runs this case as " << test
+                        << ")");
+    return false;
+}
+
 // Integer values in [-range, range], as floats: every sum of a few thousand is exact.
 std::vector<float> ints(size_t n, uint32_t seed, int range) {
     std::vector<float> v(n);
@@ -468,12 +478,7 @@ TEST_CASE("cuda realize: programs agree with the CPU on a real GPU") {
 TEST_CASE("cuda mock: TEMPURA_DEVICE=CUDA makes CUDA:0 the default device") {
     Mock m;
     if (!mock_or_skip(m)) return;
-    const char* env = std::getenv("TEMPURA_DEVICE");
-    if (env == nullptr || std::string(env) != "CUDA") {
-        MESSAGE("SKIPPED: TEMPURA_DEVICE is not CUDA here (ctest runs this case as "
-                "gpu_cuda_mock_default)");
-        return;
-    }
+    if (!env_is_or_skip("TEMPURA_DEVICE", "CUDA", "gpu_cuda_mock_default")) return;
     CHECK(default_device() == "CUDA:0");
     const Tensor x = Tensor::from_vector(std::vector<float>{1, 2, 3, 4});
     CHECK(x.device() == "CUDA:0");
@@ -486,12 +491,7 @@ TEST_CASE("cuda mock: TEMPURA_DEVICE=CUDA makes CUDA:0 the default device") {
 TEST_CASE("cuda mock: a GPU outside sm_80 .. sm_90 is refused by name") {
     Mock m;
     if (!mock_or_skip(m)) return;
-    const char* sm = std::getenv("TEMPURA_MOCK_SM");
-    if (sm == nullptr || std::string(sm) != "75") {
-        MESSAGE("SKIPPED: the mock reports sm_90 here (ctest runs this case as "
-                "gpu_cuda_mock_sm75)");
-        return;
-    }
+    if (!env_is_or_skip("TEMPURA_MOCK_SM", "75", "gpu_cuda_mock_sm75")) return;
     CHECK(cuda::cuda_usable()); // the driver works; Tempura's PTX path does not cover the GPU
     CHECK(devices() == std::vector<std::string>{"CPU", "EMU"});
     const std::string why = "CUDA:0 (Tempura mock GPU) is sm_75: Tempura's PTX path supports "

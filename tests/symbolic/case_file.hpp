@@ -307,23 +307,23 @@ inline CaseResult check_case(const Case& c) {
     int64_t tmin = INT64_MAX, tmax = INT64_MIN;
     for_each_assignment(specs, [&](const std::map<std::string, int64_t>& a) {
         ++points;
+        // One side's value at a; false (the first error kept) when evaluate throws.
+        const auto eval = [&](const tempura::UOp& u, const char* which, int64_t& v) {
+            try {
+                v = tempura::evaluate(u, a);
+                return true;
+            } catch (const std::exception& ex) {
+                if (errors++ == 0)
+                    first_error = std::string("evaluate(") + which + ") at " + show(a) +
+                                  " threw: " + ex.what();
+                return false;
+            }
+        };
         int64_t ve = 0, vs = 0;
-        try {
-            ve = tempura::evaluate(*e, a);
-        } catch (const std::exception& ex) {
-            if (errors++ == 0)
-                first_error = "evaluate(expr) at " + show(a) + " threw: " + ex.what();
-            return;
-        }
+        if (!eval(*e, "expr", ve)) return;
         tmin = std::min(tmin, ve);
         tmax = std::max(tmax, ve);
-        try {
-            vs = tempura::evaluate(*s, a);
-        } catch (const std::exception& ex) {
-            if (errors++ == 0)
-                first_error = "evaluate(simplified) at " + show(a) + " threw: " + ex.what();
-            return;
-        }
+        if (!eval(*s, "simplified", vs)) return;
         if (vs != ve && mismatches++ == 0)
             first_mismatch = "at " + show(a) + ": expr=" + std::to_string(ve) +
                              " simplified=" + std::to_string(vs);
