@@ -20,12 +20,18 @@
 // Each iteration ends when the device is done (the stream synchronized): the time is the
 // kernels', plus Tempura's per-realize host work (a cached plan). With no usable CUDA device every
 // row stops with SkipWithError and the reason.
+//
+// Every row also checks its result once, untimed: max_abs_err against the same program on the
+// CPU (Triad, Softmax), rel_err against a float64 sum (Sum), rel_err = |C - C_cublas| / |C_cublas|
+// (Frobenius norms) against cuBLAS's product (MatmulF16). A figure with a wrong result is no
+// figure: look at these first.
 #include <dlfcn.h>
 
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -67,9 +73,9 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-std::vector<float> values(int64_t n, float scale) {
+std::vector<float> values(int64_t n, float scale, uint32_t seed = 12345) {
     std::vector<float> v(static_cast<size_t>(n));
-    uint32_t s = 12345;
+    uint32_t s = seed;
     for (float& x : v) {
         s = s * 1664525u + 1013904223u;
         x = scale * (static_cast<float>(s >> 8) / 16777216.0f - 0.5f);
@@ -131,6 +137,40 @@ void memory_bound(benchmark::State& state, double bytes, F&& step) {
     state.SetLabel(cuda::driver().device_name(0));
 }
 
+// IEEE binary16 bits to float (cuBLAS's output, read back as bits).
+float half_to_float(uint16_t h) {
+    const uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
+    float v;
+    if (exp == 0)
+        v = std::ldexp(static_cast<float>(man), -24); // subnormal or zero
+    else if (exp == 31)
+        v = man ? std::nanf("") : INFINITY;
+    else
+        v = std::ldexp(static_cast<float>(man | 0x400u), static_cast<int>(exp) - 25);
+    return sign ? -v : v;
+}
+
+double max_abs_diff(const std::vector<float>& x, const std::vector<float>& y) {
+    if (x.size() != y.size()) return 1e30;
+    double m = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+        const double d = std::abs(static_cast<double>(x[i]) - static_cast<double>(y[i]));
+        m = std::isnan(d) ? 1e30 : std::max(m, d);
+    }
+    return m;
+}
+
+double rel_diff(const std::vector<float>& x, const std::vector<float>& ref) {
+    if (x.size() != ref.size()) return 1e30;
+    double num = 0, den = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+        const double d = static_cast<double>(x[i]) - static_cast<double>(ref[i]);
+        num += d * d;
+        den += static_cast<double>(ref[i]) * static_cast<double>(ref[i]);
+    }
+    return std::isnan(num) ? 1e30 : std::sqrt(num / den);
+}
+
 void BM_CopyDtoD(benchmark::State& state) {
     if (skip_without_gpu(state)) return;
     cuda::Context& ctx = context();
@@ -160,6 +200,9 @@ void BM_Triad(benchmark::State& state) {
         Tensor r = a * b + c;
         r.realize();
     });
+    const Tensor ha = a.to("CPU"), hb = b.to("CPU"), hc = c.to("CPU");
+    state.counters["max_abs_err"] =
+        max_abs_diff((a * b + c).to_vector<float>(), (ha * hb + hc).to_vector<float>());
 }
 
 void BM_Sum(benchmark::State& state) {
@@ -169,6 +212,9 @@ void BM_Sum(benchmark::State& state) {
         Tensor r = x.sum();
         r.realize();
     });
+    double ref = 0;
+    for (const float v : values(kN, 1)) ref += v;
+    state.counters["rel_err"] = std::abs(x.sum().item<float>() - ref) / std::abs(ref);
 }
 
 void BM_Softmax(benchmark::State& state) {
@@ -179,6 +225,8 @@ void BM_Softmax(benchmark::State& state) {
         Tensor r = x.softmax(1);
         r.realize();
     });
+    state.counters["max_abs_err"] =
+        max_abs_diff(x.softmax(1).to_vector<float>(), x.to("CPU").softmax(1).to_vector<float>());
 }
 
 // cuBLAS, dlopened. The enum values are cublas_api.h's and library_types.h's.
@@ -220,7 +268,7 @@ void BM_MatmulF16(benchmark::State& state) {
     if (skip_without_gpu(state)) return;
     const int64_t n = kMatmul;
     const Tensor a = Tensor::from_vector(values(n * n, 1), {n, n}, DType::Float16).to("CUDA");
-    const Tensor b = Tensor::from_vector(values(n * n, 1), {n, n}, DType::Float16).to("CUDA");
+    const Tensor b = Tensor::from_vector(values(n * n, 1, 777), {n, n}, DType::Float16).to("CUDA");
     const double flops =
         2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n);
     auto step = [&] {
@@ -243,8 +291,9 @@ void BM_MatmulF16(benchmark::State& state) {
         return;
     }
     blas.set_stream(h, context().stream());
-    Tensor c = a.matmul(b);
-    c.realize();
+    // cuBLAS writes a buffer of its own: Tempura's result is read from Tempura's.
+    const size_t bytes = static_cast<size_t>(n * n) * 2;
+    const cuda::CUdeviceptr out = context().alloc(bytes);
     const auto ptr = [](const Tensor& t) {
         return reinterpret_cast<void*>(static_cast<uintptr_t>(t.buffer()->address()));
     };
@@ -252,11 +301,13 @@ void BM_MatmulF16(benchmark::State& state) {
     const int ni = static_cast<int>(n);
     auto gemm = [&] {
         return blas.gemm_ex(h, Cublas::kOpN, Cublas::kOpN, ni, ni, ni, &alpha, ptr(b),
-                            Cublas::kR16F, ni, ptr(a), Cublas::kR16F, ni, &beta, ptr(c),
-                            Cublas::kR16F, ni, Cublas::kCompute32F, Cublas::kGemmDefault);
+                            Cublas::kR16F, ni, ptr(a), Cublas::kR16F, ni, &beta,
+                            reinterpret_cast<void*>(static_cast<uintptr_t>(out)), Cublas::kR16F, ni,
+                            Cublas::kCompute32F, Cublas::kGemmDefault);
     };
     if (gemm() != 0) {
         blas.destroy(h);
+        context().free(out);
         state.SetLabel(label + "; cublasGemmEx failed");
         return;
     }
@@ -269,6 +320,12 @@ void BM_MatmulF16(benchmark::State& state) {
         best_blas = std::max(best_blas, flops / seconds_since(t0) / 1e12);
     }
     blas.destroy(h);
+    std::vector<uint16_t> theirs(static_cast<size_t>(n * n));
+    context().copy_to_host(theirs.data(), out, bytes);
+    context().free(out);
+    std::vector<float> ref(theirs.size());
+    std::transform(theirs.begin(), theirs.end(), ref.begin(), half_to_float);
+    state.counters["rel_err"] = rel_diff(a.matmul(b).to_vector<float>(), ref);
     state.counters["cublas_TFLOP/s"] = best_blas;
     state.counters["TFLOPs_ratio_cublas"] = tflops / best_blas;
     state.SetLabel(label + "; " + blas.library);

@@ -118,8 +118,8 @@ void resolve_all(void* handle, const std::string& path, Driver::Api& api) {
     resolve(handle, path, api.cuMemFree, "cuMemFree_v2");
     resolve(handle, path, api.cuMemcpyHtoD, "cuMemcpyHtoD_v2");
     resolve(handle, path, api.cuMemcpyDtoH, "cuMemcpyDtoH_v2");
-    resolve(handle, path, api.cuMemcpyDtoD, "cuMemcpyDtoD_v2");
-    resolve(handle, path, api.cuMemsetD8, "cuMemsetD8_v2");
+    resolve(handle, path, api.cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2");
+    resolve(handle, path, api.cuMemsetD8Async, "cuMemsetD8Async");
     resolve(handle, path, api.cuModuleLoadDataEx, "cuModuleLoadDataEx");
     resolve(handle, path, api.cuModuleUnload, "cuModuleUnload");
     resolve(handle, path, api.cuModuleGetFunction, "cuModuleGetFunction");
@@ -275,8 +275,9 @@ Context::Context(Driver& driver, int ordinal) : driver_(driver), ordinal_(ordina
     try {
         make_current();
         // A blocking stream (CU_STREAM_DEFAULT) is ordered with the legacy default stream, where
-        // the synchronous cuMemcpy* and cuMemsetD8 calls run: copies and kernels stay in the
-        // order they were issued without events.
+        // the host-to-device and device-to-host copies run: copies and kernels stay in the order
+        // they were issued without events. Device-to-device copies and memsets, which return
+        // before they are done, go on this stream, so that synchronize() waits for them.
         if (const CUresult r = api.cuStreamCreate(&stream_, CU_STREAM_DEFAULT); r != CUDA_SUCCESS)
             fail_call(driver, r, "cuStreamCreate", device_label(ordinal));
     } catch (...) {
@@ -334,15 +335,18 @@ void Context::copy_to_host(void* dst, CUdeviceptr src, size_t bytes) {
 void Context::copy_device(CUdeviceptr dst, CUdeviceptr src, size_t bytes) {
     if (bytes == 0) return;
     make_current();
-    if (const CUresult r = driver_.api().cuMemcpyDtoD(dst, src, bytes); r != CUDA_SUCCESS)
-        fail_call(driver_, r, "cuMemcpyDtoD", device_label(ordinal_));
+    // On the stream, not the legacy default stream: a device-to-device copy returns before it is
+    // done, and only then does synchronize() wait for it.
+    if (const CUresult r = driver_.api().cuMemcpyDtoDAsync(dst, src, bytes, stream_);
+        r != CUDA_SUCCESS)
+        fail_call(driver_, r, "cuMemcpyDtoDAsync", device_label(ordinal_));
 }
 
 void Context::memset0(CUdeviceptr dst, size_t bytes) {
     if (bytes == 0) return;
     make_current();
-    if (const CUresult r = driver_.api().cuMemsetD8(dst, 0, bytes); r != CUDA_SUCCESS)
-        fail_call(driver_, r, "cuMemsetD8", device_label(ordinal_));
+    if (const CUresult r = driver_.api().cuMemsetD8Async(dst, 0, bytes, stream_); r != CUDA_SUCCESS)
+        fail_call(driver_, r, "cuMemsetD8Async", device_label(ordinal_));
 }
 
 Module Context::load_ptx(const std::string& ptx, const std::string& kernel_name) {

@@ -45,8 +45,9 @@ struct Driver::Api {
     CUresult (*cuMemFree)(CUdeviceptr ptr);
     CUresult (*cuMemcpyHtoD)(CUdeviceptr dst, const void* src, size_t bytes);
     CUresult (*cuMemcpyDtoH)(void* dst, CUdeviceptr src, size_t bytes);
-    CUresult (*cuMemcpyDtoD)(CUdeviceptr dst, CUdeviceptr src, size_t bytes);
-    CUresult (*cuMemsetD8)(CUdeviceptr dst, unsigned char value, size_t count);
+    CUresult (*cuMemcpyDtoDAsync)(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream);
+    CUresult (*cuMemsetD8Async)(CUdeviceptr dst, unsigned char value, size_t count,
+                                CUstream stream);
     CUresult (*cuModuleLoadDataEx)(CUmodule* module, const void* image, unsigned num_options,
                                    int* options, void** option_values);
     CUresult (*cuModuleUnload)(CUmodule module);

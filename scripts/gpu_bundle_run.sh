@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Runs the GPU checks that scripts/gpu_bundle.sh packed (.gpurun/bundle.tar.xz) on a machine with
+# an NVIDIA GPU and its driver, from the repository root. Logs go to $OUT (default /tmp/tempura-gpu
+# /logs); the last lines printed are a summary. Each step has a time limit (seconds, below) so that
+# one hung step does not take the others with it.
+set -uo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=/tmp/tempura-gpu
+logs=${OUT:-$root/logs}
+mkdir -p "$root" "$logs"
+if command -v xz >/dev/null; then
+    tar -C "$root" -xJf "$here/bundle.tar.xz"
+else
+    python3 -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" \
+        "$here/bundle.tar.xz" "$root"
+fi
+# The tests read tests/data at the absolute path of the checkout they were built in.
+src=$(cat "$root/bin/srcdir")
+if [ ! -e "$src" ]; then mkdir -p "$(dirname "$src")" && ln -s "$PWD" "$src"; fi
+# cuBLAS for bench_gpu's peer: wherever the machine has it.
+blas=$(find /usr /opt -name 'libcublas.so.1[0-9]*' 2>/dev/null | head -1)
+export LD_LIBRARY_PATH="$root/lib${blas:+:$(dirname "$blas")}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+unset TEMPURA_DEVICE
+export TEMPURA_CACHE_DIR=$root/cache
+bin=$root/bin
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv 2>&1 | tee "$logs/gpu.txt"
+echo "cuBLAS: ${blas:-none}"
+
+summary=()
+step() { # step NAME LIMIT COMMAND...
+    local name=$1 limit=$2
+    shift 2
+    local t0=$SECONDS
+    timeout "$limit" "$@" >"$logs/$name.log" 2>&1
+    local rc=$?
+    summary+=("$name: exit $rc in $((SECONDS - t0)) s")
+    tail -n 25 "$logs/$name.log"
+}
+export TEMPURA_TEST_CUDA=1
+step cuda_cases "${LIMIT_CASES:-90}" "$bin/test_gpu" "-tc=cuda device:*,cuda realize:*"
+step bench "${LIMIT_BENCH:-150}" "$bin/bench_gpu" --benchmark_min_time=0.3 \
+    --benchmark_repetitions=3 --benchmark_counters_tabular=true "$@"
+step differential "${LIMIT_DIFF:-100}" env TEMPURA_DEVICE=CUDA TEMPURA_DIFF_N=400 \
+    "$bin/test_tensor" "-tc=differential: random tensor programs*"
+step tensor_suite "${LIMIT_SUITE:-150}" env TEMPURA_DEVICE=CUDA "$bin/test_tensor" \
+    "-tce=realize: elementwise,sin and cos kernels are vector code*,erf: float32 within*,from_vector: a realized tensor is RESHAPE*"
+# Programs of one's own beside the bundle (.gpurun/extra/*), linked like the tests: run last.
+for x in "$here"/extra/*; do
+    [ -x "$x" ] && step "extra_$(basename "$x")" "${LIMIT_EXTRA:-120}" "$x"
+done
+printf '%s\n' "${summary[@]}" | tee "$logs/summary.txt"
