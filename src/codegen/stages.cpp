@@ -26,6 +26,14 @@ using env::debug_level;
 
 } // namespace
 
+namespace {
+// A float CONST of value 0 (a WMMA's C operand before the accumulator takes its place).
+bool is_zero_f(const UOp& u) {
+    const auto* v = u.is_const() ? std::get_if<double>(&u.arg()) : nullptr;
+    return v != nullptr && *v == 0.0;
+}
+} // namespace
+
 UOp reduce_identity(Op op, DType dt) {
     switch (op) {
     case Op::Add: return dt.is_float() ? UOp::constant_f(dt, 0.0) : UOp::constant(dt, 0);
@@ -299,7 +307,17 @@ class Linearizer {
                 UOp::make(Op::Load, g.dtype(),
                           {UOp::make(Op::Index, accs[k].acc.dtype(),
                                      {UOp::make(Op::After, accs[k].acc.dtype(), deps), zero})}));
-            const UOp next = value(UOp::alu(g.arg_as<Op>(), {cur, g.src(0)}));
+            // A sum of products accumulates with one fused multiply-add a step (MULACC, as the
+            // mulacc stage fuses a * b + c elsewhere): the codegen promises no contraction.
+            const UOp& v = g.src(0);
+            // Likewise a sum of tensor-core products: the accumulator is the mma's C operand.
+            const bool sum = g.arg_as<Op>() == Op::Add;
+            const UOp next =
+                sum && v.op() == Op::Mul && v.dtype().is_float()
+                    ? value(UOp::alu(Op::MulAcc, {v.src(0), v.src(1), cur}))
+                : sum && v.op() == Op::Wmma && is_zero_f(v.src(2))
+                    ? value(UOp::make(Op::Wmma, v.dtype(), {v.src(0), v.src(1), cur}, v.arg()))
+                    : value(UOp::alu(g.arg_as<Op>(), {cur, v}));
             scopes_.back().ops.push_back(UOp::make(Op::Store, DType::Void, {accs[k].slot, next}));
         }
         UOp end;

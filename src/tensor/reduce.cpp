@@ -101,9 +101,11 @@ Tensor Tensor::mean(Shape axes, bool keepdim) const {
     const Tensor x = dtype().is_float() ? *this : cast(DType::Float32);
     int64_t n = 1;
     for (int64_t a : reduce_axes("mean", x, axes)) n *= shape_[a];
-    // mean = sum * (1/n); an empty reduction gives 0 * inf = nan, as NumPy does.
-    const double inv = n == 0 ? INFINITY : 1.0 / static_cast<double>(n);
-    return reduce("mean", Op::Add, x, axes, keepdim) * detail::scalar_like(x, inv);
+    // mean = sum / n, a division rounded once, as NumPy's: the mean of whole numbers is exact
+    // where it is representable (sum * (1/n) is not: 435 * fl(1/30) is 14.500001). An empty
+    // reduction gives 0 / 0 = nan, as NumPy does.
+    return reduce("mean", Op::Add, x, axes, keepdim) /
+           detail::scalar_like(x, static_cast<double>(n));
 }
 
 namespace {

@@ -496,9 +496,11 @@ TEST_CASE("the host CPU and its features are used") {
     CHECK(ir.find("\"target-cpu\"=\"" + cpu + "\"") != std::string::npos);
     CHECK(ir.find("\"target-features\"=\"" + features + "\"") != std::string::npos);
     // The loop vectorizer ran with the host's TTI: the loop works on vectors of floats, as wide
-    // as 512 bits where the host has AVX-512, and the multiply-add carries `contract`.
+    // as 512 bits where the host has AVX-512. The multiply and the add carry no `contract`: each
+    // rounds once, as the reference interpreter's ops do (a MULACC is the one fused op).
     CHECK(ir.find(" x float>") != std::string::npos);
-    CHECK(ir.find("fmul contract") != std::string::npos);
+    CHECK(ir.find("fmul <") != std::string::npos);
+    CHECK(ir.find("contract") == std::string::npos);
     if (features.find("+avx512f") != std::string::npos) {
         MESSAGE("AVX-512 host: expecting <16 x float>");
         CHECK(ir.find("<16 x float>") != std::string::npos);

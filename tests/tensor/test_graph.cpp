@@ -290,10 +290,10 @@ TEST_CASE("reductions: REDUCE_AXIS with sorted axes, reduced dims kept as 1") {
         CHECK(m.src(0).src(0).op() == Op::Neg);
     }
     {
-        const UOp m = t.mean(2, true).uop(); // sum * (1/4)
-        REQUIRE(m.op() == Op::Mul);
+        const UOp m = t.mean(2, true).uop(); // sum / 4
+        REQUIRE(m.op() == Op::Fdiv);
         CHECK(m.src(0).op() == Op::ReduceAxis);
-        CHECK(is_broadcast_const(m.src(1), 0.25));
+        CHECK(is_broadcast_const(m.src(1), 4.0));
     }
     // A scalar has nothing to reduce.
     auto s = Tensor::full({}, 3.0f);

@@ -50,10 +50,10 @@ class Renderer {
     Renderer(llvm::Module& m, const std::string& kernel, Target target, int64_t max_threads)
         : ctx_(m.getContext()), mod_(m), b_(m.getContext()), kernel_(kernel), target_(target),
           max_threads_(max_threads) {
-        // `contract` on every float instruction lets the backend fuse a*b+c into an FMA.
-        llvm::FastMathFlags fmf;
-        fmf.setAllowContract(true);
-        b_.setFastMathFlags(fmf);
+        // No `contract`: every float instruction rounds once, as the reference interpreter's op
+        // does, on every target. With it, NVPTX fused t - s * (1/3) into one FMA where the CPU
+        // and EMU did not, and the GPU's mean-centred values differed in the last bit. The
+        // lowering's MULACC (a * b + c) is the one fused op, and it is fused everywhere.
     }
 
     llvm::Function* render(const std::string& symbol, const std::vector<UOp>& linear,
@@ -1092,7 +1092,7 @@ class Renderer {
             return b_.CreateSelect(a[0], a[1], a[2]);
         case Op::MulAcc:
             same(0, dt);
-            if (f) return b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {ty}, {a[0], a[1], a[2]});
+            if (f) return b_.CreateIntrinsic(llvm::Intrinsic::fma, {ty}, {a[0], a[1], a[2]});
             if (i) return b_.CreateAdd(b_.CreateMul(a[0], a[1]), a[2]);
             return not_for("bool");
             // Every op of the table that is not an ALU op: none reaches here (emit() sends only ALU
