@@ -1,5 +1,6 @@
 #pragma once
 // Helpers shared by the project's own tests.
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -7,7 +8,18 @@
 #include <string>
 #include <vector>
 
+#include <doctest/doctest.h>
+
 #include "tempura/error.hpp"
+
+// Every element of `got` within tol * (1 + |want|) of `want`'s (NaN never is).
+inline void check_close(const std::vector<float>& got, const std::vector<float>& want, float tol) {
+    REQUIRE(got.size() == want.size());
+    size_t bad = 0;
+    for (size_t i = 0; i < got.size(); ++i)
+        if (!(std::abs(got[i] - want[i]) <= tol * (1 + std::abs(want[i])))) ++bad;
+    CHECK(bad == 0);
+}
 
 // A float's place on the line of all floats in order (-0 and +0 at the same place).
 inline int64_t ordinal(float a) {

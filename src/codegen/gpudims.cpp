@@ -120,6 +120,21 @@ UOp gpu_dims(const UOp& ast, const DeviceLimits& lim, const std::string& kernel,
         if (u.op() == Op::Range && type_of(u) == AxisType::GroupReduce &&
             std::none_of(local.begin(), local.end(), [&](const UOp& x) { return x.same(u); }))
             local.push_back(u);
+    // A warp's lane (the TC opt's LOCAL range of 32 that a WMMA's fragments use) must be the
+    // block's x, innermost: the hardware's warp is 32 consecutive threads of the block, and an
+    // mma.sync takes its lanes from them. (Laid out outermost behind other LOCAL ranges, a
+    // "warp" was threads 32 apart, and each mma mixed the fragments of four warps.)
+    for (const UOp& u : ast.toposort()) {
+        if (u.op() != Op::Wmma) continue;
+        for (size_t i = 0; i < local.size(); ++i)
+            if (size_of(local[i]) == 32 && contains(u.src(0), local[i])) {
+                const UOp lane = local[i];
+                local.erase(local.begin() + static_cast<std::ptrdiff_t>(i));
+                local.push_back(lane);
+                break;
+            }
+        break;
+    }
     if (global.empty() && local.empty() && sym_global.empty()) return ast;
     std::vector<int64_t> gs, ls;
     for (const UOp& r : global) gs.push_back(size_of(r));

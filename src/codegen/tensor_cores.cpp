@@ -5,6 +5,9 @@
 //   A (16 x 16, row): a_r at row groupID + 8 ((r >> 1) & 1), column 2 tid + (r & 1) + 8 (r >> 2)
 //   B (16 x 8, col):  b_r at row 2 tid + (r & 1) + 8 (r >> 1), column groupID
 //   C, D (16 x 8):    c_r at row groupID + 8 (r >> 1), column 2 tid + (r & 1)
+// TC(0, tiles) gives each warp tm x tn such blocks (tiles = 16 tm + tn; 0 is 1 x 1): a
+// k-step loads tm A fragments and tn B fragments and issues tm tn mma, each fragment serving
+// tn (or tm) of them, and each block's accumulator is the mma's C operand.
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -35,8 +38,13 @@ UOp at(UOp u, const std::vector<std::pair<UOp, UOp>>& subs) {
 
 } // namespace
 
-UOp tensor_core_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis,
+UOp tensor_core_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis, int64_t tiles,
                     const std::string& what) {
+    const int64_t tm = tiles == 0 ? 1 : tiles / 16, tn = tiles == 0 ? 1 : tiles % 16;
+    const auto power_of_two = [](int64_t v) { return v >= 1 && v <= 8 && (v & (v - 1)) == 0; };
+    if (tiles < 0 || !power_of_two(tm) || !power_of_two(tn))
+        fail("opt", what + "the warp's tiles are 16 * rows + columns, each 1, 2, 4 or 8, got " +
+                        std::to_string(tiles));
     if (!lim.gpu || lim.sm < 80)
         fail("opt", what + "the " + lim.name +
                         " device has no tensor cores (a GPU of sm_80 or "
@@ -93,14 +101,15 @@ UOp tensor_core_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis,
     if (i.is_null() || j.is_null() || !contains(loads[0], k) || !contains(loads[1], k))
         fail("opt", not_matmul);
     if (!i.src(0).is_const() || !j.src(0).is_const()) fail("opt", not_matmul);
-    // Sizes that are not multiples of 16, 8 and 16 are padded up (PADTO): the fragments'
-    // loads past M, N or K read 0 (gated), and the stores past M or N do not happen.
+    // Sizes that are not multiples of a warp's rows (16 tm), columns (8 tn) and 16 are padded
+    // up (PADTO): the fragments' loads past M, N or K read 0 (gated), and the stores past M or N
+    // do not happen.
     const int64_t m = size_of(i), n = size_of(j), kk = size_of(k);
     const auto up = [](int64_t v, int64_t to) { return (v + to - 1) / to * to; };
-    const int64_t mp = up(m, 16), np = up(n, 8), kp = up(kk, 16);
+    const int64_t mp = up(m, 16 * tm), np = up(n, 8 * tn), kp = up(kk, 16);
 
-    const UOp it = make_range(mp / 16, i.arg_as<RangeArg>().axis_id, AxisType::Loop);
-    const UOp jt = make_range(np / 8, j.arg_as<RangeArg>().axis_id, AxisType::Loop);
+    const UOp it = make_range(mp / (16 * tm), i.arg_as<RangeArg>().axis_id, AxisType::Loop);
+    const UOp jt = make_range(np / (8 * tn), j.arg_as<RangeArg>().axis_id, AxisType::Loop);
     const UOp kt = make_range(kp / 16, k.arg_as<RangeArg>().axis_id, AxisType::Reduce);
     // `load` at the given rows/columns, gated where they may lie in the padding.
     const auto gated = [](const UOp& load, const UOp& gate) {
@@ -115,54 +124,68 @@ UOp tensor_core_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis,
     };
     const UOp lane = make_range(32, next_axis++, AxisType::Local);
     const UOp grp = lane / idx(4), tid = lane % idx(4);
+    // The first row and column of tile (ti, tj) of the warp's block.
+    const auto row0 = [&](int64_t ti) { return it * idx(16 * tm) + idx(16 * ti); };
+    const auto col0 = [&](int64_t tj) { return jt * idx(8 * tn) + idx(8 * tj); };
 
-    std::vector<UOp> a, b;
-    for (int64_t r = 0; r < 8; ++r) {
-        const UOp row = it * idx(16) + grp + idx(8 * ((r >> 1) & 1));
-        const UOp col = kt * idx(16) + tid * idx(2) + idx((r & 1) + 8 * (r >> 2));
-        a.push_back(gated(at(loads[0], {{i, row}, {k, col}}),
-                          both(inside(row, m, mp), inside(col, kk, kp))));
+    std::vector<UOp> afrag, bfrag;
+    for (int64_t ti = 0; ti < tm; ++ti) {
+        std::vector<UOp> a;
+        for (int64_t r = 0; r < 8; ++r) {
+            const UOp row = row0(ti) + grp + idx(8 * ((r >> 1) & 1));
+            const UOp col = kt * idx(16) + tid * idx(2) + idx((r & 1) + 8 * (r >> 2));
+            a.push_back(gated(at(loads[0], {{i, row}, {k, col}}),
+                              both(inside(row, m, mp), inside(col, kk, kp))));
+        }
+        afrag.push_back(UOp::make(Op::Vectorize, in.vec(8), a));
     }
-    for (int64_t r = 0; r < 4; ++r) {
-        const UOp row = kt * idx(16) + tid * idx(2) + idx((r & 1) + 8 * (r >> 1));
-        const UOp col = jt * idx(8) + grp;
-        b.push_back(gated(at(loads[1], {{k, row}, {j, col}}),
-                          both(inside(row, kk, kp), inside(col, n, np))));
+    for (int64_t tj = 0; tj < tn; ++tj) {
+        std::vector<UOp> b;
+        for (int64_t r = 0; r < 4; ++r) {
+            const UOp row = kt * idx(16) + tid * idx(2) + idx((r & 1) + 8 * (r >> 1));
+            const UOp col = col0(tj) + grp;
+            b.push_back(gated(at(loads[1], {{k, row}, {j, col}}),
+                              both(inside(row, kk, kp), inside(col, n, np))));
+        }
+        bfrag.push_back(UOp::make(Op::Vectorize, in.vec(4), b));
     }
-    const UOp af = UOp::make(Op::Vectorize, in.vec(8), a);
-    const UOp bf = UOp::make(Op::Vectorize, in.vec(4), b);
     const UOp zero = UOp::constant_f(DType::Float32.vec(4), 0.0);
-    const UOp mma =
-        UOp::make(Op::Wmma, DType::Float32.vec(4), {af, bf, zero}, std::vector<int64_t>{16, 8, 16});
-    const UOp acc = UOp::make(Op::Reduce, DType::Float32.vec(4), {mma, kt}, red.arg());
-
     std::unordered_set<const UOpNode*> in_reduce;
     for (const UOp& u : red.toposort()) in_reduce.insert(u.get());
     std::vector<UOp> stores;
-    for (int64_t c = 0; c < 4; ++c) {
-        const UOp row = it * idx(16) + grp + idx(8 * (c >> 1));
-        const UOp col = jt * idx(8) + tid * idx(2) + idx(c & 1);
-        const UOp lane_value = UOp::make(Op::Gep, DType::Float32, {acc}, std::vector<int64_t>{c});
-        std::unordered_map<const UOpNode*, UOp> swap{{red.get(), lane_value}};
-        UOp index = at(store.src(0), {{i, row}, {j, col}});
-        UOp epilogue = store.src(1);
-        const UOp g = both(inside(row, m, mp), inside(col, n, np));
-        if (!g.is_null()) {
-            // The epilogue's own loads (a bias, a residual) at padded positions read nothing:
-            // the value is computed before the store's IF. (Not the fragments' loads inside the
-            // reduce: the warp shares them.)
-            epilogue = rebuild_graph(epilogue, [&](const UOp& u, std::vector<UOp> srcs) {
-                if (in_reduce.count(u.get()) != 0) return u;
-                if (u.op() != Op::Load || srcs[0].op() != Op::Index)
-                    return with_srcs(u, std::move(srcs));
-                srcs[0] = with_gate(srcs[0], g);
-                return with_srcs(u, std::move(srcs));
-            });
-            index = with_gate(index, g);
+    for (int64_t ti = 0; ti < tm; ++ti)
+        for (int64_t tj = 0; tj < tn; ++tj) {
+            const UOp mma =
+                UOp::make(Op::Wmma, DType::Float32.vec(4),
+                          {afrag[static_cast<size_t>(ti)], bfrag[static_cast<size_t>(tj)], zero},
+                          std::vector<int64_t>{16, 8, 16});
+            const UOp acc = UOp::make(Op::Reduce, DType::Float32.vec(4), {mma, kt}, red.arg());
+            for (int64_t c = 0; c < 4; ++c) {
+                const UOp row = row0(ti) + grp + idx(8 * (c >> 1));
+                const UOp col = col0(tj) + tid * idx(2) + idx(c & 1);
+                const UOp lane_value =
+                    UOp::make(Op::Gep, DType::Float32, {acc}, std::vector<int64_t>{c});
+                std::unordered_map<const UOpNode*, UOp> swap{{red.get(), lane_value}};
+                UOp index = at(store.src(0), {{i, row}, {j, col}});
+                UOp epilogue = store.src(1);
+                const UOp g = both(inside(row, m, mp), inside(col, n, np));
+                if (!g.is_null()) {
+                    // The epilogue's own loads (a bias, a residual) at padded positions read
+                    // nothing: the value is computed before the store's IF. (Not the fragments'
+                    // loads inside the reduce: the warp shares them.)
+                    epilogue = rebuild_graph(epilogue, [&](const UOp& u, std::vector<UOp> srcs) {
+                        if (in_reduce.count(u.get()) != 0) return u;
+                        if (u.op() != Op::Load || srcs[0].op() != Op::Index)
+                            return with_srcs(u, std::move(srcs));
+                        srcs[0] = with_gate(srcs[0], g);
+                        return with_srcs(u, std::move(srcs));
+                    });
+                    index = with_gate(index, g);
+                }
+                const UOp value = at(epilogue.substitute(swap), {{i, row}, {j, col}});
+                stores.push_back(UOp::make(Op::Store, DType::Void, {index, value}));
+            }
         }
-        const UOp value = at(epilogue.substitute(swap), {{i, row}, {j, col}});
-        stores.push_back(UOp::make(Op::Store, DType::Void, {index, value}));
-    }
     std::vector<UOp> end_srcs{UOp::make(Op::Group, DType::Void, stores)};
     end_srcs.insert(end_srcs.end(), batch.begin(), batch.end());
     end_srcs.insert(end_srcs.end(), {it, jt, lane});

@@ -65,8 +65,9 @@ struct Step {
 
 constexpr int64_t kCoreVar = -1;
 
-// Float ALU operations one run of a linear program performs: each op counted once per
-// iteration of the loops around it (loop bounds are constants here; MULACC counts 2).
+// Float ALU operations one run of a linear program performs (one thread's, for a GPU kernel):
+// each op counted once per iteration of the loops around it (loop bounds are constants here;
+// MULACC counts 2, a WMMA its warp's share).
 double count_flops(const std::vector<UOp>& program) {
     double flops = 0, trips = 1;
     std::vector<double> stack;
@@ -81,6 +82,9 @@ double count_flops(const std::vector<UOp>& program) {
         } else if (is_alu(u.op()) && u.dtype().is_float() && u.op() != Op::Cast &&
                    u.op() != Op::BitCast) {
             flops += trips * (u.op() == Op::MulAcc ? 2 : 1) * u.dtype().count;
+        } else if (u.op() == Op::Wmma) {
+            // An m16n8k16 mma: 2 x 16 x 8 x 16 flops, shared by its warp's 32 threads.
+            flops += trips * 2 * 16 * 8 * 16 / 32;
         }
     }
     return flops;
@@ -299,7 +303,11 @@ Plan build_plan(const UOp& root, const std::vector<UOp>& inputs, const SymbolicS
             kt.code = built[i].kernel->source();
         }
         built[i].threads = low.threads;
-        built[i].flops = count_flops(low.program) * static_cast<double>(low.threads);
+        // Per run: a CPU kernel's program runs once per core, a GPU kernel's once per thread of
+        // the grid.
+        built[i].flops = count_flops(low.program) * static_cast<double>(low.threads) *
+                         static_cast<double>(low.grid[0] * low.grid[1] * low.grid[2] *
+                                             low.block[0] * low.block[1] * low.block[2]);
         for (const UOp& u : low.program) {
             if (u.op() != Op::DefineVar) continue;
             const std::string& name = u.arg_as<VarArg>().name;

@@ -141,7 +141,7 @@ void check_programs(const std::string& dev) {
               (ia * ib - ia).to_vector<int32_t>());
         CHECK((a.to(dev) > b.to(dev)).to_vector<bool>() == (a > b).to_vector<bool>());
     }
-    SUBCASE("a reduction to few outputs: GROUPTOP, shared memory and a barrier") {
+    SUBCASE("a reduction to few outputs: GROUP, shared memory and a barrier") {
         const Tensor x = Tensor::from_vector(ints(4 * 4096, 4, 6), {4, 4096});
         Tensor s = x.to(dev).sum(1);
         s.realize();

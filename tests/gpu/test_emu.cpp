@@ -44,14 +44,6 @@ void check_kernels(Tensor t) {
     }
 }
 
-void check_close(const std::vector<float>& got, const std::vector<float>& want, float tol) {
-    REQUIRE(got.size() == want.size());
-    size_t bad = 0;
-    for (size_t i = 0; i < got.size(); ++i)
-        if (!(std::abs(got[i] - want[i]) <= tol * (1 + std::abs(want[i])))) ++bad;
-    CHECK(bad == 0);
-}
-
 std::vector<float> values(size_t n, uint32_t seed) {
     std::vector<float> v(n);
     uint32_t s = seed;
@@ -353,7 +345,7 @@ TEST_CASE("EMU: a reduction to few outputs shares its reduce through shared memo
     s.realize();
     CHECK(s.to_vector<float>() == x.sum(1).to_vector<float>());
     REQUIRE(s.kernels().size() == 1);
-    // GROUPTOP(1, 256): 256 threads a row, their partials in shared memory, a barrier.
+    // GROUP(1, 256): 256 threads a row, their partials in shared memory, a barrier.
     const std::string& ptx = s.kernels()[0].source;
     CHECK(ptx.find(".shared .align 16 .b8") != std::string::npos);
     CHECK(ptx.find("bar.sync") != std::string::npos);

@@ -1,13 +1,16 @@
-// The GPU heuristics' choices for matmuls of float32 (no tensor cores): each thread a 4 x 4 tile
-// of outputs, a block of threads over the tiles; checked by the opts they pick, the values EMU
-// computes against the CPU's, and the PTX through ptxas.
+// The GPU heuristics' choices: for matmuls of float32 (no tensor cores) each thread a 4 x 4 tile
+// of outputs, a block of threads over the tiles; for float16 ones tensor cores, a warp 4 x 4
+// mma blocks; for reductions along rows a group of threads a row. Checked by the opts they pick,
+// the values EMU computes against the CPU's, and the PTX through ptxas.
 #include <doctest/doctest.h>
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "../support.hpp"
 #include "ptxas.hpp"
 #include "tempura/backend/gpu.hpp"
 #include "tempura/codegen/opts.hpp"
@@ -49,9 +52,9 @@ TEST_CASE("GPU heuristics: a float32 matmul is tiled 4 x 4 per thread, 16 x 16 t
     const Tensor odd_b = Tensor::from_vector(ramp(20 * 50, 0.07f), {20, 50});
     CHECK(gpu_heuristics(odd_a.matmul(odd_b)) == "[LOCAL(1, 2)]");
     // A reduce whose operands are not broadcast along two output axes (a row sum) is no
-    // matmul: it keeps its grouped reduce.
+    // matmul: it keeps its grouped reduce, interleaved (coalesced) and unrolled 8 deep.
     CHECK(gpu_heuristics(Tensor::from_vector(ramp(4 * 4096, 0.1f), {4, 4096}).sum(1)) ==
-          "[GROUPTOP(1, 256)]");
+          "[GROUP(1, 256), UNROLL(1, 8)]");
 
     SUBCASE("the tiled kernels compute what the CPU computes, batched too, and assemble") {
 #ifndef TEMPURA_PTXAS
@@ -80,5 +83,48 @@ TEST_CASE("GPU heuristics: a float32 matmul is tiled 4 x 4 per thread, 16 x 16 t
         g.realize();
         // 8 x 16 = 128 threads a block (one linear thread index), each with 16 accumulators.
         CHECK(g.kernels()[0].source.find(".maxntid 128, 1, 1") != std::string::npos);
+    }
+}
+
+TEST_CASE("GPU heuristics: reductions along rows are grouped, along columns are not") {
+    // Many outputs, each a contiguous row (softmax's reduces): a block of threads a row.
+    const Tensor rows = Tensor::from_vector(ramp(2048 * 1024, 0.001f), {2048, 1024});
+    CHECK(gpu_heuristics(rows.sum(1)) == "[GROUP(1, 256), UNROLL(1, 4)]");
+    CHECK(gpu_heuristics(rows.max(1)) == "[GROUP(1, 256), UNROLL(1, 4)]");
+    // Rows of 96: 32 threads (a warp) a row, 3 elements each.
+    const Tensor short_rows = Tensor::from_vector(ramp(2048 * 128, 0.001f), {2048, 128});
+    CHECK(gpu_heuristics(short_rows.sum(1)) == "[GROUP(1, 32), UNROLL(1, 4)]");
+    // A column sum with many outputs: neighbouring threads read neighbouring columns already.
+    CHECK(gpu_heuristics(rows.sum(0)) == "[LOCAL(0, 256)]");
+    // Rows under 128 elements: one thread a row.
+    const Tensor tiny = Tensor::from_vector(ramp(4096 * 64, 0.001f), {4096, 64});
+    CHECK(gpu_heuristics(tiny.sum(1)) == "[LOCAL(0, 256)]");
+    // The values, on EMU.
+    for (const Tensor& t : {rows, short_rows}) {
+        check_close(t.to("EMU").sum(1).to_vector<float>(), t.sum(1).to_vector<float>(), 1e-5f);
+        check_close(t.to("EMU").softmax(1).to_vector<float>(), t.softmax(1).to_vector<float>(),
+                    1e-6f);
+    }
+}
+
+TEST_CASE("GPU heuristics: a float16 matmul takes tensor cores, 4 x 8 blocks a warp, 2 x 2 warps") {
+    const auto half = [](int64_t r, int64_t c) {
+        return Tensor::from_vector(ramp(r * c, 0.01f), {r, c}, DType::Float16);
+    };
+    CHECK(gpu_heuristics(half(256, 64).matmul(half(64, 128))) ==
+          "[TC(0, 72), LOCAL(1, 2), LOCAL(0, 2)]");
+    // 64 columns are 8 blocks of 8: one warp across; 256 rows, four warps of 64, two a block.
+    CHECK(gpu_heuristics(half(256, 64).matmul(half(64, 64))) == "[TC(0, 72), LOCAL(0, 2)]");
+    // 48 rows are 3 blocks of 16: one block a warp down the rows; 24 columns, 3 blocks of 8.
+    CHECK(gpu_heuristics(half(48, 32).matmul(half(32, 24))) == "[TC(0, 0)]");
+    // 32 x 64: 2 x 8 blocks, one warp takes them all.
+    CHECK(gpu_heuristics(half(32, 32).matmul(half(32, 64))) == "[TC(0, 40)]");
+    // The values, on EMU, with the tiles and warps the heuristics chose.
+    for (const auto& [m, k, n] :
+         std::vector<std::array<int64_t, 3>>{{256, 64, 128}, {48, 32, 24}}) {
+        const Tensor a = half(m, k), b = half(k, n);
+        Tensor e = a.to("EMU").matmul(b.to("EMU"));
+        e.realize();
+        check_close(e.to_vector<float>(), a.matmul(b).to_vector<float>(), 1e-2f);
     }
 }

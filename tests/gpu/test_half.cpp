@@ -219,3 +219,72 @@ TEST_CASE("tensor cores: the TC opt's errors") {
     CHECK(error_of([&] { emu24.apply(tc); }) ==
           "[opt] TC(0, 0): TC comes first: the kernel has opts applied already");
 }
+
+TEST_CASE("tensor cores: a warp's rows x columns of 16 x 8 blocks (TC tiles) on EMU") {
+    // Each (rows, columns) a warp may take, on sizes they divide and on sizes padded up to them.
+    struct Case {
+        int64_t m, k, n;
+    };
+    const codegen::DeviceLimits lim = runtime::emu_limits();
+    for (const Case c : {Case{64, 48, 64}, Case{128, 32, 64}, Case{40, 24, 20}}) {
+        std::vector<float> av, bv;
+        for (int64_t i = 0; i < c.m * c.k; ++i)
+            av.push_back(static_cast<float>((i * 37) % 17 - 8) / 8);
+        for (int64_t i = 0; i < c.k * c.n; ++i)
+            bv.push_back(static_cast<float>((i * 11) % 13 - 6) / 4);
+        const Tensor a = Tensor::from_vector(av, {c.m, c.k}, DType::Float16);
+        const Tensor b = Tensor::from_vector(bv, {c.k, c.n}, DType::Float16);
+        // Small whole numbers over 8 and 4: every product and sum is exact in float32.
+        const std::vector<float> want = a.matmul(b).to_vector<float>();
+        const std::vector<ScheduledKernel> ks = schedule_graph(a.matmul(b).uop());
+        REQUIRE(ks.size() == 1);
+        REQUIRE(ks[0].params.size() == 3);
+        for (int64_t tiles : {0, 17, 18, 33, 34, 66, 36, 68, -68}) {
+            if (tiles < 0 && (c.m % 128 != 0 || c.n % 64 != 0)) continue; // 2 x 2 warps fit
+            INFO(c.m << " x " << c.k << " x " << c.n << ", tiles " << tiles);
+            // -68: 4 x 4 blocks a warp and 2 x 2 warps a thread block (LOCAL on both).
+            std::vector<codegen::Opt> opts{{codegen::OptOp::Tc, 0, std::abs(tiles)}};
+            if (tiles < 0)
+                opts.insert(opts.end(),
+                            {{codegen::OptOp::Local, 1, 2}, {codegen::OptOp::Local, 0, 2}});
+            const codegen::LoweredKernel low =
+                codegen::lower_kernel_opt("r", ks[0].ast, lim, &opts);
+            tiles = std::abs(tiles);
+            const int64_t tm = tiles == 0 ? 1 : tiles / 16, tn = tiles == 0 ? 1 : tiles % 16;
+            const int64_t warps = opts.size() == 1 ? 1 : 4;
+            // The lane is the block's x: a warp is 32 consecutive threads.
+            CHECK(low.block == (warps == 1 ? std::array<int64_t, 3>{32, 1, 1}
+                                           : std::array<int64_t, 3>{32, 2, 2}));
+            CHECK(low.grid[0] * low.grid[1] * warps ==
+                  (c.m + 16 * tm - 1) / (16 * tm) * ((c.n + 8 * tn - 1) / (8 * tn)));
+            const auto k = runtime::compile_emu_kernel("r_tiles", low.program, 32 * warps);
+            // NaN where nothing is written.
+            const Tensor out =
+                Tensor::from_vector(std::vector<float>(static_cast<size_t>(c.m * c.n), NAN),
+                                    {c.m, c.n}, DType::Float16);
+            void* bufs[3] = {out.buffer()->data(), a.buffer()->data(), b.buffer()->data()};
+            if (ks[0].params[1].same(b.uop()) || ks[0].params[2].same(a.uop()))
+                std::swap(bufs[1], bufs[2]);
+            runtime::emu_launch(*k, bufs, nullptr, low.grid, low.block);
+            CHECK(out.to_vector<float>() == want);
+            // One mma per block a k-step, and the accumulator is the mma's C: no float adds.
+            const std::string& ptx = k->source();
+            size_t mmas = 0;
+            for (size_t p = ptx.find("mma.sync"); p != std::string::npos;
+                 p = ptx.find("mma.sync", p + 1))
+                ++mmas;
+            CHECK(mmas == static_cast<size_t>(tm * tn));
+            CHECK(ptx.find("add.rn.f32") == std::string::npos);
+            CHECK(ptxas(ptx, "sm_80") == "");
+        }
+    }
+    const std::vector<ScheduledKernel> ks = schedule_graph(
+        Tensor::from_vector(std::vector<float>(16 * 16, 1), {16, 16}, DType::Float16)
+            .matmul(Tensor::from_vector(std::vector<float>(16 * 8, 1), {16, 8}, DType::Float16))
+            .uop());
+    codegen::OptKernel k(codegen::prepare_for_opts(ks[0].ast), lim);
+    CHECK(error_of([&] {
+              k.apply({codegen::OptOp::Tc, 0, 19});
+          }) ==
+          "[opt] TC(0, 19): the warp's tiles are 16 * rows + columns, each 1, 2, 4 or 8, got 19");
+}

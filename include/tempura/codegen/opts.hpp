@@ -39,7 +39,8 @@ enum class OptOp : uint8_t {
     NoLocals,
     Swap,
     PadTo,
-    Tc // a matmul on tensor cores (GPU, sm_80 and later): TC(0, 0)
+    Tc // a matmul on tensor cores (GPU, sm_80 and later): TC(0, tiles), tiles = 16 * rows +
+       // columns of 16 x 8 blocks a warp computes (0: one)
 };
 
 std::string_view opt_op_name(OptOp op); // "UPCAST", ...
@@ -132,7 +133,9 @@ bool reads_what_it_writes(const UOp& ast);
 // The TC opt's rewrite (src/codegen/tensor_cores.cpp): a matmul of 16-bit float operands as
 // warps of WMMA (mma.sync.m16n8k16). Throws "[opt] <what>..." when the kernel or the device does
 // not allow it.
-UOp tensor_core_ast(const UOp& ast, const DeviceLimits& limits, int64_t& next_axis,
+// `tiles` = 16 * rows + columns: each warp computes rows x columns blocks of 16 x 8 (each 1,
+// 2, 4 or 8; 0 is 1 x 1).
+UOp tensor_core_ast(const UOp& ast, const DeviceLimits& limits, int64_t& next_axis, int64_t tiles,
                     const std::string& what);
 
 // The ast with `opts` applied in order (throws on the first invalid one).
