@@ -16,6 +16,7 @@
 #include "ranges.hpp"
 #include "tempura/codegen/opts.hpp"
 #include "tempura/error.hpp"
+#include "tempura/symbolic/simplify.hpp"
 
 namespace tempura::codegen {
 
@@ -34,6 +35,36 @@ UOp idx(int64_t v) { return UOp::index(v); }
 UOp at(UOp u, const std::vector<std::pair<UOp, UOp>>& subs) {
     for (const auto& [r, v] : subs) u = replace_range(u, r, v, {});
     return u;
+}
+
+// Whether `load`'s index is contiguous along `k` (coefficient 1) and even wherever the k it
+// reads is even: every other range's coefficient and the constant term even. Then the two
+// 16-bit elements at k and k + 1 (an even k) are one aligned 32-bit word, one load.
+bool pairs_along(const UOp& load, const UOp& k, const std::vector<UOp>& ranges) {
+    const UOp& idx = load.src(0).src(1);
+    if (linear_coefficient(idx, k) != 1) return false;
+    UOp zero = idx;
+    for (const UOp& r : ranges) {
+        if (r.same(k)) continue;
+        const int64_t c = linear_coefficient(idx, r);
+        if (c < 0 || c % 2 != 0) return false;
+        zero = replace_range(zero, r, UOp::index(0), {});
+    }
+    zero = simplify(replace_range(zero, k, UOp::index(0), {}));
+    return zero.is_const() && zero.const_value() % 2 == 0;
+}
+
+// Lanes 0 and 1 of one 2-element load of `load`'s buffer at `subs` (its first element).
+std::pair<UOp, UOp> pair_load(const UOp& load, const std::vector<std::pair<UOp, UOp>>& subs,
+                              const UOp& gate) {
+    const UOp& index = load.src(0);
+    const UOp& buf = index.src(0);
+    const DType pdt = buf.dtype().base().vec(2).ptr(buf.dtype().addrspace);
+    UOp vidx = UOp::make(Op::Index, pdt, {buf, at(index.src(1), subs)});
+    if (!gate.is_null()) vidx = with_gate(vidx, gate);
+    const UOp two = UOp::make(Op::Load, load.dtype().vec(2), {vidx});
+    return {UOp::make(Op::Gep, load.dtype(), {two}, std::vector<int64_t>{0}),
+            UOp::make(Op::Gep, load.dtype(), {two}, std::vector<int64_t>{1})};
 }
 
 } // namespace
@@ -128,14 +159,26 @@ UOp tensor_core_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis,
     const auto row0 = [&](int64_t ti) { return it * idx(16 * tm) + idx(16 * ti); };
     const auto col0 = [&](int64_t tj) { return jt * idx(8 * tn) + idx(8 * tj); };
 
+    // A fragment's registers hold k and k + 1 (an even k): where the operand is contiguous along
+    // k (A row-major, B stored transposed), and K needs no padding, each is one 32-bit load.
+    std::vector<UOp> ranges{i, j, k};
+    ranges.insert(ranges.end(), batch.begin(), batch.end());
+    const bool a_pairs = kp == kk && pairs_along(loads[0], k, ranges);
+    const bool b_pairs = kp == kk && pairs_along(loads[1], k, ranges);
     std::vector<UOp> afrag, bfrag;
     for (int64_t ti = 0; ti < tm; ++ti) {
         std::vector<UOp> a;
         for (int64_t r = 0; r < 8; ++r) {
             const UOp row = row0(ti) + grp + idx(8 * ((r >> 1) & 1));
             const UOp col = kt * idx(16) + tid * idx(2) + idx((r & 1) + 8 * (r >> 2));
-            a.push_back(gated(at(loads[0], {{i, row}, {k, col}}),
-                              both(inside(row, m, mp), inside(col, kk, kp))));
+            if (a_pairs && (r & 1) == 0) {
+                const auto [lo, hi] = pair_load(loads[0], {{i, row}, {k, col}}, inside(row, m, mp));
+                a.push_back(lo);
+                a.push_back(hi);
+            } else if (!a_pairs) {
+                a.push_back(gated(at(loads[0], {{i, row}, {k, col}}),
+                                  both(inside(row, m, mp), inside(col, kk, kp))));
+            }
         }
         afrag.push_back(UOp::make(Op::Vectorize, in.vec(8), a));
     }
@@ -144,8 +187,14 @@ UOp tensor_core_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis,
         for (int64_t r = 0; r < 4; ++r) {
             const UOp row = kt * idx(16) + tid * idx(2) + idx((r & 1) + 8 * (r >> 1));
             const UOp col = col0(tj) + grp;
-            b.push_back(gated(at(loads[1], {{k, row}, {j, col}}),
-                              both(inside(row, kk, kp), inside(col, n, np))));
+            if (b_pairs && (r & 1) == 0) {
+                const auto [lo, hi] = pair_load(loads[1], {{k, row}, {j, col}}, inside(col, n, np));
+                b.push_back(lo);
+                b.push_back(hi);
+            } else if (!b_pairs) {
+                b.push_back(gated(at(loads[1], {{k, row}, {j, col}}),
+                                  both(inside(row, kk, kp), inside(col, n, np))));
+            }
         }
         bfrag.push_back(UOp::make(Op::Vectorize, in.vec(4), b));
     }

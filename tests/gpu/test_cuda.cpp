@@ -407,7 +407,7 @@ TEST_CASE("cuda mock: the driver's errors name the kernel, and a failed kernel s
     std::vector<char> host(64);
     CHECK(error_of([&] { ctx.copy_to_host(host.data(), out, 64); }) ==
           "[cuda] CUDA:0: cuStreamSynchronize failed: CUDA_ERROR_LAUNCH_FAILED (unspecified "
-          "launch failure)");
+          "launch failure) (after kernel k, the last of 1 queued since the stream last waited)");
     CHECK(mock_run_error() == "[mock] no EMU kernel for the function launched");
     clear_mock_run_error();
     CHECK_NOTHROW(ctx.copy_to_host(host.data(), out, 64)); // reported once

@@ -288,3 +288,42 @@ TEST_CASE("tensor cores: a warp's rows x columns of 16 x 8 blocks (TC tiles) on 
           }) ==
           "[opt] TC(0, 19): the warp's tiles are 16 * rows + columns, each 1, 2, 4 or 8, got 19");
 }
+
+TEST_CASE("tensor cores: a fragment's two 16-bit values along K are one 32-bit load") {
+    // A is contiguous along K: its fragment pairs are single loads; B of a matmul with a
+    // transposed right operand (x @ w^T, w stored [N, K]) too. Odd K (padded) keeps 16-bit loads.
+    const auto half = [](int64_t r, int64_t c, int seed) {
+        std::vector<float> v;
+        for (int64_t i = 0; i < r * c; ++i)
+            v.push_back(static_cast<float>((i * (37 + seed)) % 17 - 8) / 8);
+        return Tensor::from_vector(v, {r, c}, DType::Float16);
+    };
+    const auto loads = [](const std::string& ptx, const std::string& what) {
+        size_t n = 0;
+        for (size_t p = ptx.find(what); p != std::string::npos; p = ptx.find(what, p + 1)) ++n;
+        return n;
+    };
+    struct Case {
+        Tensor a, b;
+        bool transpose_b; // b is w, stored [N, K], and the matmul reads it as w^T on EMU
+        size_t u32, u16;  // 32-bit and 16-bit global loads in the PTX (4 x 8 blocks a warp)
+    };
+    const Tensor a = half(64, 32, 0), b = half(32, 64, 1), w = half(64, 32, 2);
+    const Tensor a_odd = half(64, 30, 3), b_odd = half(30, 64, 4);
+    for (const Case& c : {Case{a, b, false, 4 * 4, 8 * 4}, Case{a, w, true, 4 * 4 + 8 * 2, 0},
+                          Case{a_odd, b_odd, false, 0, 0}}) {
+        INFO(shape_str(c.a.shape())
+             << " @ " << shape_str(c.b.shape()) << (c.transpose_b ? "^T" : ""));
+        const Tensor be = c.b.to("EMU");
+        Tensor e = c.a.to("EMU").matmul(c.transpose_b ? be.transpose() : be);
+        e.realize();
+        CHECK(e.to_vector<float>() ==
+              c.a.matmul(c.transpose_b ? c.b.transpose() : c.b).to_vector<float>());
+        const std::string& ptx = e.kernels().at(0).source;
+        if (c.u32 + c.u16 > 0) { // (an odd K is padded: LLVM may still pair a few loads)
+            CHECK(loads(ptx, "ld.global.nc.u32") == c.u32);
+            CHECK(loads(ptx, "ld.global.nc.u16") == c.u16);
+        }
+        CHECK(ptxas(ptx, "sm_80") == "");
+    }
+}

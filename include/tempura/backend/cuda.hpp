@@ -13,6 +13,7 @@
 #include <array>
 #include <cstddef>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -129,7 +130,9 @@ class Context {
         launch(module.function(), module.kernel_name(), grid, block, shared_bytes, args);
     }
 
-    // Waits for everything queued on the stream.
+    // Waits for everything queued on the stream. A kernel that failed while it ran is reported
+    // here, with the kernels queued since the last wait: "[cuda] CUDA:0: cuStreamSynchronize
+    // failed: <error> (after kernel r_64_16, the last of 3 queued since the stream last waited)".
     void synchronize();
 
   private:
@@ -144,6 +147,10 @@ class Context {
     CUdevice device_ = 0;
     CUcontext context_ = nullptr;
     CUstream stream_ = nullptr;
+    // The kernels queued since the last wait (an asynchronous error belongs to one of them).
+    std::mutex queued_mu_;
+    std::string last_kernel_;
+    size_t queued_ = 0;
 };
 
 // A loaded, initialized CUDA driver library.

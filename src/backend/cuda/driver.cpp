@@ -400,12 +400,30 @@ void Context::launch(CUfunction function, const std::string& kernel_name,
                                shared_bytes, stream_, args, nullptr);
         r != CUDA_SUCCESS)
         fail_call(driver_, r, "cuLaunchKernel", "kernel " + kernel_name);
+    std::lock_guard lock(queued_mu_);
+    last_kernel_ = kernel_name;
+    ++queued_;
 }
 
 void Context::synchronize() {
     make_current();
-    if (const CUresult r = driver_.api().cuStreamSynchronize(stream_); r != CUDA_SUCCESS)
-        fail_call(driver_, r, "cuStreamSynchronize", device_label(ordinal_));
+    const CUresult r = driver_.api().cuStreamSynchronize(stream_);
+    std::string kernel;
+    size_t queued = 0;
+    {
+        std::lock_guard lock(queued_mu_);
+        kernel = last_kernel_;
+        queued = queued_;
+        queued_ = 0;
+    }
+    if (r == CUDA_SUCCESS) return;
+    // The driver names no kernel: the ones queued since the last wait are the suspects.
+    std::string after;
+    if (queued > 0)
+        after = " (after kernel " + kernel + ", the last of " + std::to_string(queued) +
+                " queued since the stream last waited)";
+    fail("cuda",
+         device_label(ordinal_) + ": cuStreamSynchronize failed: " + driver_.describe(r) + after);
 }
 
 void Context::unload(CUmodule module) noexcept {

@@ -85,8 +85,12 @@ class Renderer {
             fn_->setCallingConv(llvm::CallingConv::PTX_Kernel);
             fn_->addFnAttr(llvm::Attribute::NoUnwind);
             // Distinct slots are distinct buffers; one only read is `readonly`, so that its
-            // loads become ld.global.nc.
+            // loads become ld.global.nc. Every buffer starts at an allocation of its own
+            // (cuMemAlloc: 256-byte aligned), so 16-byte alignment holds, and neighbouring
+            // 16-bit loads at an even index become one 32-bit load (a tensor-core fragment's
+            // pairs).
             for (unsigned i = 0; i < static_cast<unsigned>(n_slots_); ++i) {
+                fn_->addParamAttr(i, llvm::Attribute::getWithAlignment(ctx_, llvm::Align(16)));
                 fn_->addParamAttr(i, llvm::Attribute::NoAlias);
                 fn_->addParamAttr(i, llvm::Attribute::NoCapture);
                 if (!stored[i]) fn_->addParamAttr(i, llvm::Attribute::ReadOnly);
@@ -409,11 +413,60 @@ class Renderer {
     // lane by lane for a bool vector).
     llvm::Value* load_value(const UOp& u, llvm::Value* p) {
         llvm::Type* ty = mem_type(u.dtype(), u);
-        llvm::LoadInst* ld = b_.CreateAlignedLoad(ty, p, access_align(u.dtype(), u));
+        llvm::Align align = access_align(u.dtype(), u);
+        // A GPU has no unaligned vector loads: a vector load aligned to one element is split
+        // into scalar ones. The alignment the address is known to have (the buffer's, and the
+        // index's trailing zero bits) lets a pair of 16-bit values be one 32-bit load.
+        if (target_ == Target::Nvptx && u.dtype().count > 1) {
+            const llvm::DataLayout& dl = mod_.getDataLayout();
+            const uint64_t whole = llvm::PowerOf2Ceil(dl.getTypeStoreSize(ty));
+            const uint64_t known = align.value() * index_multiple(u.src(0));
+            align = llvm::Align(std::min<uint64_t>({whole, known, 16}));
+        }
+        llvm::LoadInst* ld = b_.CreateAlignedLoad(ty, p, align);
         tag_access(u.src(0), ld);
         llvm::Value* x = ld;
         if (u.dtype().is_bool()) x = b_.CreateICmpNE(x, llvm::Constant::getNullValue(ty));
         return x;
+    }
+
+    // The largest power of two (up to 16) that the element index of INDEX(PARAM, i) is known to
+    // be a multiple of (a buffer starts 16-byte aligned); 1 for any other address.
+    static uint64_t index_multiple(const UOp& index) {
+        if (index.op() != Op::Index || index.src(0).op() != Op::Param) return 1;
+        return multiple_of(index.src(1), 8);
+    }
+    // The power of two (up to 16) an integer expression is a multiple of, from its sums,
+    // products, shifts by constants and WHEREs; `depth` bounds the walk (index expressions are a
+    // few levels deep).
+    static uint64_t multiple_of(const UOp& e, int depth) {
+        constexpr uint64_t kMax = 16;
+        if (e.op() == Op::Const) {
+            const int64_t v = e.const_value();
+            uint64_t m = 1;
+            while (m < kMax && (v == 0 || v % static_cast<int64_t>(2 * m) == 0)) m *= 2;
+            return m;
+        }
+        if (depth == 0) return 1;
+        switch (e.op()) {
+        case Op::Add:
+        case Op::Sub:
+            return std::min(multiple_of(e.src(0), depth - 1), multiple_of(e.src(1), depth - 1));
+        case Op::Mul:
+            return std::min(kMax,
+                            multiple_of(e.src(0), depth - 1) * multiple_of(e.src(1), depth - 1));
+        case Op::Shl:
+            if (!e.src(1).is_const() || e.src(1).const_value() < 0) return 1;
+            if (e.src(1).const_value() >= 4) return kMax;
+            return std::min(kMax, multiple_of(e.src(0), depth - 1) << e.src(1).const_value());
+        case Op::Where:
+            return std::min(multiple_of(e.src(1), depth - 1), multiple_of(e.src(2), depth - 1));
+        case Op::Cast:
+            return e.dtype().is_int() && e.src(0).dtype().is_int()
+                       ? multiple_of(e.src(0), depth - 1)
+                       : 1;
+        default: return 1;
+        }
     }
 
     // A call of a host function at a fixed address (EMU's hooks: the JIT runs in this process).
