@@ -40,6 +40,11 @@ export TEMPURA_TEST_CUDA=1
 step cuda_cases "${LIMIT_CASES:-90}" "$bin/test_gpu" "-tc=cuda device:*,cuda realize:*"
 step bench "${LIMIT_BENCH:-150}" "$bin/bench_gpu" --benchmark_min_time=0.3 \
     --benchmark_repetitions=3 --benchmark_counters_tabular=true "$@"
+# BEAM on the GPU (TEMPURA_BEAM=2: its candidates timed on CUDA:0) for the memory-bound rows.
+if [ "${LIMIT_BEAM:-0}" -gt 0 ]; then
+    step beam "$LIMIT_BEAM" env TEMPURA_BEAM=2 "$bin/bench_gpu" --benchmark_min_time=0.3 \
+        --benchmark_counters_tabular=true "--benchmark_filter=Triad|Sum|Softmax"
+fi
 step differential "${LIMIT_DIFF:-100}" env TEMPURA_DEVICE=CUDA TEMPURA_DIFF_N=400 \
     "$bin/test_tensor" "-tc=differential: random tensor programs*"
 step tensor_suite "${LIMIT_SUITE:-150}" env TEMPURA_DEVICE=CUDA "$bin/test_tensor" \

@@ -52,9 +52,9 @@ TEST_CASE("GPU heuristics: a float32 matmul is tiled 4 x 4 per thread, 16 x 16 t
     const Tensor odd_b = Tensor::from_vector(ramp(20 * 50, 0.07f), {20, 50});
     CHECK(gpu_heuristics(odd_a.matmul(odd_b)) == "[LOCAL(1, 2)]");
     // A reduce whose operands are not broadcast along two output axes (a row sum) is no
-    // matmul: it keeps its grouped reduce, interleaved (coalesced) and unrolled 8 deep.
+    // matmul: it keeps its grouped reduce, interleaved (coalesced), the rest of 16 unrolled.
     CHECK(gpu_heuristics(Tensor::from_vector(ramp(4 * 4096, 0.1f), {4, 4096}).sum(1)) ==
-          "[GROUP(1, 256), UNROLL(1, 8)]");
+          "[GROUP(1, 256), UNROLL(1, 16)]");
 
     SUBCASE("the tiled kernels compute what the CPU computes, batched too, and assemble") {
 #ifndef TEMPURA_PTXAS
@@ -94,11 +94,22 @@ TEST_CASE("GPU heuristics: reductions along rows are grouped, along columns are 
     // Rows of 96: 32 threads (a warp) a row, 3 elements each.
     const Tensor short_rows = Tensor::from_vector(ramp(2048 * 128, 0.001f), {2048, 128});
     CHECK(gpu_heuristics(short_rows.sum(1)) == "[GROUP(1, 32), UNROLL(1, 4)]");
-    // A column sum with many outputs: neighbouring threads read neighbouring columns already.
-    CHECK(gpu_heuristics(rows.sum(0)) == "[LOCAL(0, 256)]");
+    // A column sum with many outputs: neighbouring threads read neighbouring columns already,
+    // four columns each (16-byte loads).
+    CHECK(gpu_heuristics(rows.sum(0)) == "[UPCAST(0, 4), LOCAL(0, 256)]");
     // Rows under 128 elements: one thread a row.
     const Tensor tiny = Tensor::from_vector(ramp(4096 * 64, 0.001f), {4096, 64});
     CHECK(gpu_heuristics(tiny.sum(1)) == "[LOCAL(0, 256)]");
+    // Elementwise: four neighbouring elements a thread, one 16-byte load and store each.
+    const Tensor v = Tensor::from_vector(ramp(8192, 0.01f));
+    CHECK(gpu_heuristics(v * 2.0f + 1.0f) == "[UPCAST(0, 4), LOCAL(0, 256)]");
+    Tensor e = v.to("EMU") * 2.0f + 1.0f;
+    e.realize();
+    CHECK(e.to_vector<float>() == (v * 2.0f + 1.0f).to_vector<float>());
+    CHECK(e.kernels().at(0).source.find("ld.global.nc.v4.f32") != std::string::npos);
+    CHECK(e.kernels().at(0).source.find("st.global.v4.f32") != std::string::npos);
+    CHECK(ptxas(e.kernels().at(0).source, "sm_80") == "");
+    check_close(rows.to("EMU").sum(0).to_vector<float>(), rows.sum(0).to_vector<float>(), 1e-5f);
     // The values, on EMU.
     for (const Tensor& t : {rows, short_rows}) {
         check_close(t.to("EMU").sum(1).to_vector<float>(), t.sum(1).to_vector<float>(), 1e-5f);
