@@ -504,9 +504,6 @@ std::vector<Opt> heuristic_opts(const UOp& ast, const DeviceLimits& lim) {
     OptKernel k(ast, lim);
     if (k.axes().empty()) return {};
     if (lim.gpu) {
-        // Coalesced thread blocks: the innermost output axis (the store's unit stride) is split
-        // into threads of a block, as many as divide it up to 256, so that a warp's 32
-        // threads touch 32 neighbouring elements.
         // A matmul of 16-bit floats: tensor cores (padded where the sizes are not multiples of
         // the mma's). Each warp takes up to 4 x 8 blocks of 16 x 8 (64 x 64 outputs; a fragment
         // then serves 8 or 4 mma, not 1), as many as divide the block rows and columns, and a
@@ -541,12 +538,12 @@ std::vector<Opt> heuristic_opts(const UOp& ast, const DeviceLimits& lim) {
         const size_t n_out = k.output_axes();
         // A reduce shared by a group of threads through shared memory: GROUP, interleaved
         // (thread t takes t, t + g, ...), so that a warp's loads are neighbouring elements, then
-        // the rest of the reduce UNROLLed (up to 8), so that each thread has that many loads in
-        // flight, not one load a trip. For a reduction to few outputs (under 1024), which would
-        // otherwise keep the GPU to a few threads; and for one along rows (a load contiguous
-        // along the reduce: softmax's, a matrix-vector product's) of at least 128 elements,
-        // where one thread a row would read a column of the matrix at a time. Measured on an
-        // H100 (bench_gpu): softmax over [4096, 4096] ran one thread a row at 107 GB/s.
+        // the rest of the reduce UNROLLed (up to 8, or a rest of 16 whole), so that each thread
+        // has that many loads in flight, not one load a trip. For a reduction to few outputs (under
+        // 1024), which would otherwise keep the GPU to a few threads; and for one along rows (a
+        // load contiguous along the reduce: softmax's, a matrix-vector product's) of at least 128
+        // elements, where one thread a row would read a column of the matrix at a time. Measured on
+        // an H100 (bench_gpu): softmax over [4096, 4096] ran one thread a row at 107 GB/s.
         DType out_dtype = DType::Float32;
         const std::vector<Access> acc = accesses(ast, out_dtype);
         int64_t outputs = 1;
@@ -594,6 +591,9 @@ std::vector<Opt> heuristic_opts(const UOp& ast, const DeviceLimits& lim) {
             if (contiguous && stored && size_of(r) % (4 * 32) == 0 && out_dtype.itemsize() >= 4)
                 k.try_apply({OptOp::Upcast, static_cast<int64_t>(n_out - 1), 4});
         }
+        // Coalesced thread blocks: the innermost output axis (the store's unit stride) is split
+        // into threads of a block, as many as divide it up to 256, so that a warp's 32
+        // threads touch neighbouring elements.
         const int64_t size = size_of(k.axes()[n_out - 1]);
         for (int64_t d = std::min<int64_t>(256, lim.max_threads_per_block); d >= 2; d /= 2)
             if (size % d == 0 && k.try_apply({OptOp::Local, static_cast<int64_t>(n_out - 1), d}))

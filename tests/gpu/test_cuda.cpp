@@ -428,6 +428,11 @@ TEST_CASE("cuda mock: the driver's errors name the kernel, and a failed kernel s
               runtime::cuda_launch(*k, bufs, nullptr, {1, 1, 1}, {2048, 1, 1});
           }) == "[cuda] kernel " + ks[0].name +
                     ": block (2048, 1, 1) is outside the device's limits (1024, 1024, 64)");
+    // The PTX declares its buffers 16-byte aligned: an address that is not is refused.
+    void* shifted[2] = {bufs[0], static_cast<char*>(bufs[1]) + 4};
+    CHECK(error_of([&] { runtime::cuda_launch(*k, shifted, nullptr, low.grid, low.block); }) ==
+          "[cuda] kernel " + ks[0].name +
+              ": buffer 1 is not 16-byte aligned (the kernel's loads assume it)");
     CHECK(error_of([&] { k->run(bufs, nullptr); }) ==
           "[cuda] a CUDA kernel runs on its device through cuda_launch, not on the host");
     CHECK(m.counters().bad_calls == 0);

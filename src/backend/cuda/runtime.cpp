@@ -234,6 +234,11 @@ void cuda_launch(const CompiledKernel& kernel, void* const* buffers, const int64
     std::vector<void*> params(nb + nv);
     for (size_t i = 0; i < nb; ++i) {
         addresses[i] = reinterpret_cast<cuda::CUdeviceptr>(buffers[i]);
+        // The PTX declares every buffer 16-byte aligned (its vector loads rely on it): a
+        // buffer is an allocation of its own, which cuMemAlloc aligns to 256 bytes.
+        if (addresses[i] % 16 != 0)
+            fail("cuda", "kernel " + kernel.name() + ": buffer " + std::to_string(i) +
+                             " is not 16-byte aligned (the kernel's loads assume it)");
         params[i] = &addresses[i];
     }
     for (size_t i = 0; i < nv; ++i) params[nb + i] = &values[i];
