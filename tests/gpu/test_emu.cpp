@@ -119,6 +119,31 @@ TEST_CASE("devices: tensors on different devices do not mix; to() copies") {
     CHECK((back + c).to_vector<float>() == std::vector<float>{3, 5, 7, 9});
 }
 
+TEST_CASE("GPU kernels round once per op: the PTX fuses only MULACC") {
+    // On an H100, NVPTX fused t + s * (-1/3) into one FMA when every instruction carried
+    // `contract`, and t - t.mean() of whole numbers was off in the last bit on the GPU alone
+    // (EMU runs the host's code, which did not fuse). Now a multiply and a subtract stay two
+    // roundings in the PTX (with `contract` each of these was one fma.rn); a * b + c (MULACC) is
+    // the one FMA.
+    const Tensor t = Tensor::from_vector(std::vector<float>{1, 2, 3, 4, 5, 6}, {2, 3});
+    CHECK((t.to("EMU") - t.to("EMU").mean(1, true)).to_vector<float>() ==
+          std::vector<float>{-1, 0, 1, -1, 0, 1});
+    const Tensor ac = Tensor::from_vector(std::vector<float>{0.1f, 0.2f, 0.3f});
+    const Tensor bc = ac + 1.0f, cc = ac * 3.0f;
+    const Tensor a = ac.to("EMU"), b = bc.to("EMU"), c = cc.to("EMU");
+    // The CPU rounds each op too: the same values.
+    const std::vector<std::pair<Tensor, Tensor>> pairs{{c - a * b, cc - ac * bc},
+                                                       {a * b - c, ac * bc - cc}};
+    for (auto [r, on_cpu] : pairs) {
+        r.realize();
+        CHECK(r.kernels().at(0).source.find("fma.rn") == std::string::npos);
+        CHECK(r.to_vector<float>() == on_cpu.to_vector<float>());
+    }
+    Tensor m = a * b + c;
+    m.realize();
+    CHECK(m.kernels().at(0).source.find("fma.rn.f32") != std::string::npos);
+}
+
 TEST_CASE("EMU: kernels agree with the CPU's, and their PTX assembles") {
 #ifndef TEMPURA_PTXAS
     MESSAGE("SKIPPED: ptxas checks (CMake found no CUDA toolkit); the values are still checked");
