@@ -12,6 +12,13 @@
 
 #include "tempura/error.hpp"
 
+// How many times `needle` occurs in `hay` (overlapping occurrences too).
+inline size_t count_of(const std::string& hay, const std::string& needle) {
+    size_t n = 0;
+    for (size_t at = hay.find(needle); at != std::string::npos; at = hay.find(needle, at + 1)) ++n;
+    return n;
+}
+
 // Every element of `got` within tol * (1 + |want|) of `want`'s (NaN never is).
 inline void check_close(const std::vector<float>& got, const std::vector<float>& want, float tol) {
     REQUIRE(got.size() == want.size());

@@ -98,7 +98,8 @@ UOp gpu_dims(const UOp& ast, const DeviceLimits& lim, const std::string& kernel,
     if (reads_what_it_writes(ast)) return ast;
     // The output ranges in the order the kernel's ENDs list them (outer to inner).
     std::vector<UOp> global, local, sym_global;
-    for (const UOp& u : ast.toposort()) {
+    const std::vector<UOp> nodes = ast.toposort();
+    for (const UOp& u : nodes) {
         if (u.op() != Op::End) continue;
         for (size_t i = 1; i < u.srcs().size(); ++i) {
             const UOp& r = u.src(i);
@@ -116,7 +117,7 @@ UOp gpu_dims(const UOp& ast, const DeviceLimits& lim, const std::string& kernel,
         }
     }
     // GROUP's range: threads of the block too (after any LOCAL ones).
-    for (const UOp& u : ast.toposort())
+    for (const UOp& u : nodes)
         if (u.op() == Op::Range && type_of(u) == AxisType::GroupReduce &&
             std::none_of(local.begin(), local.end(), [&](const UOp& x) { return x.same(u); }))
             local.push_back(u);
@@ -124,16 +125,13 @@ UOp gpu_dims(const UOp& ast, const DeviceLimits& lim, const std::string& kernel,
     // block's x, innermost: the hardware's warp is 32 consecutive threads of the block, and an
     // mma.sync takes its lanes from them. (Laid out outermost behind other LOCAL ranges, a
     // "warp" was threads 32 apart, and each mma mixed the fragments of four warps.)
-    for (const UOp& u : ast.toposort()) {
-        if (u.op() != Op::Wmma) continue;
-        for (size_t i = 0; i < local.size(); ++i)
-            if (size_of(local[i]) == 32 && contains(u.src(0), local[i])) {
-                const UOp lane = local[i];
-                local.erase(local.begin() + static_cast<std::ptrdiff_t>(i));
-                local.push_back(lane);
-                break;
-            }
-        break;
+    const auto wmma =
+        std::find_if(nodes.begin(), nodes.end(), [](const UOp& u) { return u.op() == Op::Wmma; });
+    if (wmma != nodes.end()) {
+        const auto lane = std::find_if(local.begin(), local.end(), [&](const UOp& r) {
+            return size_of(r) == 32 && contains(wmma->src(0), r);
+        });
+        if (lane != local.end()) std::rotate(lane, lane + 1, local.end());
     }
     if (global.empty() && local.empty() && sym_global.empty()) return ast;
     std::vector<int64_t> gs, ls;

@@ -24,14 +24,12 @@ namespace {
 
 using env::debug_level;
 
-} // namespace
-
-namespace {
 // A float CONST of value 0 (a WMMA's C operand before the accumulator takes its place).
 bool is_zero_f(const UOp& u) {
     const auto* v = u.is_const() ? std::get_if<double>(&u.arg()) : nullptr;
     return v != nullptr && *v == 0.0;
 }
+
 } // namespace
 
 UOp reduce_identity(Op op, DType dt) {
@@ -308,9 +306,9 @@ class Linearizer {
                           {UOp::make(Op::Index, accs[k].acc.dtype(),
                                      {UOp::make(Op::After, accs[k].acc.dtype(), deps), zero})}));
             // A sum of products accumulates with one fused multiply-add a step (MULACC, as the
-            // mulacc stage fuses a * b + c elsewhere): the codegen promises no contraction.
+            // mulacc stage fuses a * b + c elsewhere: the renderer contracts nothing), and a sum
+            // of tensor-core products in the mma's C operand.
             const UOp& v = g.src(0);
-            // Likewise a sum of tensor-core products: the accumulator is the mma's C operand.
             const bool sum = g.arg_as<Op>() == Op::Add;
             const UOp next =
                 sum && v.op() == Op::Mul && v.dtype().is_float()

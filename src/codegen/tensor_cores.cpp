@@ -16,6 +16,7 @@
 #include "ranges.hpp"
 #include "tempura/codegen/opts.hpp"
 #include "tempura/error.hpp"
+#include "tempura/pattern/predicate.hpp"
 #include "tempura/symbolic/simplify.hpp"
 
 namespace tempura::codegen {
@@ -37,21 +38,13 @@ UOp at(UOp u, const std::vector<std::pair<UOp, UOp>>& subs) {
     return u;
 }
 
-// Whether `load`'s index is contiguous along `k` (coefficient 1) and even wherever the k it
-// reads is even: every other range's coefficient and the constant term even. Then the two
-// 16-bit elements at k and k + 1 (an even k) are one aligned 32-bit word, one load.
-bool pairs_along(const UOp& load, const UOp& k, const std::vector<UOp>& ranges) {
+// Whether `load`'s index is contiguous along `k` (coefficient 1) and even where k is 0, so
+// even wherever k is: then the two 16-bit elements at k and k + 1 (an even k) are one aligned
+// 32-bit word, one load.
+bool pairs_along(const UOp& load, const UOp& k) {
     const UOp& idx = load.src(0).src(1);
-    if (linear_coefficient(idx, k) != 1) return false;
-    UOp zero = idx;
-    for (const UOp& r : ranges) {
-        if (r.same(k)) continue;
-        const int64_t c = linear_coefficient(idx, r);
-        if (c < 0 || c % 2 != 0) return false;
-        zero = replace_range(zero, r, UOp::index(0), {});
-    }
-    zero = simplify(replace_range(zero, k, UOp::index(0), {}));
-    return zero.is_const() && zero.const_value() % 2 == 0;
+    return linear_coefficient(idx, k) == 1 &&
+           pattern::is_multiple_of(simplify(replace_range(idx, k, UOp::index(0), {})), 2);
 }
 
 // Lanes 0 and 1 of one 2-element load of `load`'s buffer at `subs` (its first element).
@@ -161,43 +154,39 @@ UOp tensor_core_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis,
 
     // A fragment's registers hold k and k + 1 (an even k): where the operand is contiguous along
     // k (A row-major, B stored transposed), and K needs no padding, each is one 32-bit load.
-    std::vector<UOp> ranges{i, j, k};
-    ranges.insert(ranges.end(), batch.begin(), batch.end());
-    const bool a_pairs = kp == kk && pairs_along(loads[0], k, ranges);
-    const bool b_pairs = kp == kk && pairs_along(loads[1], k, ranges);
+    const bool a_pairs = kp == kk && pairs_along(loads[0], k);
+    const bool b_pairs = kp == kk && pairs_along(loads[1], k);
+    // One operand's fragment: `lanes` values of `load` at the row and column position(r) gives
+    // lane r, each load gated where it may lie in the padding; with pairs, lanes r and r + 1
+    // (r even) are one 2-element load (pairs need K unpadded, so a pair shares its gate).
+    const auto fragment = [&](const UOp& load, bool pairs, int64_t lanes, const auto& position) {
+        std::vector<UOp> v;
+        for (int64_t r = 0; r < lanes; r += pairs ? 2 : 1) {
+            const auto [subs, gate] = position(r);
+            if (pairs) {
+                const auto [lo, hi] = pair_load(load, subs, gate);
+                v.push_back(lo);
+                v.push_back(hi);
+            } else {
+                v.push_back(gated(at(load, subs), gate));
+            }
+        }
+        return UOp::make(Op::Vectorize, in.vec(static_cast<uint16_t>(lanes)), v);
+    };
+    using Position = std::pair<std::vector<std::pair<UOp, UOp>>, UOp>;
     std::vector<UOp> afrag, bfrag;
-    for (int64_t ti = 0; ti < tm; ++ti) {
-        std::vector<UOp> a;
-        for (int64_t r = 0; r < 8; ++r) {
+    for (int64_t ti = 0; ti < tm; ++ti)
+        afrag.push_back(fragment(loads[0], a_pairs, 8, [&](int64_t r) {
             const UOp row = row0(ti) + grp + idx(8 * ((r >> 1) & 1));
             const UOp col = kt * idx(16) + tid * idx(2) + idx((r & 1) + 8 * (r >> 2));
-            if (a_pairs && (r & 1) == 0) {
-                const auto [lo, hi] = pair_load(loads[0], {{i, row}, {k, col}}, inside(row, m, mp));
-                a.push_back(lo);
-                a.push_back(hi);
-            } else if (!a_pairs) {
-                a.push_back(gated(at(loads[0], {{i, row}, {k, col}}),
-                                  both(inside(row, m, mp), inside(col, kk, kp))));
-            }
-        }
-        afrag.push_back(UOp::make(Op::Vectorize, in.vec(8), a));
-    }
-    for (int64_t tj = 0; tj < tn; ++tj) {
-        std::vector<UOp> b;
-        for (int64_t r = 0; r < 4; ++r) {
+            return Position{{{i, row}, {k, col}}, both(inside(row, m, mp), inside(col, kk, kp))};
+        }));
+    for (int64_t tj = 0; tj < tn; ++tj)
+        bfrag.push_back(fragment(loads[1], b_pairs, 4, [&](int64_t r) {
             const UOp row = kt * idx(16) + tid * idx(2) + idx((r & 1) + 8 * (r >> 1));
             const UOp col = col0(tj) + grp;
-            if (b_pairs && (r & 1) == 0) {
-                const auto [lo, hi] = pair_load(loads[1], {{k, row}, {j, col}}, inside(col, n, np));
-                b.push_back(lo);
-                b.push_back(hi);
-            } else if (!b_pairs) {
-                b.push_back(gated(at(loads[1], {{k, row}, {j, col}}),
-                                  both(inside(row, kk, kp), inside(col, n, np))));
-            }
-        }
-        bfrag.push_back(UOp::make(Op::Vectorize, in.vec(4), b));
-    }
+            return Position{{{k, row}, {j, col}}, both(inside(row, kk, kp), inside(col, n, np))};
+        }));
     const UOp zero = UOp::constant_f(DType::Float32.vec(4), 0.0);
     std::unordered_set<const UOpNode*> in_reduce;
     for (const UOp& u : red.toposort()) in_reduce.insert(u.get());

@@ -1,6 +1,9 @@
 // Printing of rule terms, and the op-indexed rule table.
 #include <algorithm>
 #include <cctype>
+#include <numeric>
+#include <utility>
+#include <vector>
 
 #include "tempura/error.hpp"
 #include "tempura/pattern/table.hpp"
@@ -21,26 +24,57 @@ bool is_infix(const Term& t) {
 
 bool is_multiple_of(const UOp& u, int64_t k) {
     if (k == 0 || !u.dtype().is_int()) return false;
-    if (k == 1 || k == -1) return true;
-    // A sum, difference or negation of multiples, or a product with a multiple as a factor.
-    std::vector<const UOp*> stack{&u};
+    // A sum, difference or negation of multiples; a product with a constant c, where the other
+    // factor is a multiple of k / gcd(k, c); a shift by a constant (x << c is x * 2^c); a WHERE
+    // of two multiples; a widened multiple. Each node is visited with the multiple it must be.
+    // Magnitudes as unsigned: |INT64_MIN| is 2^63.
+    const auto magnitude = [](int64_t v) {
+        return v < 0 ? 0 - static_cast<uint64_t>(v) : static_cast<uint64_t>(v);
+    };
+    std::vector<std::pair<const UOp*, uint64_t>> stack{{&u, magnitude(k)}};
+    // x * c is a multiple of m when x is one of m / gcd(m, c) (c = 0: always).
+    const auto times = [&](const UOp& x, int64_t c, uint64_t m) {
+        const uint64_t rest = m / std::gcd(m, magnitude(c));
+        if (rest != 1) stack.emplace_back(&x, rest);
+    };
     while (!stack.empty()) {
-        const UOp& n = *stack.back();
+        const auto [node, m] = stack.back();
         stack.pop_back();
+        if (m == 1) continue;
+        const UOp& n = *node;
         switch (n.op()) {
         case Op::Const:
-            if (n.const_value() % k != 0) return false;
+            if (magnitude(n.const_value()) % m != 0) return false;
             break;
         case Op::Add:
         case Op::Sub:
-            stack.push_back(&n.src(0));
-            stack.push_back(&n.src(1));
+            stack.emplace_back(&n.src(0), m);
+            stack.emplace_back(&n.src(1), m);
             break;
-        case Op::Neg: stack.push_back(&n.src(0)); break;
+        case Op::Neg: stack.emplace_back(&n.src(0), m); break;
         case Op::Mul:
-            if (!(n.src(1).is_const() && n.src(1).const_value() % k == 0) &&
-                !(n.src(0).is_const() && n.src(0).const_value() % k == 0))
+            if (n.src(1).is_const())
+                times(n.src(0), n.src(1).const_value(), m);
+            else if (n.src(0).is_const())
+                times(n.src(1), n.src(0).const_value(), m);
+            else
                 return false;
+            break;
+        case Op::Shl: {
+            if (!n.src(1).is_const()) return false;
+            const int64_t c = n.src(1).const_value();
+            if (c < 0 || c > 62) return false;
+            times(n.src(0), int64_t{1} << c, m);
+            break;
+        }
+        case Op::Where:
+            stack.emplace_back(&n.src(1), m);
+            stack.emplace_back(&n.src(2), m);
+            break;
+        case Op::Cast: // a widening cast keeps the value
+            if (!n.src(0).dtype().is_int() || n.src(0).dtype().itemsize() > n.dtype().itemsize())
+                return false;
+            stack.emplace_back(&n.src(0), m);
             break;
         default: return false;
         }

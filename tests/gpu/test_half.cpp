@@ -269,11 +269,7 @@ TEST_CASE("tensor cores: a warp's rows x columns of 16 x 8 blocks (TC tiles) on 
             CHECK(out.to_vector<float>() == want);
             // One mma per block a k-step, and the accumulator is the mma's C: no float adds.
             const std::string& ptx = k->source();
-            size_t mmas = 0;
-            for (size_t p = ptx.find("mma.sync"); p != std::string::npos;
-                 p = ptx.find("mma.sync", p + 1))
-                ++mmas;
-            CHECK(mmas == static_cast<size_t>(tm * tn));
+            CHECK(count_of(ptx, "mma.sync") == static_cast<size_t>(tm * tn));
             CHECK(ptx.find("add.rn.f32") == std::string::npos);
             CHECK(ptxas(ptx, "sm_80") == "");
         }
@@ -298,11 +294,6 @@ TEST_CASE("tensor cores: a fragment's two 16-bit values along K are one 32-bit l
             v.push_back(static_cast<float>((i * (37 + seed)) % 17 - 8) / 8);
         return Tensor::from_vector(v, {r, c}, DType::Float16);
     };
-    const auto loads = [](const std::string& ptx, const std::string& what) {
-        size_t n = 0;
-        for (size_t p = ptx.find(what); p != std::string::npos; p = ptx.find(what, p + 1)) ++n;
-        return n;
-    };
     struct Case {
         Tensor a, b;
         bool transpose_b; // b is w, stored [N, K], and the matmul reads it as w^T on EMU
@@ -321,8 +312,8 @@ TEST_CASE("tensor cores: a fragment's two 16-bit values along K are one 32-bit l
               c.a.matmul(c.transpose_b ? c.b.transpose() : c.b).to_vector<float>());
         const std::string& ptx = e.kernels().at(0).source;
         if (c.u32 + c.u16 > 0) { // (an odd K is padded: LLVM may still pair a few loads)
-            CHECK(loads(ptx, "ld.global.nc.u32") == c.u32);
-            CHECK(loads(ptx, "ld.global.nc.u16") == c.u16);
+            CHECK(count_of(ptx, "ld.global.nc.u32") == c.u32);
+            CHECK(count_of(ptx, "ld.global.nc.u16") == c.u16);
         }
         CHECK(ptxas(ptx, "sm_80") == "");
     }

@@ -226,6 +226,19 @@ TEST_CASE("predicates") {
         CHECK(once(t, a % 4).is_null());                          // a is not a multiple of 4
         // A non-constant multiple of c0: a * 4 is a multiple of 4 for every a.
         CHECK(same(once(t, (a * 4) % 4), UOp::index(0)));
+        // Shifts by constants, WHEREs of multiples and widening casts (the GPU renderer's
+        // alignment proofs of lowered indices).
+        CHECK(tempura::pattern::is_multiple_of(a << UOp::index(3), 8));
+        CHECK(!tempura::pattern::is_multiple_of(a << UOp::index(2), 8));
+        CHECK(tempura::pattern::is_multiple_of((a * 4) << UOp::index(1), 8));
+        CHECK(tempura::pattern::is_multiple_of((a * 3) << UOp::index(1), 3));
+        CHECK(tempura::pattern::is_multiple_of(where(a < 5, a * 4, UOp::index(8)), 4));
+        CHECK(!tempura::pattern::is_multiple_of(where(a < 5, a * 4, UOp::index(6)), 4));
+        const auto cast = [](DType dt, const UOp& x) { return UOp::make(Op::Cast, dt, {x}); };
+        const UOp a4 = cast(DType::Int32, a) * 4; // an int32 multiple of 4
+        CHECK(tempura::pattern::is_multiple_of(cast(DType::Int64, a4), 4));
+        // A narrowing cast wraps: 3 * a modulo 2^8 need not be a multiple of 3.
+        CHECK(!tempura::pattern::is_multiple_of(cast(DType::Int8, cast(DType::Int32, a) * 3), 3));
         // is_multiple_of with explicit wildcards is the same predicate.
         static constexpr auto r = rule(x % c0, 0, is_multiple_of(x, c0));
         CHECK(same(compile(rules(r)).rewrite_once(UOp::index(9) % UOp::index(3), nullptr).value(),

@@ -357,4 +357,17 @@ inline CaseResult check_case(const Case& c) {
     return r;
 }
 
+// check_case with the case and its simplified form in the failure context, each error (a wrong
+// value or an unsound bound) failed, and with `weaker_fails` each weaker bound or larger form too.
+inline CaseResult check_case_logged(const Case& c, bool weaker_fails) {
+    INFO("case " << c.name << " (line " << c.line << "): '" << c.expr << "' vars '" << c.vars
+                 << "' (reference '" << c.reference << "')");
+    CaseResult r = check_case(c);
+    INFO("simplified: " << r.rendered);
+    for (const std::string& p : r.errors) FAIL_CHECK(p);
+    if (weaker_fails)
+        for (const std::string& p : r.weaker) FAIL_CHECK(p);
+    return r;
+}
+
 } // namespace tempura_test

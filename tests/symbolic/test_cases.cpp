@@ -31,12 +31,7 @@ TEST_CASE("symbolic cases: simplify is exact, sound, tight and small") {
     std::vector<Case> cases = tempura_test::load_cases(cases_file());
     std::vector<std::string> failing;
     for (const Case& c : cases) {
-        INFO("case " << c.name << " (line " << c.line << "): '" << c.expr << "' vars '" << c.vars
-                     << "' (reference '" << c.reference << "')");
-        tempura_test::CaseResult r = tempura_test::check_case(c);
-        INFO("simplified: " << r.rendered);
-        for (const std::string& p : r.errors) FAIL_CHECK(p);
-        for (const std::string& p : r.weaker) FAIL_CHECK(p);
+        const tempura_test::CaseResult r = tempura_test::check_case_logged(c, true);
         if (!r.ok()) failing.push_back(r.describe(c));
     }
     std::ostringstream summary;

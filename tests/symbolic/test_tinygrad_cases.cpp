@@ -44,11 +44,7 @@ TEST_CASE("tinygrad cases: exact and sound everywhere, as tight and simple as ti
     std::vector<std::string> weaker, regressed, closed;
     size_t matching = 0;
     for (const Case& c : cases) {
-        INFO("case " << c.name << " (line " << c.line << "): '" << c.expr << "' vars '" << c.vars
-                     << "' (tinygrad: '" << c.reference << "')");
-        tempura_test::CaseResult r = tempura_test::check_case(c);
-        INFO("simplified: " << r.rendered);
-        for (const std::string& p : r.errors) FAIL_CHECK(p);
+        const tempura_test::CaseResult r = tempura_test::check_case_logged(c, false);
         bool known = kKnownGaps.count(c.name) != 0;
         if (r.ok()) {
             ++matching;

@@ -87,12 +87,6 @@ size_t count_matching(const std::vector<std::string>& lines, const std::string& 
     return n;
 }
 
-size_t count_of(const std::string& hay, const std::string& needle) {
-    size_t n = 0;
-    for (size_t at = hay.find(needle); at != std::string::npos; at = hay.find(needle, at + 1)) ++n;
-    return n;
-}
-
 // An environment variable set for a scope.
 struct EnvVar {
     std::string name;

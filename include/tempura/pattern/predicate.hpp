@@ -128,7 +128,8 @@ constexpr auto operator&&(A a, B b) {
 }
 
 // Whether u is provably a multiple of k: a constant multiple, or sums, differences,
-// negations and products built from multiples (e.g. a*4 + 8 for k = 4).
+// negations and products built from multiples (e.g. a*4 + 8 for k = 4; (a*4)*2 for k = 8),
+// shifts by constants (a << 3 for k = 8), WHEREs of two multiples and widening integer casts.
 bool is_multiple_of(const UOp& u, int64_t k);
 
 namespace preds {

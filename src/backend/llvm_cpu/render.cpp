@@ -27,6 +27,7 @@
 #include <llvm/IR/Module.h>
 
 #include "tempura/error.hpp"
+#include "tempura/pattern/predicate.hpp"
 
 // A switch over Op that misses an op is an error here, whatever the build's warning flags: the
 // renderer must lower every ALU op of the table.
@@ -434,39 +435,9 @@ class Renderer {
     // be a multiple of (a buffer starts 16-byte aligned); 1 for any other address.
     static uint64_t index_multiple(const UOp& index) {
         if (index.op() != Op::Index || index.src(0).op() != Op::Param) return 1;
-        return multiple_of(index.src(1), 8);
-    }
-    // The power of two (up to 16) an integer expression is a multiple of, from its sums,
-    // products, shifts by constants and WHEREs; `depth` bounds the walk (index expressions are a
-    // few levels deep).
-    static uint64_t multiple_of(const UOp& e, int depth) {
-        constexpr uint64_t kMax = 16;
-        if (e.op() == Op::Const) {
-            const int64_t v = e.const_value();
-            uint64_t m = 1;
-            while (m < kMax && (v == 0 || v % static_cast<int64_t>(2 * m) == 0)) m *= 2;
-            return m;
-        }
-        if (depth == 0) return 1;
-        switch (e.op()) {
-        case Op::Add:
-        case Op::Sub:
-            return std::min(multiple_of(e.src(0), depth - 1), multiple_of(e.src(1), depth - 1));
-        case Op::Mul:
-            return std::min(kMax,
-                            multiple_of(e.src(0), depth - 1) * multiple_of(e.src(1), depth - 1));
-        case Op::Shl:
-            if (!e.src(1).is_const() || e.src(1).const_value() < 0) return 1;
-            if (e.src(1).const_value() >= 4) return kMax;
-            return std::min(kMax, multiple_of(e.src(0), depth - 1) << e.src(1).const_value());
-        case Op::Where:
-            return std::min(multiple_of(e.src(1), depth - 1), multiple_of(e.src(2), depth - 1));
-        case Op::Cast:
-            return e.dtype().is_int() && e.src(0).dtype().is_int()
-                       ? multiple_of(e.src(0), depth - 1)
-                       : 1;
-        default: return 1;
-        }
+        for (int64_t m = 16; m > 1; m /= 2)
+            if (pattern::is_multiple_of(index.src(1), m)) return static_cast<uint64_t>(m);
+        return 1;
     }
 
     // A call of a host function at a fixed address (EMU's hooks: the JIT runs in this process).
