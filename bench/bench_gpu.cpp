@@ -11,11 +11,13 @@
 //   BM_Sum              x.sum() over 2^26 floats. GB/s = 4 N / time; GBps_ratio_dtod as above.
 //   BM_Softmax          softmax along the last axis of [4096, 4096] floats. GB/s = 8 N / time
 //                       (read once, write once: the floor), GBps_ratio_dtod as above.
-//   BM_MatmulF16        [4096, 4096] @ [4096, 4096] in float16 (float32 accumulation: tensor
+//   BM_MatmulF16/32     [4096, 4096] @ [4096, 4096] in float16 (float32 accumulation: tensor
 //                       cores). TFLOP/s = 2 N^3 / best time. Beside it cuBLAS's cublasGemmEx on the
 //                       same device buffers (libcublas.so.13 or libcublas.so, dlopened: no
 //                       link-time dependency): TFLOPs_ratio_cublas = Tempura / cuBLAS (1 = parity).
 //                       Without cuBLAS the row says so in its label.
+//   BM_MatmulF16/16     the same with float16 accumulation (matmul(b, DType::Float16); cuBLAS
+//                       with CUBLAS_COMPUTE_16F).
 //
 // Each iteration ends when the device is done (the stream synchronized): the time is the
 // kernels', plus Tempura's per-realize host work (a cached plan). With no usable CUDA device every
@@ -227,6 +229,7 @@ struct Cublas {
     std::string library;
     static constexpr int kOpN = 0;          // CUBLAS_OP_N
     static constexpr int kR16F = 2;         // CUDA_R_16F
+    static constexpr int kCompute16F = 64;  // CUBLAS_COMPUTE_16F
     static constexpr int kCompute32F = 68;  // CUBLAS_COMPUTE_32F
     static constexpr int kGemmDefault = -1; // CUBLAS_GEMM_DEFAULT
 
@@ -251,20 +254,23 @@ struct Cublas {
     }
 };
 
+// state.range(0): the accumulator's bits, 32 or 16.
 void BM_MatmulF16(benchmark::State& state) {
     if (skip_without_gpu(state)) return;
     const int64_t n = kMatmul;
+    const bool f16_acc = state.range(0) == 16;
+    const DType acc = f16_acc ? DType::Float16 : DType::Float32;
     const Tensor a = Tensor::from_vector(values(n * n, 1), {n, n}, DType::Float16).to("CUDA");
     const Tensor b = Tensor::from_vector(values(n * n, 1, 777), {n, n}, DType::Float16).to("CUDA");
     const double flops =
         2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n);
     auto step = [&] {
-        Tensor r = a.matmul(b);
+        Tensor r = a.matmul(b, acc);
         r.realize();
     };
     const double tflops = flops / timed_runs(state, step) / 1e12; // the best run
     state.counters["TFLOP/s"] = tflops;
-    std::string label = cuda::driver().device_name(0);
+    std::string label = cuda::driver().device_name(0) + (f16_acc ? "; acc float16" : "");
 
     // cuBLAS on the same inputs. Row-major C = A B is column-major C^T = B^T A^T: B first.
     Cublas blas;
@@ -285,12 +291,17 @@ void BM_MatmulF16(benchmark::State& state) {
     const auto ptr = [](const Tensor& t) {
         return reinterpret_cast<void*>(static_cast<uintptr_t>(t.buffer()->address()));
     };
+    // alpha and beta are of the compute type: float, or float16's bits (1.0 is 0x3c00).
     const float alpha = 1, beta = 0;
+    const uint16_t alpha16 = 0x3c00, beta16 = 0;
     const int ni = static_cast<int>(n);
     auto gemm = [&] {
-        return blas.gemm_ex(h, Cublas::kOpN, Cublas::kOpN, ni, ni, ni, &alpha, ptr(b),
-                            Cublas::kR16F, ni, ptr(a), Cublas::kR16F, ni, &beta, ptr(out),
-                            Cublas::kR16F, ni, Cublas::kCompute32F, Cublas::kGemmDefault);
+        return blas.gemm_ex(h, Cublas::kOpN, Cublas::kOpN, ni, ni, ni,
+                            f16_acc ? static_cast<const void*>(&alpha16) : &alpha, ptr(b),
+                            Cublas::kR16F, ni, ptr(a), Cublas::kR16F, ni,
+                            f16_acc ? static_cast<const void*>(&beta16) : &beta, ptr(out),
+                            Cublas::kR16F, ni, f16_acc ? Cublas::kCompute16F : Cublas::kCompute32F,
+                            Cublas::kGemmDefault);
     };
     if (gemm() != 0) {
         blas.destroy(h);
@@ -306,7 +317,8 @@ void BM_MatmulF16(benchmark::State& state) {
         best_blas = std::max(best_blas, flops / seconds_since(t0) / 1e12);
     }
     blas.destroy(h);
-    state.counters["rel_err"] = rel_diff(a.matmul(b).to_vector<float>(), out.to_vector<float>());
+    state.counters["rel_err"] =
+        rel_diff(a.matmul(b, acc).to_vector<float>(), out.to_vector<float>());
     state.counters["cublas_TFLOP/s"] = best_blas;
     state.counters["TFLOPs_ratio_cublas"] = tflops / best_blas;
     state.SetLabel(label + "; " + blas.library);
@@ -316,7 +328,7 @@ BENCHMARK(BM_CopyDtoD)->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Triad)->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Sum)->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Softmax)->UseManualTime()->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_MatmulF16)->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_MatmulF16)->Arg(32)->Arg(16)->UseManualTime()->Unit(benchmark::kMillisecond);
 
 } // namespace
 

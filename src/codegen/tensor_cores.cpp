@@ -1,7 +1,7 @@
 // The TC opt: a matmul kernel of 16-bit float operands rebuilt around the warp-level tensor-core
-// multiply-add WMMA (PTX mma.sync.m16n8k16, float32 accumulation). A warp of 32 threads (a LOCAL
-// range) computes a 16 x 8 block of the output; each thread holds the fragments the PTX layout
-// gives its lane (groupID = lane / 4, tid = lane % 4):
+// multiply-add WMMA (PTX mma.sync.m16n8k16, float32 or float16 accumulation). A warp of 32 threads
+// (a LOCAL range) computes a 16 x 8 block of the output; each thread holds the fragments the PTX
+// layout gives its lane (groupID = lane / 4, tid = lane % 4):
 //   A (16 x 16, row): a_r at row groupID + 8 ((r >> 1) & 1), column 2 tid + (r & 1) + 8 (r >> 2)
 //   B (16 x 8, col):  b_r at row 2 tid + (r & 1) + 8 (r >> 1), column groupID
 //   C, D (16 x 8):    c_r at row groupID + 8 (r >> 1), column 2 tid + (r & 1)
@@ -87,16 +87,26 @@ UOp tensor_core_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis,
             if (!red.is_null()) fail("opt", not_matmul);
             red = u;
         }
-    if (red.is_null() || red.arg_as<Op>() != Op::Add || red.dtype() != DType::Float32 ||
-        red.srcs().size() != 2 || red.src(0).op() != Op::Mul)
+    if (red.is_null() || red.arg_as<Op>() != Op::Add || red.srcs().size() != 2 ||
+        red.src(0).op() != Op::Mul)
         fail("opt", not_matmul);
+    // The accumulator: float32 (products of the loads cast to float32), or Float16 (products of
+    // the Float16 loads themselves: the mma's 16-bit accumulator; the hardware has no BFloat16
+    // one).
+    const DType acc_t = red.dtype();
+    if (acc_t == DType::BFloat16)
+        fail("opt", what + "tensor cores have no bfloat16 accumulator (a bfloat16 matmul "
+                           "accumulates in float32 there)");
+    if (acc_t != DType::Float32 && acc_t != DType::Float16) fail("opt", not_matmul);
     const UOp& k = red.src(1);
     UOp loads[2];
     for (size_t s = 0; s < 2; ++s) {
         const UOp& c = red.src(0).src(s);
-        if (c.op() != Op::Cast || c.src(0).op() != Op::Load || !c.src(0).dtype().is_16bit_float())
+        const UOp& l = acc_t == DType::Float32 && c.op() == Op::Cast ? c.src(0) : c;
+        if (l.op() != Op::Load || !l.dtype().is_16bit_float() ||
+            (acc_t == DType::Float16 && l.dtype() != acc_t))
             fail("opt", not_matmul);
-        loads[s] = c.src(0);
+        loads[s] = l;
     }
     const DType in = loads[0].dtype();
     if (loads[1].dtype() != in) fail("opt", not_matmul);
@@ -187,22 +197,21 @@ UOp tensor_core_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis,
             const UOp col = col0(tj) + grp;
             return Position{{{k, row}, {j, col}}, both(inside(row, kk, kp), inside(col, n, np))};
         }));
-    const UOp zero = UOp::constant_f(DType::Float32.vec(4), 0.0);
+    const UOp zero = UOp::constant_f(acc_t.vec(4), 0.0);
     std::unordered_set<const UOpNode*> in_reduce;
     for (const UOp& u : red.toposort()) in_reduce.insert(u.get());
     std::vector<UOp> stores;
     for (int64_t ti = 0; ti < tm; ++ti)
         for (int64_t tj = 0; tj < tn; ++tj) {
             const UOp mma =
-                UOp::make(Op::Wmma, DType::Float32.vec(4),
+                UOp::make(Op::Wmma, acc_t.vec(4),
                           {afrag[static_cast<size_t>(ti)], bfrag[static_cast<size_t>(tj)], zero},
                           std::vector<int64_t>{16, 8, 16});
-            const UOp acc = UOp::make(Op::Reduce, DType::Float32.vec(4), {mma, kt}, red.arg());
+            const UOp acc = UOp::make(Op::Reduce, acc_t.vec(4), {mma, kt}, red.arg());
             for (int64_t c = 0; c < 4; ++c) {
                 const UOp row = row0(ti) + grp + idx(8 * (c >> 1));
                 const UOp col = col0(tj) + tid * idx(2) + idx(c & 1);
-                const UOp lane_value =
-                    UOp::make(Op::Gep, DType::Float32, {acc}, std::vector<int64_t>{c});
+                const UOp lane_value = UOp::make(Op::Gep, acc_t, {acc}, std::vector<int64_t>{c});
                 std::unordered_map<const UOpNode*, UOp> swap{{red.get(), lane_value}};
                 UOp index = at(store.src(0), {{i, row}, {j, col}});
                 UOp epilogue = store.src(1);

@@ -48,12 +48,14 @@ Shape reduced_shape(const Shape& shape, const Shape& axes, bool keepdim) {
 }
 
 // REDUCE_AXIS (reduced dims kept as 1), then a RESHAPE dropping them unless keepdim.
-Tensor reduce(const std::string& op, Op rop, const Tensor& x, const Shape& axes_in, bool keepdim) {
+// `narrow`: a 16-bit float sum accumulates in its own dtype (a matmul that asked for it).
+Tensor reduce(const std::string& op, Op rop, const Tensor& x, const Shape& axes_in, bool keepdim,
+              bool narrow = false) {
     const Shape axes = reduce_axes(op, x, axes_in);
     if (axes.empty()) return x; // a scalar: nothing to reduce
     // 16-bit floats accumulate in float32 (2048 + 1 is 2048 in Float16), rounded once at the
     // end: sums, means, products and matmuls alike. The casts fuse into the reduce's kernel.
-    if ((rop == Op::Add || rop == Op::Mul) && x.dtype().is_16bit_float())
+    if ((rop == Op::Add || rop == Op::Mul) && x.dtype().is_16bit_float() && !narrow)
         return reduce(op, rop, x.cast(DType::Float32), axes_in, keepdim).cast(x.dtype());
     // max and min have no identity to give an empty reduction (NumPy and PyTorch raise too).
     if (rop == Op::Max)
@@ -195,6 +197,11 @@ Tensor Tensor::argmin(int64_t axis, bool keepdim) const {
 }
 
 Tensor Tensor::dot(const Tensor& other) const {
+    // 16-bit floats: exact float32 products, float32 sums, rounded once (what tensor cores do).
+    return dot(other, dtype().is_16bit_float() ? DType::Float32 : dtype());
+}
+
+Tensor Tensor::dot(const Tensor& other, DType acc) const {
     const Tensor& a = *this;
     const Tensor& b = other;
     if (a.ndim() == 0 || b.ndim() == 0)
@@ -202,9 +209,12 @@ Tensor Tensor::dot(const Tensor& other) const {
                         shape_str(b.shape_));
     detail::check_same_dtype("dot", a, b);
     detail::check_arith("dot", a);
-    // 16-bit floats: exact float32 products, float32 sums, rounded once (what tensor cores do).
-    if (a.dtype().is_16bit_float())
+    if (a.dtype().is_16bit_float() && acc == DType::Float32)
         return a.cast(DType::Float32).dot(b.cast(DType::Float32)).cast(a.dtype());
+    if (acc != a.dtype())
+        fail("dot", "accumulates " + a.dtype().name() + " operands in " +
+                        (a.dtype().is_16bit_float() ? "float32 or " : "") + a.dtype().name() +
+                        ", got " + acc.name());
     // 1-D operands: [K] is a row [1, K] on the left, a column [K, 1] on the right.
     const Tensor x = a.ndim() == 1 ? reshape_node(a, Shape{1, a.shape_[0]}) : a;
     const Tensor y = b.ndim() == 1 ? reshape_node(b, Shape{b.shape_[0], 1}) : b;
@@ -230,7 +240,8 @@ Tensor Tensor::dot(const Tensor& other) const {
     const bool sym = TensorAccess::symbolic(x) || TensorAccess::symbolic(y);
     const Tensor prod =
         broadcast_to(reshape_node(x, x3), full, sym) * broadcast_to(reshape_node(y, y3), full, sym);
-    Tensor r = reduce("dot", Op::Add, prod, Shape{static_cast<int64_t>(full.size()) - 2}, false);
+    Tensor r = reduce("dot", Op::Add, prod, Shape{static_cast<int64_t>(full.size()) - 2}, false,
+                      /*narrow=*/true);
     Shape out = batch;
     if (a.ndim() > 1) out.push_back(M);
     if (b.ndim() > 1) out.push_back(N);
@@ -238,6 +249,8 @@ Tensor Tensor::dot(const Tensor& other) const {
 }
 
 Tensor Tensor::matmul(const Tensor& other) const { return dot(other); }
+
+Tensor Tensor::matmul(const Tensor& other, DType acc) const { return dot(other, acc); }
 
 Tensor Tensor::softmax(int64_t axis) const {
     detail::check_float("softmax", *this);

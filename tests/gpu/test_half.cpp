@@ -144,6 +144,94 @@ TEST_CASE("float16 and bfloat16: reductions and matmuls accumulate in float32") 
     }
 }
 
+TEST_CASE("float16 accumulation: matmul(b, Float16) rounds its sums to float16") {
+    const Tensor h = Tensor::ones({2, 3}, DType::Float16), g = Tensor::ones({3, 2}, DType::Float16);
+    CHECK(error_of([&] { (void)h.matmul(g, DType::Int32); }) ==
+          "[dot] accumulates float16 operands in float32 or float16, got int32");
+    CHECK(error_of([&] {
+              (void)h.cast(DType::Float32).matmul(g.cast(DType::Float32), DType::Float16);
+          }) == "[dot] accumulates float32 operands in float32, got float16");
+    // M and N padded on the tensor cores (40 rows, 24 columns), K = 80: five k-steps.
+    const int64_t m = 40, k = 80, n = 24;
+    std::vector<float> av, bv;
+    for (int64_t i = 0; i < m * k; ++i)
+        av.push_back(round_to(DType::Float16, static_cast<float>((i * 37) % 101 - 50) / 23.0f));
+    for (int64_t i = 0; i < k * n; ++i)
+        bv.push_back(round_to(DType::Float16, static_cast<float>((i * 11) % 89 - 44) / 17.0f));
+    const Tensor a = Tensor::from_vector(av, {m, k}, DType::Float16),
+                 b = Tensor::from_vector(bv, {k, n}, DType::Float16);
+    const auto ab = [&](int64_t i, int64_t x, int64_t j) {
+        return av[static_cast<size_t>(i * k + x)] * bv[static_cast<size_t>(x * n + j)];
+    };
+    // The float32-accumulated product, rounded once: the 16-bit accumulator differs from it.
+    const std::vector<float> wide = a.matmul(b).to_vector<float>();
+    CHECK(a.matmul(b, DType::Float32).to_vector<float>() == wide);
+    for (const char* d : {"CPU", "EMU"}) {
+        INFO(d);
+        Tensor r = a.to(d).matmul(b.to(d), DType::Float16);
+        r.realize();
+        CHECK(r.dtype() == DType::Float16);
+        const std::vector<float> got = r.to_vector<float>();
+        REQUIRE(got.size() == static_cast<size_t>(m * n));
+        size_t differ = 0, far = 0, off_model = 0;
+        for (int64_t i = 0; i < m; ++i)
+            for (int64_t j = 0; j < n; ++j) {
+                const float v = got[static_cast<size_t>(i * n + j)];
+                double exact = 0, mag = 0;
+                // EMU's tensor cores: per k-step, C plus 16 exact products summed in float32 in
+                // k order, rounded once to float16.
+                float acc = 0;
+                for (int64_t kt = 0; kt < k; kt += 16) {
+                    float s = acc;
+                    for (int64_t x = kt; x < kt + 16; ++x) s += ab(i, x, j);
+                    acc = round_to(DType::Float16, s);
+                }
+                for (int64_t x = 0; x < k; ++x) {
+                    exact += static_cast<double>(ab(i, x, j));
+                    mag += std::fabs(static_cast<double>(ab(i, x, j)));
+                }
+                // Each of the k partial sums rounded to float16 (half an ulp, 2^-11 relative).
+                if (std::fabs(v - exact) > static_cast<double>(k) * std::ldexp(mag, -11)) ++far;
+                if (v != wide[static_cast<size_t>(i * n + j)]) ++differ;
+                if (v != acc) ++off_model;
+            }
+        CHECK(far == 0);
+        CHECK(differ > 0);
+        if (std::string(d) == "EMU") {
+            CHECK(off_model == 0);
+            REQUIRE(r.kernels().size() == 1);
+            const std::string& ptx = r.kernels()[0].source;
+            CHECK(ptx.find("mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16") !=
+                  std::string::npos);
+            CHECK(ptxas(ptx, "sm_80") == "");
+            CHECK(ptxas(ptx, "sm_90") == "");
+        }
+    }
+    // BFloat16 accumulation runs (on EMU without tensor cores, which have no such accumulator).
+    const Tensor c = a.cast(DType::BFloat16), e = b.cast(DType::BFloat16);
+    Tensor r = c.to("EMU").matmul(e.to("EMU"), DType::BFloat16);
+    r.realize();
+    CHECK(r.dtype() == DType::BFloat16);
+    REQUIRE(r.kernels().size() == 1);
+    CHECK(r.kernels()[0].source.find("mma.sync") == std::string::npos);
+    const std::vector<float> cpu = c.matmul(e, DType::BFloat16).to_vector<float>(),
+                             emu = r.to_vector<float>(), c32 = c.matmul(e).to_vector<float>();
+    size_t far = 0;
+    for (size_t i = 0; i < cpu.size(); ++i)
+        if (std::fabs(emu[i] - c32[i]) > 0.5f * (1 + std::fabs(c32[i])) ||
+            std::fabs(cpu[i] - c32[i]) > 0.5f * (1 + std::fabs(c32[i])))
+            ++far;
+    CHECK(far == 0);
+    const std::vector<ScheduledKernel> ks =
+        schedule_graph(c.to("EMU").matmul(e.to("EMU"), DType::BFloat16).uop());
+    REQUIRE(ks.size() == 1);
+    codegen::OptKernel tc(codegen::prepare_for_opts(ks[0].ast), runtime::emu_limits());
+    CHECK(error_of([&] {
+              tc.apply({codegen::OptOp::Tc, 0, 0});
+          }) == "[opt] TC(0, 0): tensor cores have no bfloat16 accumulator (a bfloat16 matmul "
+                "accumulates in float32 there)");
+}
+
 TEST_CASE("tensor cores: float16 and bfloat16 matmuls on EMU are warp mma.sync") {
     struct Shape3 {
         std::vector<int64_t> a, b;

@@ -380,6 +380,12 @@ class Tensor {
     // batched [...,M,K]@[...,K,N] -> [...,M,N] (batch dims broadcast).
     Tensor dot(const Tensor& other) const;
     Tensor matmul(const Tensor& other) const;
+    // With the accumulation dtype named: Float16 and BFloat16 operands accumulate in Float32
+    // unless `acc` is their own dtype, which rounds every product and every partial sum to it
+    // (on GPU tensor cores, the mma's 16-bit accumulator: faster, and less exact). Other
+    // operands accumulate in their own dtype only.
+    Tensor dot(const Tensor& other, DType acc) const;
+    Tensor matmul(const Tensor& other, DType acc) const;
     Tensor softmax(int64_t axis = -1) const;
     Tensor log_softmax(int64_t axis = -1) const;
 

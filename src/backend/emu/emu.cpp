@@ -240,7 +240,8 @@ void on_mma(int64_t position, float* a, float* bf, float* cd) {
 
 // D = A B + C for each warp of the block whose threads wait at a WMMA, from their fragments
 // (see src/codegen/tensor_cores.cpp for the layout); float32 products of the 16-bit inputs are
-// exact, and the sums are in float32 in k order.
+// exact, and the sums are in float32 in k order (a Float16 accumulator's D is this rounded once
+// to Float16 by the kernel).
 void mma_step(std::vector<Fiber>& fibers) {
     for (size_t w = 0; w + 32 <= fibers.size(); w += 32) {
         if (fibers[w].a == nullptr) continue;

@@ -734,36 +734,46 @@ class Renderer {
                   {llvm::ConstantInt::get(b_.getInt64Ty(), cur_)});
     }
 
-    // WMMA(a, b, c): the warp's m16n8k16 multiply-add, this lane's fragments in and out.
+    // WMMA(a, b, c): the warp's m16n8k16 multiply-add, this lane's fragments in and out; C and
+    // D are 4 float32 lanes, or 4 Float16 lanes with Float16 operands (the 16-bit accumulator).
     llvm::Value* wmma(const UOp& u) {
-        const DType at = u.src(0).dtype(), bt = u.src(1).dtype();
-        if (u.dtype() != DType::Float32.vec(4) || u.src(2).dtype() != DType::Float32.vec(4) ||
-            !at.is_16bit_float() || at.count != 8 || bt != at.scalar_type().vec(4))
-            unsupported(u, "a WMMA takes 8 and 4 lanes of one 16-bit float and 4 float32 lanes");
+        const DType at = u.src(0).dtype(), bt = u.src(1).dtype(), ct = u.dtype();
+        const bool f16_acc = ct == DType::Float16.vec(4);
+        if ((ct != DType::Float32.vec(4) && !f16_acc) || u.src(2).dtype() != ct ||
+            !at.is_16bit_float() || at.count != 8 || bt != at.scalar_type().vec(4) ||
+            (f16_acc && at.scalar != Scalar::Float16))
+            unsupported(u, "a WMMA takes 8 and 4 lanes of one 16-bit float and 4 lanes of "
+                           "float32 (or of float16, with float16 operands)");
         llvm::Value* a = val(u, 0);
         llvm::Value* b = val(u, 1);
         llvm::Value* c = val(u, 2);
         const bool bf16 = at.scalar == Scalar::BFloat16;
         if (target_ == Target::Nvptx) {
             llvm::Function* fn = llvm::Intrinsic::getDeclaration(
-                &mod_, bf16 ? llvm::Intrinsic::nvvm_mma_m16n8k16_row_col_bf16
-                            : llvm::Intrinsic::nvvm_mma_m16n8k16_row_col_f32_f32);
+                &mod_, bf16      ? llvm::Intrinsic::nvvm_mma_m16n8k16_row_col_bf16
+                       : f16_acc ? llvm::Intrinsic::nvvm_mma_m16n8k16_row_col_f16_f16
+                                 : llvm::Intrinsic::nvvm_mma_m16n8k16_row_col_f32_f32);
             // Operands in the intrinsic's order: A's 4 registers of two 16-bit values, B's 2,
-            // then C's 4 floats. A register is <2 x half> for f16, i32 for bf16.
+            // then C: 4 floats, or 2 registers <2 x half>. An operand register is <2 x half>
+            // for f16, i32 for bf16.
             std::vector<llvm::Value*> args;
-            unsigned ai = 0, bi = 0, ci = 0;
-            for (llvm::Type* p : fn->getFunctionType()->params()) {
-                if (p->isFloatTy()) {
-                    args.push_back(b_.CreateExtractElement(c, ci++));
+            const auto params = fn->getFunctionType()->params();
+            for (unsigned p = 0; p < params.size(); ++p) {
+                llvm::Value* src = p < 4 ? a : p < 6 ? b : c;
+                const unsigned at_reg = p < 4 ? p : p < 6 ? p - 4 : p - 6;
+                if (params[p]->isFloatTy()) {
+                    args.push_back(b_.CreateExtractElement(c, at_reg));
                     continue;
                 }
-                const bool from_a = ai < 4;
-                llvm::Value* src = from_a ? a : b;
-                const int lo = static_cast<int>(2 * (from_a ? ai++ : bi++));
+                const int lo = static_cast<int>(2 * at_reg);
                 llvm::Value* pair = b_.CreateShuffleVector(src, {lo, lo + 1});
-                args.push_back(pair->getType() == p ? pair : b_.CreateBitCast(pair, p));
+                args.push_back(pair->getType() == params[p] ? pair
+                                                            : b_.CreateBitCast(pair, params[p]));
             }
             llvm::Value* d = b_.CreateCall(fn, args);
+            if (f16_acc) // two <2 x half>
+                return b_.CreateShuffleVector(b_.CreateExtractValue(d, 0),
+                                              b_.CreateExtractValue(d, 1), {0, 1, 2, 3});
             llvm::Value* out = llvm::PoisonValue::get(value_type(u.dtype(), u));
             for (unsigned r = 0; r < 4; ++r)
                 out = b_.CreateInsertElement(out, b_.CreateExtractValue(d, r), r);
@@ -784,10 +794,12 @@ class Renderer {
         const llvm::Align four(4);
         b_.CreateAlignedStore(b_.CreateFPExt(a, vf8), pa, four);
         b_.CreateAlignedStore(b_.CreateFPExt(b, vf4), pb, four);
-        b_.CreateAlignedStore(c, pc, four);
+        b_.CreateAlignedStore(f16_acc ? b_.CreateFPExt(c, vf4) : c, pc, four);
         call_host(reinterpret_cast<const void*>(hook), b_.getVoidTy(),
                   {llvm::ConstantInt::get(b_.getInt64Ty(), cur_), pa, pb, pc});
-        return b_.CreateAlignedLoad(vf4, pc, four);
+        llvm::Value* d = b_.CreateAlignedLoad(vf4, pc, four);
+        // A 16-bit accumulator: the mma's float32 result rounded once to Float16.
+        return f16_acc ? b_.CreateFPTrunc(d, value_type(u.dtype(), u)) : d;
     }
 
     llvm::Value* define_reg(const UOp& u) {
