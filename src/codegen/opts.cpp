@@ -215,6 +215,11 @@ void OptKernel::apply(const Opt& o) {
     if (serial_)
         fail("opt", what + "the kernel reads what it writes (a scatter): it runs serially, with no "
                            "opts");
+    for (const Opt& p : applied_)
+        if (p.op == OptOp::Tc && p.axis != 0)
+            fail("opt", what + to_string(p) +
+                            " staged the operands through shared memory for its block of warps: "
+                            "no opt may follow it");
     const UOp before = ast_;
     const int64_t next_before = next_axis_;
     auto amount_ok = [&](const UOp& r) {
@@ -371,7 +376,7 @@ void OptKernel::apply(const Opt& o) {
         case OptOp::Tc:
             if (!applied_.empty())
                 fail("opt", what + "TC comes first: the kernel has opts applied already");
-            ast_ = tensor_core_ast(ast_, limits_, next_axis_, o.arg, what);
+            ast_ = tensor_core_ast(ast_, limits_, next_axis_, o.axis, o.arg, what);
             break;
         case OptOp::PadTo: {
             check_axis(o, true, true);
@@ -500,6 +505,18 @@ bool gpu_matmul_tiling(OptKernel& k, const std::vector<Access>& acc, const Devic
 
 } // namespace
 
+bool tc_warps_2x2(OptKernel& k) {
+    std::vector<int64_t> at;
+    for (size_t i = 0; i < k.output_axes(); ++i)
+        if (type_of(k.axes()[i]) != AxisType::Local) at.push_back(static_cast<int64_t>(i));
+    if (at.size() < 2) return false;
+    bool both = true;
+    for (const int64_t a : {at.back(), at[at.size() - 2]})
+        both = size_of(k.axes()[static_cast<size_t>(a)]) % 2 == 0 &&
+               k.try_apply({OptOp::Local, a, 2}) && both;
+    return both;
+}
+
 std::vector<Opt> heuristic_opts(const UOp& ast, const DeviceLimits& lim) {
     OptKernel k(ast, lim);
     if (k.axes().empty()) return {};
@@ -529,10 +546,7 @@ std::vector<Opt> heuristic_opts(const UOp& ast, const DeviceLimits& lim) {
             while (tn > 1 && cols % tn != 0) tn /= 2;
             if (!k.try_apply({OptOp::Tc, 0, tm == 1 && tn == 1 ? 0 : 16 * tm + tn}))
                 return probe.applied();
-            at = loops(k);
-            for (const int64_t a : {at.back(), at[at.size() - 2]})
-                if (size_of(k.axes()[static_cast<size_t>(a)]) % 2 == 0)
-                    k.try_apply({OptOp::Local, a, 2});
+            tc_warps_2x2(k);
             return k.applied();
         }
         const size_t n_out = k.output_axes();

@@ -30,6 +30,21 @@ bool is_zero_f(const UOp& u) {
     return v != nullptr && *v == 0.0;
 }
 
+// A chain of WMMA (each one the next one's C operand: a k-step's mma in k order) whose first C
+// is zero, rebuilt onto `acc` in place of that zero; null when `v` is no such chain.
+UOp wmma_onto(const UOp& v, const UOp& acc) {
+    std::vector<UOp> chain;
+    for (UOp u = v; !u.is_null(); u = u.src(2)) {
+        if (u.op() != Op::Wmma) return {};
+        chain.push_back(u);
+        if (is_zero_f(u.src(2))) break;
+    }
+    UOp out = acc;
+    for (auto c = chain.rbegin(); c != chain.rend(); ++c)
+        out = UOp::make(Op::Wmma, c->dtype(), {c->src(0), c->src(1), out}, c->arg());
+    return out;
+}
+
 } // namespace
 
 UOp reduce_identity(Op op, DType dt) {
@@ -310,12 +325,11 @@ class Linearizer {
             // of tensor-core products in the mma's C operand.
             const UOp& v = g.src(0);
             const bool sum = g.arg_as<Op>() == Op::Add;
-            const UOp next =
-                sum && v.op() == Op::Mul && v.dtype().is_float()
-                    ? value(UOp::alu(Op::MulAcc, {v.src(0), v.src(1), cur}))
-                : sum && v.op() == Op::Wmma && is_zero_f(v.src(2))
-                    ? value(UOp::make(Op::Wmma, v.dtype(), {v.src(0), v.src(1), cur}, v.arg()))
-                    : value(UOp::alu(g.arg_as<Op>(), {cur, v}));
+            const UOp onto = sum ? wmma_onto(v, cur) : UOp();
+            const UOp next = sum && v.op() == Op::Mul && v.dtype().is_float()
+                                 ? value(UOp::alu(Op::MulAcc, {v.src(0), v.src(1), cur}))
+                             : !onto.is_null() ? value(onto)
+                                               : value(UOp::alu(g.arg_as<Op>(), {cur, v}));
             scopes_.back().ops.push_back(UOp::make(Op::Store, DType::Void, {accs[k].slot, next}));
         }
         UOp end;

@@ -8,6 +8,7 @@
 // TC(0, tiles) gives each warp tm x tn such blocks (tiles = 16 tm + tn; 0 is 1 x 1): a
 // k-step loads tm A fragments and tn B fragments and issues tm tn mma, each fragment serving
 // tn (or tm) of them, and each block's accumulator is the mma's C operand.
+#include <atomic>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -29,6 +30,8 @@ using detail::replace_range;
 using detail::size_of;
 using detail::type_of;
 using detail::with_gate;
+
+std::atomic<bool> g_single_buffer{false};
 
 UOp idx(int64_t v) { return UOp::index(v); }
 
@@ -62,13 +65,29 @@ std::pair<UOp, UOp> pair_load(const UOp& load, const std::vector<std::pair<UOp, 
 
 } // namespace
 
-UOp tensor_core_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis, int64_t tiles,
-                    const std::string& what) {
+void set_tc_single_buffer_for_testing(bool single) { g_single_buffer.store(single); }
+
+UOp tensor_core_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis, int64_t stage,
+                    int64_t tiles, const std::string& what) {
     const int64_t tm = tiles == 0 ? 1 : tiles / 16, tn = tiles == 0 ? 1 : tiles % 16;
-    const auto power_of_two = [](int64_t v) { return v >= 1 && v <= 8 && (v & (v - 1)) == 0; };
-    if (tiles < 0 || !power_of_two(tm) || !power_of_two(tn))
+    const auto power_of_two = [](int64_t v, int64_t most) {
+        return v >= 1 && v <= most && (v & (v - 1)) == 0;
+    };
+    if (tiles < 0 || !power_of_two(tm, 8) || !power_of_two(tn, 8))
         fail("opt", what + "the warp's tiles are 16 * rows + columns, each 1, 2, 4 or 8, got " +
                         std::to_string(tiles));
+    // stage = 100 ks + 10 wm + wn: operands staged through shared memory, k-steps of 16 ks, wm x
+    // wn warps a block; 0: fragments read from global memory, one warp a block (LOCAL may add
+    // more).
+    const bool staged = stage != 0;
+    const int64_t ks = staged ? stage / 100 : 1, wm = staged ? stage / 10 % 10 : 1,
+                  wn = staged ? stage % 10 : 1;
+    if (stage < 0 || stage > 999 || !power_of_two(ks, 4) || !power_of_two(wm, 4) ||
+        !power_of_two(wn, 4))
+        fail("opt", what +
+                        "the staging is 0 or 100 * k-steps + 10 * row warps + column warps, "
+                        "each 1, 2 or 4, got " +
+                        std::to_string(stage));
     if (!lim.gpu || lim.sm < 80)
         fail("opt", what + "the " + lim.name +
                         " device has no tensor cores (a GPU of sm_80 or "
@@ -135,16 +154,17 @@ UOp tensor_core_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis,
     if (i.is_null() || j.is_null() || !contains(loads[0], k) || !contains(loads[1], k))
         fail("opt", not_matmul);
     if (!i.src(0).is_const() || !j.src(0).is_const()) fail("opt", not_matmul);
-    // Sizes that are not multiples of a warp's rows (16 tm), columns (8 tn) and 16 are padded
-    // up (PADTO): the fragments' loads past M, N or K read 0 (gated), and the stores past M or N
-    // do not happen.
+    // Sizes that are not multiples of a block's rows (16 tm wm), columns (8 tn wn) and k-step
+    // (16 ks) are padded up (PADTO): the loads past M, N or K read 0 (gated), and the stores past
+    // M or N do not happen.
     const int64_t m = size_of(i), n = size_of(j), kk = size_of(k);
+    const int64_t bm = 16 * tm * wm, bn = 8 * tn * wn, bk = 16 * ks;
     const auto up = [](int64_t v, int64_t to) { return (v + to - 1) / to * to; };
-    const int64_t mp = up(m, 16 * tm), np = up(n, 8 * tn), kp = up(kk, 16);
+    const int64_t mp = up(m, bm), np = up(n, bn), kp = up(kk, bk);
 
-    const UOp it = make_range(mp / (16 * tm), i.arg_as<RangeArg>().axis_id, AxisType::Loop);
-    const UOp jt = make_range(np / (8 * tn), j.arg_as<RangeArg>().axis_id, AxisType::Loop);
-    const UOp kt = make_range(kp / 16, k.arg_as<RangeArg>().axis_id, AxisType::Reduce);
+    const UOp it = make_range(mp / bm, i.arg_as<RangeArg>().axis_id, AxisType::Loop);
+    const UOp jt = make_range(np / bn, j.arg_as<RangeArg>().axis_id, AxisType::Loop);
+    const UOp kt = make_range(kp / bk, k.arg_as<RangeArg>().axis_id, AxisType::Reduce);
     // `load` at the given rows/columns, gated where they may lie in the padding.
     const auto gated = [](const UOp& load, const UOp& gate) {
         if (gate.is_null()) return load;
@@ -156,57 +176,197 @@ UOp tensor_core_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis,
     const auto both = [](const UOp& p, const UOp& q) {
         return p.is_null() ? q : q.is_null() ? p : (p & q);
     };
+    // Staged: the block's warps are LOCAL ranges of this rewrite (row warps outer), the lane
+    // innermost (gpu dims makes it the block's x).
+    const UOp wr = staged ? make_range(wm, next_axis++, AxisType::Local) : UOp();
+    const UOp wc = staged ? make_range(wn, next_axis++, AxisType::Local) : UOp();
     const UOp lane = make_range(32, next_axis++, AxisType::Local);
     const UOp grp = lane / idx(4), tid = lane % idx(4);
-    // The first row and column of tile (ti, tj) of the warp's block.
-    const auto row0 = [&](int64_t ti) { return it * idx(16 * tm) + idx(16 * ti); };
-    const auto col0 = [&](int64_t tj) { return jt * idx(8 * tn) + idx(8 * tj); };
+    // The first row and column of tile (ti, tj) of the warp, in the output and (staged) in the
+    // block's tile.
+    const auto local_row0 = [&](int64_t ti) {
+        return staged ? wr * idx(16 * tm) + idx(16 * ti) : idx(16 * ti);
+    };
+    const auto local_col0 = [&](int64_t tj) {
+        return staged ? wc * idx(8 * tn) + idx(8 * tj) : idx(8 * tj);
+    };
+    const auto row0 = [&](int64_t ti) { return it * idx(bm) + local_row0(ti); };
+    const auto col0 = [&](int64_t tj) { return jt * idx(bn) + local_col0(tj); };
 
-    // A fragment's registers hold k and k + 1 (an even k): where the operand is contiguous along
-    // k (A row-major, B stored transposed), and K needs no padding, each is one 32-bit load.
-    const bool a_pairs = kp == kk && pairs_along(loads[0], k);
-    const bool b_pairs = kp == kk && pairs_along(loads[1], k);
-    // One operand's fragment: `lanes` values of `load` at the row and column position(r) gives
-    // lane r, each load gated where it may lie in the padding; with pairs, lanes r and r + 1
-    // (r even) are one 2-element load (pairs need K unpadded, so a pair shares its gate).
-    const auto fragment = [&](const UOp& load, bool pairs, int64_t lanes, const auto& position) {
+    // Fragment register r's row (A) or column (B) offset along k within a k-step of 16, and
+    // A's row / B's column offset within the 16 x 8 block.
+    const auto a_k = [&](int64_t r) { return tid * idx(2) + idx((r & 1) + 8 * (r >> 2)); };
+    const auto a_row = [&](int64_t r) { return grp + idx(8 * ((r >> 1) & 1)); };
+    const auto b_k = [&](int64_t r) { return tid * idx(2) + idx((r & 1) + 8 * (r >> 1)); };
+
+    // One operand's fragment: `lanes` values, lane r read by `read(r, pairs)`, which returns
+    // one value or (pairs, r even) the values of lanes r and r + 1.
+    const auto fragment = [&](int64_t lanes, bool pairs, const auto& read) {
         std::vector<UOp> v;
         for (int64_t r = 0; r < lanes; r += pairs ? 2 : 1) {
-            const auto [subs, gate] = position(r);
-            if (pairs) {
-                const auto [lo, hi] = pair_load(load, subs, gate);
-                v.push_back(lo);
-                v.push_back(hi);
-            } else {
-                v.push_back(gated(at(load, subs), gate));
-            }
+            const std::vector<UOp> got = read(r);
+            v.insert(v.end(), got.begin(), got.end());
         }
         return UOp::make(Op::Vectorize, in.vec(static_cast<uint16_t>(lanes)), v);
     };
-    using Position = std::pair<std::vector<std::pair<UOp, UOp>>, UOp>;
-    std::vector<UOp> afrag, bfrag;
-    for (int64_t ti = 0; ti < tm; ++ti)
-        afrag.push_back(fragment(loads[0], a_pairs, 8, [&](int64_t r) {
-            const UOp row = row0(ti) + grp + idx(8 * ((r >> 1) & 1));
-            const UOp col = kt * idx(16) + tid * idx(2) + idx((r & 1) + 8 * (r >> 2));
-            return Position{{{i, row}, {k, col}}, both(inside(row, m, mp), inside(col, kk, kp))};
-        }));
-    for (int64_t tj = 0; tj < tn; ++tj)
-        bfrag.push_back(fragment(loads[1], b_pairs, 4, [&](int64_t r) {
-            const UOp row = kt * idx(16) + tid * idx(2) + idx((r & 1) + 8 * (r >> 1));
-            const UOp col = col0(tj) + grp;
-            return Position{{{k, row}, {j, col}}, both(inside(row, kk, kp), inside(col, n, np))};
-        }));
-    const UOp zero = UOp::constant_f(acc_t.vec(4), 0.0);
+    using Subs = std::vector<std::pair<UOp, UOp>>;
+    // Per k sub-step s (staged: ks of them a barrier) the warp's tm A and tn B fragments.
+    std::vector<std::vector<UOp>> afrag(static_cast<size_t>(ks)), bfrag(static_cast<size_t>(ks));
+    if (!staged) {
+        // A fragment register's two values (k and k + 1, k even) are one 32-bit load where the
+        // operand is contiguous along k (A row-major, B stored transposed) and K is unpadded.
+        const bool a_pairs = kp == kk && pairs_along(loads[0], k);
+        const bool b_pairs = kp == kk && pairs_along(loads[1], k);
+        const auto global_read = [&](const UOp& load, bool pairs, const Subs& subs,
+                                     const UOp& gate) {
+            if (!pairs) return std::vector<UOp>{gated(at(load, subs), gate)};
+            const auto [lo, hi] = pair_load(load, subs, gate);
+            return std::vector<UOp>{lo, hi};
+        };
+        for (int64_t ti = 0; ti < tm; ++ti)
+            afrag[0].push_back(fragment(8, a_pairs, [&](int64_t r) {
+                const UOp row = row0(ti) + a_row(r), col = kt * idx(16) + a_k(r);
+                return global_read(loads[0], a_pairs, {{i, row}, {k, col}},
+                                   both(inside(row, m, mp), inside(col, kk, kp)));
+            }));
+        for (int64_t tj = 0; tj < tn; ++tj)
+            bfrag[0].push_back(fragment(4, b_pairs, [&](int64_t r) {
+                const UOp row = kt * idx(16) + b_k(r), col = col0(tj) + grp;
+                return global_read(loads[1], b_pairs, {{k, row}, {j, col}},
+                                   both(inside(row, kk, kp), inside(col, n, np)));
+            }));
+    } else {
+        // The block's threads copy each operand's tile of the k-step (bm x bk of A, bk x bn of
+        // B) to shared memory, two tiles a buffer taken in turn (k-step t writes tile t % 2 while
+        // no thread can still read it: they all passed the barrier after their reads of t - 2
+        // ... t - 1), one BARRIER, then every warp reads its fragments there.
+        const int64_t threads = 32 * wm * wn;
+        const UOp which = g_single_buffer.load() ? idx(0) : kt % idx(2); // the k-step's buffer
+        const UOp flat = lane + wc * idx(32) + wr * idx(32 * wn);
+        struct Tile {
+            UOp smem;           // DEFINE_LOCAL of 2 tiles
+            int64_t ld = 0;     // elements between rows of the tile
+            int64_t tile = 0;   // elements of one tile
+            bool kmajor = true; // rows of the tile run along the operand's outer axis
+        };
+        std::vector<UOp> copies;
+        int64_t local_id = 0, shared = 0;
+        // Operand `load` whose outer axis `r` (i or j) has size `size` (`padded`), `extent` rows
+        // or columns a block from `base`.
+        const auto stage = [&](const UOp& load, const UOp& r, const UOp& base, int64_t extent,
+                               int64_t size, int64_t padded) {
+            const UOp& index = load.src(0).src(1);
+            // Copies of `vec` neighbouring elements (16 bytes at most) where the operand is
+            // contiguous along k (or else along r) and the vector never straddles the padding.
+            const auto contiguous = [&](const UOp& along, int64_t sz, int64_t padded_sz,
+                                        int64_t run) {
+                for (int64_t v = 8; v >= 2; v /= 2)
+                    if (run % v == 0 && sz % v == 0 && (padded_sz - sz) % v == 0 &&
+                        linear_coefficient(index, along) == 1 &&
+                        pattern::is_multiple_of(
+                            simplify(replace_range(index, along, UOp::index(0), {})), v))
+                        return v;
+                return int64_t{1};
+            };
+            Tile t;
+            int64_t vec = contiguous(k, kk, kp, bk);
+            if (vec == 1) {
+                vec = contiguous(r, size, padded, extent);
+                t.kmajor = vec == 1;
+            }
+            // A row of 16 bytes more than the data: the 8 rows a fragment load reads from start
+            // in different banks, and rows stay 16-byte aligned.
+            t.ld = (t.kmajor ? bk : extent) + 8;
+            t.tile = (t.kmajor ? extent : bk) * t.ld;
+            shared += 2 * t.tile * in.itemsize();
+            t.smem = UOp::make(Op::DefineLocal, in.ptr(AddrSpace::Local), {},
+                               std::vector<int64_t>{2 * t.tile, local_id++});
+            const int64_t run = (t.kmajor ? bk : extent) / vec; // vectors a tile row
+            const int64_t units = (t.kmajor ? extent : bk) * run;
+            const UOp buf = which * idx(t.tile);
+            for (int64_t c = 0; c * threads < units; ++c) {
+                const UOp u = flat + idx(c * threads);
+                const UOp row = u / idx(run), at_row = (u % idx(run)) * idx(vec);
+                const UOp outer = base + (t.kmajor ? row : at_row);
+                const UOp kk_at = kt * idx(bk) + (t.kmajor ? at_row : row);
+                const Subs subs{{r, outer}, {k, kk_at}};
+                // The last round of copies may have fewer units than threads.
+                const UOp some =
+                    units % threads != 0 && (c + 1) * threads > units ? u < idx(units) : UOp();
+                const UOp gate =
+                    both(some, both(inside(outer, size, padded), inside(kk_at, kk, kp)));
+                UOp value;
+                if (vec == 1) {
+                    value = gated(at(load, subs), gate);
+                } else {
+                    const UOp& gbuf = load.src(0).src(0);
+                    UOp gidx = UOp::make(Op::Index,
+                                         gbuf.dtype()
+                                             .base()
+                                             .vec(static_cast<uint16_t>(vec))
+                                             .ptr(gbuf.dtype().addrspace),
+                                         {gbuf, at(index, subs)});
+                    if (!gate.is_null()) gidx = with_gate(gidx, gate);
+                    value = UOp::make(Op::Load, in.vec(static_cast<uint16_t>(vec)), {gidx});
+                }
+                UOp sidx =
+                    UOp::make(Op::Index, in.vec(static_cast<uint16_t>(vec)).ptr(AddrSpace::Local),
+                              {t.smem, buf + row * idx(t.ld) + at_row});
+                if (!some.is_null()) sidx = with_gate(sidx, some);
+                copies.push_back(UOp::make(Op::Store, DType::Void, {sidx, value}));
+            }
+            return t;
+        };
+        const Tile ta = stage(loads[0], i, it * idx(bm), bm, m, mp);
+        const Tile tb = stage(loads[1], j, jt * idx(bn), bn, n, np);
+        if (shared > lim.shared_bytes)
+            fail("opt", what + "the staged tiles need " + std::to_string(shared) +
+                            " bytes of shared memory, over the " + lim.name + " device's " +
+                            std::to_string(lim.shared_bytes));
+        if (threads > lim.max_threads_per_block)
+            fail("opt", what + std::to_string(threads) + " threads a block exceed the " + lim.name +
+                            " device's " + std::to_string(lim.max_threads_per_block));
+        const UOp barrier = UOp::make(Op::Barrier, DType::Void, copies);
+        // Lane r of a fragment from tile `t` at the operand's outer offset `o` and k offset `kq`
+        // within the tile; pairs where the tile runs along k.
+        const auto smem_read = [&](const Tile& t, const UOp& o, const UOp& kq, int64_t n_out) {
+            const UOp after = UOp::make(Op::After, t.smem.dtype(), {t.smem, barrier});
+            const UOp off =
+                which * idx(t.tile) + (t.kmajor ? o * idx(t.ld) + kq : kq * idx(t.ld) + o);
+            const auto lanes = static_cast<uint16_t>(n_out);
+            const UOp sidx =
+                UOp::make(Op::Index, in.vec(lanes).ptr(AddrSpace::Local), {after, off});
+            const UOp v = UOp::make(Op::Load, in.vec(lanes), {sidx});
+            if (n_out == 1) return std::vector<UOp>{v};
+            return std::vector<UOp>{UOp::make(Op::Gep, in, {v}, std::vector<int64_t>{0}),
+                                    UOp::make(Op::Gep, in, {v}, std::vector<int64_t>{1})};
+        };
+        for (int64_t sub = 0; sub < ks; ++sub) {
+            for (int64_t ti = 0; ti < tm; ++ti)
+                afrag[static_cast<size_t>(sub)].push_back(fragment(8, ta.kmajor, [&](int64_t r) {
+                    return smem_read(ta, local_row0(ti) + a_row(r), idx(16 * sub) + a_k(r),
+                                     ta.kmajor ? 2 : 1);
+                }));
+            for (int64_t tj = 0; tj < tn; ++tj)
+                bfrag[static_cast<size_t>(sub)].push_back(fragment(4, tb.kmajor, [&](int64_t r) {
+                    return smem_read(tb, local_col0(tj) + grp, idx(16 * sub) + b_k(r),
+                                     tb.kmajor ? 2 : 1);
+                }));
+        }
+    }
     std::unordered_set<const UOpNode*> in_reduce;
     for (const UOp& u : red.toposort()) in_reduce.insert(u.get());
     std::vector<UOp> stores;
     for (int64_t ti = 0; ti < tm; ++ti)
         for (int64_t tj = 0; tj < tn; ++tj) {
-            const UOp mma =
-                UOp::make(Op::Wmma, acc_t.vec(4),
-                          {afrag[static_cast<size_t>(ti)], bfrag[static_cast<size_t>(tj)], zero},
-                          std::vector<int64_t>{16, 8, 16});
+            // The k sub-steps' mma in k order, each accumulating onto the one before; the
+            // first's C is zero, which linearize makes the accumulator.
+            UOp mma = UOp::constant_f(acc_t.vec(4), 0.0);
+            for (int64_t sub = 0; sub < ks; ++sub)
+                mma = UOp::make(Op::Wmma, acc_t.vec(4),
+                                {afrag[static_cast<size_t>(sub)][static_cast<size_t>(ti)],
+                                 bfrag[static_cast<size_t>(sub)][static_cast<size_t>(tj)], mma},
+                                std::vector<int64_t>{16, 8, 16});
             const UOp acc = UOp::make(Op::Reduce, acc_t.vec(4), {mma, kt}, red.arg());
             for (int64_t c = 0; c < 4; ++c) {
                 const UOp row = row0(ti) + grp + idx(8 * (c >> 1));
@@ -235,7 +395,9 @@ UOp tensor_core_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis,
         }
     std::vector<UOp> end_srcs{UOp::make(Op::Group, DType::Void, stores)};
     end_srcs.insert(end_srcs.end(), batch.begin(), batch.end());
-    end_srcs.insert(end_srcs.end(), {it, jt, lane});
+    end_srcs.insert(end_srcs.end(), {it, jt});
+    if (staged) end_srcs.insert(end_srcs.end(), {wr, wc});
+    end_srcs.push_back(lane);
     return UOp::sink({UOp::make(Op::End, DType::Void, end_srcs)});
 }
 

@@ -339,8 +339,10 @@ class Search {
         } catch (const Error&) {
             heur.clear();
         }
-        // Round 0: the heuristics' choice and no opts.
-        const std::vector<std::vector<Opt>> roots{heur, {}};
+        // Round 0: the heuristics' choice, no opts, and a matmul's tensor-core variants.
+        std::vector<std::vector<Opt>> roots{heur, {}};
+        for (std::vector<Opt>& o : tensor_core_variants(prepared_, limits_))
+            roots.push_back(std::move(o));
         std::vector<Candidate> beam;
         for (size_t i = 0; i < roots.size(); ++i) {
             const std::vector<Opt>& o = roots[i];
@@ -678,7 +680,7 @@ bool parse_opts(const std::string& text, std::vector<Opt>& opts) {
         ls >> name;
         Opt o;
         bool known = false;
-        for (int i = 0; i <= static_cast<int>(OptOp::PadTo); ++i)
+        for (int i = 0; i <= static_cast<int>(OptOp::Tc); ++i)
             if (opt_op_name(static_cast<OptOp>(i)) == name) {
                 o.op = static_cast<OptOp>(i);
                 known = true;
@@ -766,6 +768,23 @@ std::vector<Opt> beam_search(const std::string& name, const UOp& ast, const Devi
         trim_beam_cache(beam_cache_dir(), cache_budget_bytes());
     }
     return result;
+}
+
+std::vector<std::vector<Opt>> tensor_core_variants(const UOp& prepared, const DeviceLimits& lim) {
+    std::vector<std::vector<Opt>> out;
+    if (OptKernel probe(prepared, lim); !probe.try_apply({OptOp::Tc, 0, 0})) return out;
+    for (const int64_t tiles : {34, 36, 66, 68, 72, 132}) {
+        std::vector<Opt> o{{OptOp::Tc, 0, tiles}};
+        OptKernel k(prepared, lim);
+        if (!k.try_apply(o[0])) continue;
+        out.push_back(o);
+        if (tc_warps_2x2(k)) out.push_back(k.applied());
+    }
+    for (const int64_t stage : {122, 222, 124, 224, 142, 242, 422})
+        for (const int64_t tiles : {34, 36, 66, 68, 72, 132})
+            if (OptKernel k(prepared, lim); k.try_apply({OptOp::Tc, stage, tiles}))
+                out.push_back(k.applied());
+    return out;
 }
 
 std::vector<Opt> beam_or_heuristic(const std::string& name, const UOp& ast,

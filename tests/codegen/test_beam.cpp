@@ -407,12 +407,13 @@ TEST_CASE("beam: the cache folder from the environment") {
 }
 
 TEST_CASE("beam: opt lists in the cache's text form") {
-    const std::vector<Opt> opts{
-        {OptOp::Upcast, 1, 16},  {OptOp::Unroll, 2, 4}, {OptOp::Local, 0, 8}, {OptOp::Thread, 0, 2},
-        {OptOp::NoLocals, 0, 0}, {OptOp::Swap, 0, 1},   {OptOp::PadTo, 2, 32}};
+    const std::vector<Opt> opts{{OptOp::Upcast, 1, 16},  {OptOp::Unroll, 2, 4},
+                                {OptOp::Local, 0, 8},    {OptOp::Thread, 0, 2},
+                                {OptOp::NoLocals, 0, 0}, {OptOp::Swap, 0, 1},
+                                {OptOp::PadTo, 2, 32},   {OptOp::Tc, 222, 72}};
     const std::string text = cg::format_opts(opts);
-    CHECK(text ==
-          "UPCAST 1 16\nUNROLL 2 4\nLOCAL 0 8\nTHREAD 0 2\nNOLOCALS\nSWAP 0 1\nPADTO 2 32\n");
+    CHECK(text == "UPCAST 1 16\nUNROLL 2 4\nLOCAL 0 8\nTHREAD 0 2\nNOLOCALS\nSWAP 0 1\nPADTO 2 "
+                  "32\nTC 222 72\n");
     std::vector<Opt> back;
     REQUIRE(cg::parse_opts(text, back));
     CHECK(back == opts);

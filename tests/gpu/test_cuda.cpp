@@ -470,6 +470,54 @@ TEST_CASE("cuda mock: BEAM times candidates on the CUDA device, never on EMU") {
         "nothing about a GPU");
 }
 
+TEST_CASE("cuda mock: BEAM starts a float16 matmul from its tensor-core variants") {
+    Mock m;
+    if (!mock_or_skip(m)) return;
+    const Tensor a = Tensor::from_vector(ints(64 * 32, 7, 3), {64, 32}, DType::Float16);
+    const Tensor b = Tensor::from_vector(ints(32 * 64, 5, 2), {32, 64}, DType::Float16);
+    const std::vector<ScheduledKernel> ks = schedule_graph(a.matmul(b).uop());
+    REQUIRE(ks.size() == 1);
+    const codegen::DeviceLimits lim = runtime::device_limits(runtime::device_index("CUDA"));
+    const std::vector<std::vector<codegen::Opt>> variants =
+        codegen::tensor_core_variants(codegen::prepare_for_opts(ks[0].ast), lim);
+    // 6 warp tiles, 2 of them also with 2 x 2 warps (the others leave one block row), and the
+    // staged ones whose tiles fit the block's 48 KiB of shared memory.
+    size_t staged = 0;
+    for (const auto& v : variants) staged += v[0].axis != 0 ? 1 : 0;
+    CHECK(variants.size() - staged == 8);
+    CHECK(variants[1] == std::vector<codegen::Opt>{{codegen::OptOp::Tc, 0, 34},
+                                                   {codegen::OptOp::Local, 1, 2},
+                                                   {codegen::OptOp::Local, 0, 2}});
+    CHECK(staged == 32);
+    CHECK(variants.front() == std::vector<codegen::Opt>{{codegen::OptOp::Tc, 0, 34}});
+    CHECK(variants.back() == std::vector<codegen::Opt>{{codegen::OptOp::Tc, 422, 66}});
+    // A float32 matmul takes none.
+    const std::vector<ScheduledKernel> k32 =
+        schedule_graph(Tensor::from_vector(ints(64 * 32, 7, 3), {64, 32})
+                           .matmul(Tensor::from_vector(ints(32 * 64, 5, 2), {32, 64}))
+                           .uop());
+    CHECK(codegen::tensor_core_variants(codegen::prepare_for_opts(k32[0].ast), lim).empty());
+
+    const std::string dir =
+        (std::filesystem::temp_directory_path() / ("tempura_beam_tc_" + std::to_string(getpid())))
+            .string();
+    setenv("TEMPURA_CACHE_DIR", dir.c_str(), 1);
+    setenv("TEMPURA_BEAM", "1", 1);
+    clear_caches();
+    const codegen::BeamStats before = codegen::beam_stats();
+    Tensor r = a.to("CUDA").matmul(b.to("CUDA"));
+    r.realize();
+    const codegen::BeamStats after = codegen::beam_stats();
+    unsetenv("TEMPURA_BEAM");
+    unsetenv("TEMPURA_CACHE_DIR");
+    std::filesystem::remove_all(dir);
+    clear_caches();
+    CHECK(r.to_vector<float>() == a.matmul(b).to_vector<float>());
+    // Every variant was timed (the kernel with no opts and the heuristics' choice too).
+    CHECK(after.candidates_timed - before.candidates_timed >= variants.size());
+    CHECK(m.counters().bad_calls == 0);
+}
+
 TEST_CASE("cuda realize: programs agree with the CPU on a real GPU") {
     if (!real_gpu_or_skip()) return;
     const int cc = cuda::driver().compute_capability(0);

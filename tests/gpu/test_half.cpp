@@ -373,6 +373,116 @@ TEST_CASE("tensor cores: a warp's rows x columns of 16 x 8 blocks (TC tiles) on 
           "[opt] TC(0, 19): the warp's tiles are 16 * rows + columns, each 1, 2, 4 or 8, got 19");
 }
 
+TEST_CASE("tensor cores: operands staged through shared memory (TC(stage, tiles)) on EMU") {
+    // TC(100 ks + 10 wm + wn, tiles): wm x wn warps a block copy k-steps of 16 ks of A and B to
+    // shared memory; each warp reads its fragments there. On sizes that divide and sizes padded
+    // up, with A and B each stored along K or across it (a transposed view), and with a float16
+    // accumulator.
+    struct Case {
+        int64_t m, k, n, stage, tiles;
+        bool a_t, b_t; // A stored [K, M], B stored [N, K]
+        DType acc;
+    };
+    const codegen::DeviceLimits lim = runtime::emu_limits();
+    const Case cases[] = {
+        {64, 32, 32, 111, 0, false, false, DType::Float32},
+        {128, 64, 128, 222, 72, false, false, DType::Float32},
+        {128, 64, 128, 222, 72, true, true, DType::Float32},
+        {40, 24, 20, 122, 18, false, true, DType::Float32}, // M, N and K padded
+        {40, 40, 20, 422, 33, true, false, DType::Float32},
+        {100, 70, 90, 214, 34, false, false, DType::Float32},
+        {64, 64, 64, 141, 17, false, false, DType::Float16},
+        {48, 80, 40, 412, 0, true, true, DType::Float16},
+    };
+    for (const Case& c : cases) {
+        INFO(c.m << " x " << c.k << " x " << c.n << ", TC(" << c.stage << ", " << c.tiles
+                 << "), A^T " << c.a_t << ", B^T " << c.b_t << ", acc " << c.acc.name());
+        std::vector<float> av, bv;
+        for (int64_t i = 0; i < c.m * c.k; ++i)
+            av.push_back(static_cast<float>((i * 37) % 17 - 8) / 8);
+        for (int64_t i = 0; i < c.k * c.n; ++i)
+            bv.push_back(static_cast<float>((i * 11) % 13 - 6) / 4);
+        const Tensor a0 = c.a_t ? Tensor::from_vector(av, {c.k, c.m}, DType::Float16)
+                                : Tensor::from_vector(av, {c.m, c.k}, DType::Float16);
+        const Tensor b0 = c.b_t ? Tensor::from_vector(bv, {c.n, c.k}, DType::Float16)
+                                : Tensor::from_vector(bv, {c.k, c.n}, DType::Float16);
+        const Tensor a = c.a_t ? a0.transpose() : a0, b = c.b_t ? b0.transpose() : b0;
+        // Small whole numbers over 8 and 4: every product and sum is exact, in float16 too.
+        const Tensor prod = a.matmul(b, c.acc);
+        const std::vector<float> want = prod.to_vector<float>();
+        const std::vector<ScheduledKernel> ks = schedule_graph(prod.uop());
+        REQUIRE(ks.size() == 1);
+        std::vector<codegen::Opt> opts{{codegen::OptOp::Tc, c.stage, c.tiles}};
+        const codegen::LoweredKernel low = codegen::lower_kernel_opt("r", ks[0].ast, lim, &opts);
+        const int64_t tm = c.tiles == 0 ? 1 : c.tiles / 16, tn = c.tiles == 0 ? 1 : c.tiles % 16;
+        const int64_t sk = c.stage / 100, wm = c.stage / 10 % 10, wn = c.stage % 10;
+        // The lane is x; y and z are the warps.
+        CHECK(low.block[0] == 32);
+        CHECK(low.block[1] * low.block[2] == wm * wn);
+        CHECK(low.grid[0] * low.grid[1] == (c.m + 16 * tm * wm - 1) / (16 * tm * wm) *
+                                               ((c.n + 8 * tn * wn - 1) / (8 * tn * wn)));
+        const auto k = runtime::compile_emu_kernel("r_staged", low.program, 32 * wm * wn);
+        const Tensor out = Tensor::from_vector(
+            std::vector<float>(static_cast<size_t>(c.m * c.n), NAN), {c.m, c.n}, DType::Float16);
+        void* bufs[3] = {out.buffer()->data(), a0.buffer()->data(), b0.buffer()->data()};
+        if (ks[0].params[1].same(b0.uop()) || ks[0].params[2].same(a0.uop()))
+            std::swap(bufs[1], bufs[2]);
+        runtime::emu_launch(*k, bufs, nullptr, low.grid, low.block);
+        CHECK(out.to_vector<float>() == want);
+        // One barrier a k-step; ks x tm x tn mma; the fragments come from shared memory.
+        const std::string& ptx = k->source();
+        CHECK(count_of(ptx, "bar.sync") == 1);
+        CHECK(count_of(ptx, "mma.sync") == static_cast<size_t>(sk * tm * tn));
+        CHECK(count_of(ptx, "ld.shared") > 0);
+        CHECK(ptxas(ptx, "sm_80") == "");
+        CHECK(ptxas(ptx, "sm_90") == "");
+        // A row-major A of K a multiple of 8 is copied 16 bytes at a time.
+        if (!c.a_t && c.k % 8 == 0) CHECK(count_of(ptx, "st.shared.v4") > 0);
+    }
+    const Tensor a = Tensor::from_vector(std::vector<float>(64 * 64, 1), {64, 64}, DType::Float16);
+    const std::vector<ScheduledKernel> ks = schedule_graph(a.matmul(a).uop());
+    codegen::OptKernel k(codegen::prepare_for_opts(ks[0].ast), lim);
+    CHECK(error_of([&] {
+              k.apply({codegen::OptOp::Tc, 22, 0});
+          }) ==
+          "[opt] TC(22, 0): the staging is 0 or 100 * k-steps + 10 * row warps + column warps, "
+          "each 1, 2 or 4, got 22");
+    // A: 2 x 512 rows of 64 + 8; B (stored along N): 2 x 64 rows of 256 + 8; 2 bytes each.
+    CHECK(error_of([&] {
+              k.apply({codegen::OptOp::Tc, 444, 136});
+          }) ==
+          "[opt] TC(444, 136): the staged tiles need 215040 bytes of shared memory, over the EMU "
+          "device's 49152");
+    k.apply({codegen::OptOp::Tc, 122, 34});
+    CHECK(error_of([&] {
+              k.apply({codegen::OptOp::Upcast, 0, 2});
+          }) == "[opt] UPCAST(0, 2): TC(122, 34) staged the operands through shared memory for its "
+                "block of warps: no opt may follow it");
+}
+
+TEST_CASE("EMU: the race detector reports staged tensor cores with one buffer") {
+    // k-step t + 1's copies overwrite what k-step t's fragments read, with no barrier between
+    // (two buffers taken in turn are what makes one barrier a k-step enough).
+    const Tensor a = Tensor::from_vector(std::vector<float>(32 * 64, 1), {32, 64}, DType::Float16);
+    const Tensor b = Tensor::from_vector(std::vector<float>(64 * 8, 1), {64, 8}, DType::Float16);
+    const std::vector<ScheduledKernel> ks = schedule_graph(a.matmul(b).uop());
+    std::vector<codegen::Opt> opts{{codegen::OptOp::Tc, 111, 0}};
+    codegen::set_tc_single_buffer_for_testing(true);
+    const codegen::LoweredKernel low =
+        codegen::lower_kernel_opt("r", ks[0].ast, runtime::emu_limits(), &opts);
+    codegen::set_tc_single_buffer_for_testing(false);
+    const auto k = runtime::compile_emu_kernel("r_one_buffer", low.program, 32);
+    const Tensor out =
+        Tensor::from_vector(std::vector<float>(32 * 8, NAN), {32, 8}, DType::Float16);
+    void* bufs[3] = {out.buffer()->data(), a.buffer()->data(), b.buffer()->data()};
+    if (ks[0].params[1].same(b.uop())) std::swap(bufs[1], bufs[2]);
+    // Thread 0 runs on to k-step 1 and writes word 1 (its copy's second half of 8 elements)
+    // that thread 1's fragment read in k-step 0.
+    CHECK(error_of([&] { runtime::emu_launch(*k, bufs, nullptr, low.grid, low.block); }) ==
+          "[emu] kernel r_one_buffer: block (0, 0, 0), thread (0, 0, 0): shared-memory race: "
+          "STORE of shared word 1 (byte 4) read by thread (1, 0, 0) since the last barrier");
+}
+
 TEST_CASE("tensor cores: a fragment's two 16-bit values along K are one 32-bit load") {
     // A is contiguous along K: its fragment pairs are single loads; B of a matmul with a
     // transposed right operand (x @ w^T, w stored [N, K]) too. Odd K (padded) keeps 16-bit loads.

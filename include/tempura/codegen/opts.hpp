@@ -39,8 +39,10 @@ enum class OptOp : uint8_t {
     NoLocals,
     Swap,
     PadTo,
-    Tc // a matmul on tensor cores (GPU, sm_80 and later): TC(0, tiles), tiles = 16 * rows +
-       // columns of 16 x 8 blocks a warp computes (0: one)
+    Tc // a matmul on tensor cores (GPU, sm_80 and later): TC(stage, tiles), tiles = 16 * rows +
+       // columns of 16 x 8 blocks a warp computes (0: one); stage 0 reads the fragments from
+       // global memory, 100 * k-steps + 10 * row warps + column warps stages the operands
+       // through shared memory (see tensor_core_ast)
 };
 
 std::string_view opt_op_name(OptOp op); // "UPCAST", ...
@@ -134,9 +136,19 @@ bool reads_what_it_writes(const UOp& ast);
 // warps of WMMA (mma.sync.m16n8k16). Throws "[opt] <what>..." when the kernel or the device does
 // not allow it.
 // `tiles` = 16 * rows + columns: each warp computes rows x columns blocks of 16 x 8 (each 1,
-// 2, 4 or 8; 0 is 1 x 1).
-UOp tensor_core_ast(const UOp& ast, const DeviceLimits& limits, int64_t& next_axis, int64_t tiles,
-                    const std::string& what);
+// 2, 4 or 8; 0 is 1 x 1). `stage` 0: the warps read their fragments from global memory;
+// 100 * ks + 10 * wm + wn (each 1, 2 or 4): a block of wm x wn warps copies k-steps of 16 ks of
+// both operands to shared memory (two buffers in turn, one barrier a k-step) and the warps read
+// their fragments there.
+UOp tensor_core_ast(const UOp& ast, const DeviceLimits& limits, int64_t& next_axis, int64_t stage,
+                    int64_t tiles, const std::string& what);
+// After TC(0, tiles): 2 x 2 warps a thread block, LOCAL 2 on the block rows and on the block
+// columns (the two innermost loop axes) where each is even; whether both applied.
+bool tc_warps_2x2(OptKernel& k);
+
+// Tests only: staged TC copies every k-step to the same buffer (EMU's race detector must then
+// report the write of step t + 1 over what step t's fragments read).
+void set_tc_single_buffer_for_testing(bool single);
 
 // The ast with `opts` applied in order (throws on the first invalid one).
 UOp apply_opts(const UOp& ast, const std::vector<Opt>& opts, const DeviceLimits& limits);

@@ -4,12 +4,13 @@
 //
 // The search keeps the `width` fastest kernels of each round. Round 1 expands the kernel with
 // no opts and the heuristics' choice (so BEAM is never slower than the heuristics, up to timing
-// noise); every later round expands the kept kernels of the round before by one more action
-// (UPCAST, UNROLL, LOCAL, THREAD, SWAP, PADTO with a fixed set of amounts), each checked with
-// OptKernel::try_apply, deduplicated by the structure of the resulting kernel (and by machine
-// code), lowered, compiled and timed on buffers of small random values: a warm-up run, then the
-// best of 3 (kernels under 1 ms repeated to fill each sample). A candidate is stopped as soon as
-// it takes more than 10x the best time so far, even inside its warm-up run (a timer signal
+// noise), and a matmul that takes tensor cores with each of its tensor_core_variants (TC comes
+// first, so no action reaches them); every later round expands the kept kernels of the round before
+// by one more action (UPCAST, UNROLL, LOCAL, THREAD, SWAP, PADTO with a fixed set of amounts), each
+// checked with OptKernel::try_apply, deduplicated by the structure of the resulting kernel (and by
+// machine code), lowered, compiled and timed on buffers of small random values: a warm-up run, then
+// the best of 3 (kernels under 1 ms repeated to fill each sample). A candidate is stopped as soon
+// as it takes more than 10x the best time so far, even inside its warm-up run (a timer signal
 // leaves the kernel's machine code), so hopeless ones cost little; one that faults on the random
 // inputs is dropped the same way. The search stops when a round's best does not improve on the
 // round before by more than 1%, or after 10 rounds. Its best is timed against the heuristics'
@@ -46,6 +47,12 @@ namespace tempura::codegen {
 // once would measure neither).
 std::vector<Opt> beam_search(const std::string& name, const UOp& ast, const DeviceLimits& limits,
                              int width);
+
+// A matmul's tensor-core opt lists that BEAM starts from (empty for a kernel TC refuses): each
+// warp's tiles (2 x 2 ... 8 x 4 blocks of 16 x 8) with one warp or 2 x 2 warps a block, and the
+// operands staged through shared memory (TC(stage, tiles): 1 x 2 ... 4 x 2 warps, k-steps of 16
+// or 32), those the kernel and the device allow.
+std::vector<std::vector<Opt>> tensor_core_variants(const UOp& prepared, const DeviceLimits& limits);
 
 // The opts the environment asks for: {} with TEMPURA_NOOPT=1, beam_search with width N when
 // TEMPURA_BEAM=N >= 1 (on the CPU and CUDA devices, for kernels of fixed sizes), else

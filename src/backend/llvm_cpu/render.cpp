@@ -412,18 +412,22 @@ class Renderer {
     // ---- memory -------------------------------------------------------------------------------
     // A load of `dt` from `p` converted to its value type (bytes to i1 for bool: nonzero is true;
     // lane by lane for a bool vector).
+    // The alignment of an access of `dt` (a vector: `dt.count` lanes) through `index`. A GPU has
+    // no unaligned vector accesses: one aligned to an element is split into scalar ones. The
+    // alignment the address is known to have (the buffer's, and the index's trailing zero bits)
+    // lets a pair of 16-bit values be one 32-bit access, 8 of them one 16-byte access.
+    llvm::Align known_align(DType dt, const UOp& u, const UOp& index) const {
+        llvm::Align align = access_align(dt, u);
+        if (target_ != Target::Nvptx || dt.count <= 1) return align;
+        const uint64_t whole =
+            llvm::PowerOf2Ceil(mod_.getDataLayout().getTypeStoreSize(mem_type(dt, u)));
+        const uint64_t known = align.value() * index_multiple(index);
+        return llvm::Align(std::min<uint64_t>({whole, known, 16}));
+    }
+
     llvm::Value* load_value(const UOp& u, llvm::Value* p) {
         llvm::Type* ty = mem_type(u.dtype(), u);
-        llvm::Align align = access_align(u.dtype(), u);
-        // A GPU has no unaligned vector loads: a vector load aligned to one element is split
-        // into scalar ones. The alignment the address is known to have (the buffer's, and the
-        // index's trailing zero bits) lets a pair of 16-bit values be one 32-bit load.
-        if (target_ == Target::Nvptx && u.dtype().count > 1) {
-            const llvm::DataLayout& dl = mod_.getDataLayout();
-            const uint64_t whole = llvm::PowerOf2Ceil(dl.getTypeStoreSize(ty));
-            const uint64_t known = align.value() * index_multiple(u.src(0));
-            align = llvm::Align(std::min<uint64_t>({whole, known, 16}));
-        }
+        const llvm::Align align = known_align(u.dtype(), u, u.src(0));
         llvm::LoadInst* ld = b_.CreateAlignedLoad(ty, p, align);
         tag_access(u.src(0), ld);
         llvm::Value* x = ld;
@@ -431,10 +435,13 @@ class Renderer {
         return x;
     }
 
-    // The largest power of two (up to 16) that the element index of INDEX(PARAM, i) is known to
-    // be a multiple of (a buffer starts 16-byte aligned); 1 for any other address.
+    // The largest power of two (up to 16) that the element index of INDEX(PARAM or DEFINE_LOCAL,
+    // i) is known to be a multiple of (buffers and shared arrays start 16-byte aligned); 1 for
+    // any other address.
     static uint64_t index_multiple(const UOp& index) {
-        if (index.op() != Op::Index || index.src(0).op() != Op::Param) return 1;
+        if (index.op() != Op::Index ||
+            (base_of(index).op() != Op::Param && base_of(index).op() != Op::DefineLocal))
+            return 1;
         for (int64_t m = 16; m > 1; m /= 2)
             if (pattern::is_multiple_of(index.src(1), m)) return static_cast<uint64_t>(m);
         return 1;
@@ -593,7 +600,7 @@ class Renderer {
             if (u.src(k).op() != Op::Range)
                 unsupported(u, "a STORE takes INDEX and value (extra sources may only be RANGEs)");
         if (et.is_bool()) v = b_.CreateZExt(v, mem_type(et, u));
-        const llvm::Align align = access_align(et, u);
+        const llvm::Align align = known_align(et, u, u.src(0));
         auto g = gates_.find(u.src(0).get());
         llvm::Value* gate = g == gates_.end() ? nullptr : g->second;
         llvm::Value* ok = emu_in_bounds(u.src(0), u.src(1).dtype().count, true, gate);
