@@ -80,13 +80,13 @@ UOp tensor_core_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis,
     // wn warps a block; 0: fragments read from global memory, one warp a block (LOCAL may add
     // more).
     const bool staged = stage != 0;
-    const int64_t ks = staged ? stage / 100 : 1, wm = staged ? stage / 10 % 10 : 1,
-                  wn = staged ? stage % 10 : 1;
-    if (stage < 0 || stage > 999 || !power_of_two(ks, 4) || !power_of_two(wm, 4) ||
+    const int64_t pipe = stage / 1000, ks = staged ? stage / 100 % 10 : 1,
+                  wm = staged ? stage / 10 % 10 : 1, wn = staged ? stage % 10 : 1;
+    if (stage < 0 || stage > 4999 || pipe == 1 || !power_of_two(ks, 4) || !power_of_two(wm, 4) ||
         !power_of_two(wn, 4))
         fail("opt", what +
-                        "the staging is 0 or 100 * k-steps + 10 * row warps + column warps, "
-                        "each 1, 2 or 4, got " +
+                        "the staging is 0 or 1000 * pipeline tiles (0, 2, 3 or 4) + 100 * "
+                        "k-steps + 10 * row warps + column warps (each 1, 2 or 4), got " +
                         std::to_string(stage));
     if (!lim.gpu || lim.sm < 80)
         fail("opt", what + "the " + lim.name +
@@ -236,25 +236,35 @@ UOp tensor_core_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis,
                                    both(inside(row, kk, kp), inside(col, n, np)));
             }));
     } else {
-        // The block's threads copy each operand's tile of the k-step (bm x bk of A, bk x bn of
-        // B) to shared memory, two tiles a buffer taken in turn (k-step t writes tile t % 2 while
-        // no thread can still read it: they all passed the barrier after their reads of t - 2
-        // ... t - 1), one BARRIER, then every warp reads its fragments there.
-        const int64_t threads = 32 * wm * wn;
-        const UOp which = g_single_buffer.load() ? idx(0) : kt % idx(2); // the k-step's buffer
+        // The block's threads copy each operand's tile of a k-step (bm x bk of A, bk x bn of
+        // B) to shared memory, and every warp reads its fragments there. Without a pipeline,
+        // k-step t's copies (through registers) go to tile t % 2, then one BARRIER: no thread can
+        // still read that tile, as all passed the barrier after their reads of step t - 2 (two
+        // tiles taken in turn are what makes one barrier a k-step enough). With a pipeline of p
+        // tiles, the copies are cp.async: tiles 0 .. p - 2 before the loop; k-step t waits until
+        // its own tile has landed (ASYNC_WAIT leaves p - 2 groups in flight), a BARRIER, then
+        // issues step t + p - 1's copies to the tile step t - 1 read (every thread is past it)
+        // and reads step t's fragments while they are in flight.
+        const int64_t threads = 32 * wm * wn, steps = kp / bk;
+        const int64_t tiles_n = pipe == 0 ? 2 : pipe;
+        const bool single = g_single_buffer.load(); // tests: every step in tile 0
+        const auto tile_of = [&](const UOp& step) { return single ? idx(0) : step % idx(tiles_n); };
         const UOp flat = lane + wc * idx(32) + wr * idx(32 * wn);
         struct Tile {
-            UOp smem;           // DEFINE_LOCAL of 2 tiles
-            int64_t ld = 0;     // elements between rows of the tile
-            int64_t tile = 0;   // elements of one tile
-            bool kmajor = true; // rows of the tile run along the operand's outer axis
+            UOp load, r, base;            // the operand's load, its outer range, block offset
+            int64_t size = 0, padded = 0; // of the outer range
+            UOp smem;                     // DEFINE_LOCAL of tiles_n tiles
+            int64_t ld = 0;               // elements between rows of a tile
+            int64_t tile = 0;             // elements of one tile
+            bool kmajor = true;           // rows of the tile run along the operand's outer axis
+            int64_t vec = 1;              // elements a copy
+            int64_t run = 0, units = 0;   // copies a tile row, and a tile
         };
-        std::vector<UOp> copies;
         int64_t local_id = 0, shared = 0;
         // Operand `load` whose outer axis `r` (i or j) has size `size` (`padded`), `extent` rows
         // or columns a block from `base`.
-        const auto stage = [&](const UOp& load, const UOp& r, const UOp& base, int64_t extent,
-                               int64_t size, int64_t padded) {
+        const auto plan = [&](const UOp& load, const UOp& r, const UOp& base, int64_t extent,
+                              int64_t size, int64_t padded) {
             const UOp& index = load.src(0).src(1);
             // Copies of `vec` neighbouring elements (16 bytes at most) where the operand is
             // contiguous along k (or else along r) and the vector never straddles the padding.
@@ -269,56 +279,68 @@ UOp tensor_core_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis,
                 return int64_t{1};
             };
             Tile t;
-            int64_t vec = contiguous(k, kk, kp, bk);
-            if (vec == 1) {
-                vec = contiguous(r, size, padded, extent);
-                t.kmajor = vec == 1;
+            t.load = load;
+            t.r = r;
+            t.base = base;
+            t.size = size;
+            t.padded = padded;
+            t.vec = contiguous(k, kk, kp, bk);
+            if (t.vec == 1) {
+                t.vec = contiguous(r, size, padded, extent);
+                t.kmajor = t.vec == 1;
             }
             // A row of 16 bytes more than the data: the 8 rows a fragment load reads from start
             // in different banks, and rows stay 16-byte aligned.
             t.ld = (t.kmajor ? bk : extent) + 8;
             t.tile = (t.kmajor ? extent : bk) * t.ld;
-            shared += 2 * t.tile * in.itemsize();
+            shared += tiles_n * t.tile * in.itemsize();
             t.smem = UOp::make(Op::DefineLocal, in.ptr(AddrSpace::Local), {},
-                               std::vector<int64_t>{2 * t.tile, local_id++});
-            const int64_t run = (t.kmajor ? bk : extent) / vec; // vectors a tile row
-            const int64_t units = (t.kmajor ? extent : bk) * run;
-            const UOp buf = which * idx(t.tile);
-            for (int64_t c = 0; c * threads < units; ++c) {
-                const UOp u = flat + idx(c * threads);
-                const UOp row = u / idx(run), at_row = (u % idx(run)) * idx(vec);
-                const UOp outer = base + (t.kmajor ? row : at_row);
-                const UOp kk_at = kt * idx(bk) + (t.kmajor ? at_row : row);
-                const Subs subs{{r, outer}, {k, kk_at}};
-                // The last round of copies may have fewer units than threads.
-                const UOp some =
-                    units % threads != 0 && (c + 1) * threads > units ? u < idx(units) : UOp();
-                const UOp gate =
-                    both(some, both(inside(outer, size, padded), inside(kk_at, kk, kp)));
-                UOp value;
-                if (vec == 1) {
-                    value = gated(at(load, subs), gate);
-                } else {
-                    const UOp& gbuf = load.src(0).src(0);
-                    UOp gidx = UOp::make(Op::Index,
-                                         gbuf.dtype()
-                                             .base()
-                                             .vec(static_cast<uint16_t>(vec))
-                                             .ptr(gbuf.dtype().addrspace),
-                                         {gbuf, at(index, subs)});
-                    if (!gate.is_null()) gidx = with_gate(gidx, gate);
-                    value = UOp::make(Op::Load, in.vec(static_cast<uint16_t>(vec)), {gidx});
-                }
-                UOp sidx =
-                    UOp::make(Op::Index, in.vec(static_cast<uint16_t>(vec)).ptr(AddrSpace::Local),
-                              {t.smem, buf + row * idx(t.ld) + at_row});
-                if (!some.is_null()) sidx = with_gate(sidx, some);
-                copies.push_back(UOp::make(Op::Store, DType::Void, {sidx, value}));
-            }
+                               std::vector<int64_t>{tiles_n * t.tile, local_id++});
+            t.run = (t.kmajor ? bk : extent) / t.vec; // copies a tile row
+            t.units = (t.kmajor ? extent : bk) * t.run;
             return t;
         };
-        const Tile ta = stage(loads[0], i, it * idx(bm), bm, m, mp);
-        const Tile tb = stage(loads[1], j, jt * idx(bn), bn, n, np);
+        // The copies of k-step `step`'s tile of `t` into shared memory `dst` (the array, or
+        // read through an AFTER), none where `skip` (a step past the last) is false; cp.async
+        // where asked for and the copy is 4 bytes or more, else a load and a store.
+        const auto copy = [&](const Tile& t, const UOp& step, const UOp& dst, const UOp& skip,
+                              bool async) {
+            std::vector<UOp> out;
+            const auto v = static_cast<uint16_t>(t.vec);
+            for (int64_t c = 0; c * threads < t.units; ++c) {
+                const UOp u = flat + idx(c * threads);
+                const UOp row = u / idx(t.run), at_row = (u % idx(t.run)) * idx(t.vec);
+                const UOp outer = t.base + (t.kmajor ? row : at_row);
+                const UOp kk_at = step * idx(bk) + (t.kmajor ? at_row : row);
+                const Subs subs{{t.r, outer}, {k, kk_at}};
+                // The last round of copies may have fewer units than threads.
+                const UOp some = t.units % threads != 0 && (c + 1) * threads > t.units
+                                     ? u < idx(t.units)
+                                     : UOp();
+                const UOp pad = both(inside(outer, t.size, t.padded), inside(kk_at, kk, kp));
+                const UOp& gbuf = t.load.src(0).src(0);
+                UOp gidx =
+                    UOp::make(Op::Index, gbuf.dtype().base().vec(v).ptr(gbuf.dtype().addrspace),
+                              {gbuf, at(t.load.src(0).src(1), subs)});
+                UOp sidx = UOp::make(Op::Index, in.vec(v).ptr(AddrSpace::Local),
+                                     {dst, tile_of(step) * idx(t.tile) + row * idx(t.ld) + at_row});
+                const UOp go = both(skip, some); // whether this thread copies
+                if (!go.is_null()) sidx = with_gate(sidx, go);
+                if (async && t.vec * in.itemsize() >= 4) {
+                    // cp.async: padding reads as zeros (src-size 0).
+                    if (!pad.is_null()) gidx = with_gate(gidx, pad);
+                    out.push_back(UOp::make(Op::CopyAsync, DType::Void, {sidx, gidx}));
+                    continue;
+                }
+                const UOp g = both(go, pad);
+                if (!g.is_null()) gidx = with_gate(gidx, g);
+                const UOp value = UOp::make(Op::Load, in.vec(v), {gidx});
+                out.push_back(UOp::make(Op::Store, DType::Void, {sidx, value}));
+            }
+            return out;
+        };
+        const Tile ta = plan(loads[0], i, it * idx(bm), bm, m, mp);
+        const Tile tb = plan(loads[1], j, jt * idx(bn), bn, n, np);
         if (shared > lim.shared_bytes)
             fail("opt", what + "the staged tiles need " + std::to_string(shared) +
                             " bytes of shared memory, over the " + lim.name + " device's " +
@@ -326,13 +348,55 @@ UOp tensor_core_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis,
         if (threads > lim.max_threads_per_block)
             fail("opt", what + std::to_string(threads) + " threads a block exceed the " + lim.name +
                             " device's " + std::to_string(lim.max_threads_per_block));
-        const UOp barrier = UOp::make(Op::Barrier, DType::Void, copies);
+        const auto join = [](std::vector<UOp> x, const std::vector<UOp>& y) {
+            x.insert(x.end(), y.begin(), y.end());
+            return x;
+        };
+        UOp barrier;
+        std::vector<UOp> in_flight; // the step's copies the fragment reads are ordered after
+        if (pipe == 0) {
+            barrier =
+                UOp::make(Op::Barrier, DType::Void,
+                          join(copy(ta, kt, ta.smem, {}, false), copy(tb, kt, tb.smem, {}, false)));
+        } else {
+            // The prologue's tiles, a group each (an ASYNC_WAIT that waits for nothing commits
+            // one; the next tile's copies follow it), the last one committed by the loop's first
+            // wait. Then k-step t's wait retires the groups of tiles 0 .. t exactly.
+            const int64_t ready = std::min(pipe - 1, steps); // tiles the prologue copies
+            UOp commit;
+            std::vector<UOp> last;
+            for (int64_t st = 0; st < ready; ++st) {
+                const auto dst = [&](const Tile& t) {
+                    return commit.is_null()
+                               ? t.smem
+                               : UOp::make(Op::After, t.smem.dtype(), {t.smem, commit});
+                };
+                last = join(copy(ta, idx(st), dst(ta), {}, true),
+                            copy(tb, idx(st), dst(tb), {}, true));
+                if (st + 1 < ready)
+                    commit =
+                        UOp::make(Op::AsyncWait, DType::Void, last, std::vector<int64_t>{pipe});
+            }
+            last.push_back(kt);
+            const UOp wait =
+                UOp::make(Op::AsyncWait, DType::Void, last, std::vector<int64_t>{ready - 1});
+            barrier = UOp::make(Op::Barrier, DType::Void, {wait});
+            const UOp ahead = kt + idx(pipe - 1);
+            const UOp skip = steps > pipe - 1 ? ahead < idx(steps) : UOp::constant(DType::Bool, 0);
+            const auto after = [&](const Tile& t) {
+                return UOp::make(Op::After, t.smem.dtype(), {t.smem, barrier});
+            };
+            in_flight = join(copy(ta, ahead, after(ta), skip, true),
+                             copy(tb, ahead, after(tb), skip, true));
+        }
         // Lane r of a fragment from tile `t` at the operand's outer offset `o` and k offset `kq`
         // within the tile; pairs where the tile runs along k.
         const auto smem_read = [&](const Tile& t, const UOp& o, const UOp& kq, int64_t n_out) {
-            const UOp after = UOp::make(Op::After, t.smem.dtype(), {t.smem, barrier});
+            std::vector<UOp> deps{t.smem, barrier};
+            deps.insert(deps.end(), in_flight.begin(), in_flight.end());
+            const UOp after = UOp::make(Op::After, t.smem.dtype(), deps);
             const UOp off =
-                which * idx(t.tile) + (t.kmajor ? o * idx(t.ld) + kq : kq * idx(t.ld) + o);
+                tile_of(kt) * idx(t.tile) + (t.kmajor ? o * idx(t.ld) + kq : kq * idx(t.ld) + o);
             const auto lanes = static_cast<uint16_t>(n_out);
             const UOp sidx =
                 UOp::make(Op::Index, in.vec(lanes).ptr(AddrSpace::Local), {after, off});

@@ -780,10 +780,15 @@ std::vector<std::vector<Opt>> tensor_core_variants(const UOp& prepared, const De
         out.push_back(o);
         if (tc_warps_2x2(k)) out.push_back(k.applied());
     }
-    for (const int64_t stage : {122, 222, 124, 224, 142, 242, 422})
-        for (const int64_t tiles : {34, 36, 66, 68, 72, 132})
-            if (OptKernel k(prepared, lim); k.try_apply({OptOp::Tc, stage, tiles}))
-                out.push_back(k.applied());
+    // Staged: 2 x 2, 2 x 4 and 4 x 2 warps of 32 x 32, 64 x 32 or 64 x 64 outputs, k-steps of
+    // 16 or 32, copied through registers or by a cp.async pipeline of 2, 3 or 4 tiles.
+    for (const int64_t pipe : {0, 2, 3, 4})
+        for (const int64_t ks : {1, 2})
+            for (const int64_t warps : {22, 24, 42})
+                for (const int64_t tiles : {36, 68, 72})
+                    if (OptKernel k(prepared, lim);
+                        k.try_apply({OptOp::Tc, 1000 * pipe + 100 * ks + warps, tiles}))
+                        out.push_back(k.applied());
     return out;
 }
 

@@ -480,6 +480,64 @@ TEST_CASE("EMU: a barrier reached by part of a block is an error") {
     runtime::emu_launch(*k, nullptr, nullptr, {1, 1, 1}, {2, 1, 1}); // every thread reaches it
 }
 
+TEST_CASE("EMU: cp.async lands at the wait that retires it") {
+    // Hand-written: thread t copies in[4 t .. 4 t + 3] to shared memory (COPY_ASYNC, 16 bytes;
+    // thread 7's source gated off: zeros), then out[4 t ..] = shared[4 ((t + 1) % 8) ..].
+    const UOp eight = UOp::index(8), four = UOp::index(4), one = UOp::index(1);
+    const DType v4 = DType::Float32.vec(4);
+    const UOp out = UOp::make(Op::Param, DType::Float32.ptr(), {}, std::vector<int64_t>{0, 32});
+    const UOp in = UOp::make(Op::Param, DType::Float32.ptr(), {}, std::vector<int64_t>{1, 32});
+    const UOp smem = UOp::make(Op::DefineLocal, DType::Float32.ptr(AddrSpace::Local), {},
+                               std::vector<int64_t>{32, 0});
+    const UOp t = UOp::make(Op::Special, DType::Index, {eight}, std::vector<int64_t>{1, 0});
+    const UOp at = t * four, seven = UOp::index(7), valid = t < seven;
+    const UOp src = UOp::make(Op::Index, v4.ptr(), {in, at, valid});
+    const UOp dst = UOp::make(Op::Index, v4.ptr(AddrSpace::Local), {smem, at});
+    const UOp cp = UOp::make(Op::CopyAsync, DType::Void, {dst, src});
+    const UOp wait = UOp::make(Op::AsyncWait, DType::Void, {cp}, std::vector<int64_t>{0});
+    const UOp bar = UOp::make(Op::Barrier, DType::Void, {});
+    const UOp next = t + one, wrap = next % eight, from = wrap * four;
+    const UOp sidx = UOp::make(Op::Index, v4.ptr(AddrSpace::Local), {smem, from});
+    const UOp ld = UOp::make(Op::Load, v4, {sidx});
+    const UOp oidx = UOp::make(Op::Index, v4.ptr(), {out, at});
+    const UOp st = UOp::make(Op::Store, DType::Void, {oidx, ld});
+    const std::vector<UOp> head{eight, four, one, out, in, smem, t, at, seven, valid, src, dst, cp};
+    const std::vector<UOp> tail{bar, next, wrap, from, sidx, ld, oidx, st};
+    std::vector<float> input(32), output(32, NAN);
+    for (size_t i = 0; i < 32; ++i) input[i] = static_cast<float>(i + 1);
+    void* bufs[2] = {output.data(), input.data()};
+    const auto program = [&](bool waits, bool last) {
+        std::vector<UOp> p = head;
+        if (waits && !last) p.push_back(wait);
+        p.insert(p.end(), tail.begin(), tail.end());
+        if (waits && last) p.push_back(wait);
+        return p;
+    };
+    const auto good = runtime::compile_emu_kernel("E_cp", program(true, false), 8);
+    CHECK(ptxas(good->source(), "sm_80") == "");
+    CHECK(count_of(good->source(), "cp.async.cg.shared.global") == 1);
+    runtime::emu_launch(*good, bufs, nullptr, {1, 1, 1}, {8, 1, 1});
+    std::vector<float> want(32);
+    for (size_t i = 0; i < 32; ++i)
+        want[i] = i < 24 ? static_cast<float>(i + 5) : i < 28 ? 0.0f : static_cast<float>(i - 27);
+    CHECK(output == want);
+    // The wait after the reads: thread 0 reads thread 1's copy before it lands (the copy's
+    // bytes land at thread 1's wait, after the barrier: a race with thread 0's read).
+    const auto late = runtime::compile_emu_kernel("E_cp_late", program(true, true), 8);
+    CHECK(error_of([&] {
+              runtime::emu_launch(*late, bufs, nullptr, {1, 1, 1}, {8, 1, 1});
+          }) ==
+          "[emu] kernel E_cp_late: block (0, 0, 0), thread (1, 0, 0): shared-memory race: STORE "
+          "of shared word 4 (byte 16) read by thread (0, 0, 0) since the last barrier");
+    // No wait at all: the copy never lands.
+    const auto never = runtime::compile_emu_kernel("E_cp_never", program(false, false), 8);
+    CHECK(error_of([&] {
+              runtime::emu_launch(*never, bufs, nullptr, {1, 1, 1}, {8, 1, 1});
+          }) ==
+          "[emu] kernel E_cp_never: block (0, 0, 0), thread (0, 0, 0): 1 asynchronous copy to "
+          "shared memory never retired by an ASYNC_WAIT (cp.async.wait_group)");
+}
+
 TEST_CASE("EMU: one kernel for every batch size, the batch on a grid dim sized at launch") {
     clear_caches();
     const DefaultDevice emu("EMU");

@@ -393,6 +393,12 @@ TEST_CASE("tensor cores: operands staged through shared memory (TC(stage, tiles)
         {100, 70, 90, 214, 34, false, false, DType::Float32},
         {64, 64, 64, 141, 17, false, false, DType::Float16},
         {48, 80, 40, 412, 0, true, true, DType::Float16},
+        // cp.async pipelines of 2, 3 and 4 tiles (fewer k-steps than tiles in the last)
+        {128, 64, 128, 2222, 72, false, false, DType::Float32},
+        {128, 64, 128, 3122, 72, true, true, DType::Float32},
+        {40, 24, 20, 3122, 18, false, true, DType::Float32},
+        {100, 70, 90, 4214, 34, false, false, DType::Float16},
+        {64, 16, 64, 4122, 34, false, false, DType::Float32},
     };
     for (const Case& c : cases) {
         INFO(c.m << " x " << c.k << " x " << c.n << ", TC(" << c.stage << ", " << c.tiles
@@ -415,7 +421,8 @@ TEST_CASE("tensor cores: operands staged through shared memory (TC(stage, tiles)
         std::vector<codegen::Opt> opts{{codegen::OptOp::Tc, c.stage, c.tiles}};
         const codegen::LoweredKernel low = codegen::lower_kernel_opt("r", ks[0].ast, lim, &opts);
         const int64_t tm = c.tiles == 0 ? 1 : c.tiles / 16, tn = c.tiles == 0 ? 1 : c.tiles % 16;
-        const int64_t sk = c.stage / 100, wm = c.stage / 10 % 10, wn = c.stage % 10;
+        const int64_t pipe = c.stage / 1000, sk = c.stage / 100 % 10, wm = c.stage / 10 % 10,
+                      wn = c.stage % 10;
         // The lane is x; y and z are the warps.
         CHECK(low.block[0] == 32);
         CHECK(low.block[1] * low.block[2] == wm * wn);
@@ -436,17 +443,31 @@ TEST_CASE("tensor cores: operands staged through shared memory (TC(stage, tiles)
         CHECK(count_of(ptx, "ld.shared") > 0);
         CHECK(ptxas(ptx, "sm_80") == "");
         CHECK(ptxas(ptx, "sm_90") == "");
-        // A row-major A of K a multiple of 8 is copied 16 bytes at a time.
-        if (!c.a_t && c.k % 8 == 0) CHECK(count_of(ptx, "st.shared.v4") > 0);
+        // A row-major A of K a multiple of 8 is copied 16 bytes at a time: through registers,
+        // or with cp.async (the prologue's tiles, then one k-step ahead in the loop).
+        if (!c.a_t && c.k % 8 == 0)
+            CHECK(count_of(ptx, pipe == 0 ? "st.shared.v4" : "cp.async.cg.shared.global") > 0);
+        if (pipe == 0) CHECK(count_of(ptx, "cp.async") == 0);
+        if (pipe != 0) {
+            // A commit after each of the prologue's tiles but the last, and the loop's wait.
+            const int64_t steps = (c.k + 16 * sk - 1) / (16 * sk);
+            size_t waits = 0;
+            for (const UOp& u : low.program) waits += u.op() == Op::AsyncWait ? 1 : 0;
+            CHECK(waits == static_cast<size_t>(std::min(pipe - 1, steps)));
+        }
     }
     const Tensor a = Tensor::from_vector(std::vector<float>(64 * 64, 1), {64, 64}, DType::Float16);
     const std::vector<ScheduledKernel> ks = schedule_graph(a.matmul(a).uop());
     codegen::OptKernel k(codegen::prepare_for_opts(ks[0].ast), lim);
     CHECK(error_of([&] {
               k.apply({codegen::OptOp::Tc, 22, 0});
+          }) == "[opt] TC(22, 0): the staging is 0 or 1000 * pipeline tiles (0, 2, 3 or 4) + 100 * "
+                "k-steps + 10 * row warps + column warps (each 1, 2 or 4), got 22");
+    CHECK(error_of([&] {
+              k.apply({codegen::OptOp::Tc, 1111, 0});
           }) ==
-          "[opt] TC(22, 0): the staging is 0 or 100 * k-steps + 10 * row warps + column warps, "
-          "each 1, 2 or 4, got 22");
+          "[opt] TC(1111, 0): the staging is 0 or 1000 * pipeline tiles (0, 2, 3 or 4) + 100 * "
+          "k-steps + 10 * row warps + column warps (each 1, 2 or 4), got 1111");
     // A: 2 x 512 rows of 64 + 8; B (stored along N): 2 x 64 rows of 256 + 8; 2 bytes each.
     CHECK(error_of([&] {
               k.apply({codegen::OptOp::Tc, 444, 136});

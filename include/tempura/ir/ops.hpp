@@ -114,8 +114,17 @@ struct OpInfo {
     X(Gep, "GEP", 1, 1, Vector, 0, -1, Ints)                                                       \
     /* WMMA(a, b, c) {m, n, k}: a warp's tensor-core multiply-add D = A B + C, each operand this   \
      */                                                                                            \
-    /* lane's fragment in the PTX m16n8k16 layout (a: 8, b: 4 16-bit floats; c, D: 4 float32) */   \
+    /* lane's fragment in the PTX m16n8k16 layout (a: 8, b: 4 16-bit floats; c, D: 4 float32 or */ \
+    /* 4 float16) */                                                                               \
     X(Wmma, "WMMA", 3, 3, Vector, 0, -1, Ints)                                                     \
+    /* COPY_ASYNC(dst, src): this thread's asynchronous copy (PTX cp.async) of 4, 8 or 16 bytes */ \
+    /* from src (an INDEX of global memory; gated off: zeros) to dst (an INDEX of shared memory;   \
+     */                                                                                            \
+    /* gated off: no copy). The data lands by the ASYNC_WAIT that retires it. */                   \
+    X(CopyAsync, "COPY_ASYNC", 2, 2, Memory, 0, -1, None)                                          \
+    /* ASYNC_WAIT(effects...) {n}: the copies issued since the last one become a group; waits */   \
+    /* until at most n groups are in flight (PTX cp.async.commit_group, wait_group n) */           \
+    X(AsyncWait, "ASYNC_WAIT", kVariadic, 0, Memory, 0, -1, Ints)                                  \
     /* control flow */                                                                             \
     X(Range, "RANGE", kVariadic, 1, Control, 0, -1, Range)                                         \
     X(End, "END", kVariadic, 1, Control, 0, 1, None)                                               \

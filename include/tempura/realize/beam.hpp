@@ -50,8 +50,9 @@ std::vector<Opt> beam_search(const std::string& name, const UOp& ast, const Devi
 
 // A matmul's tensor-core opt lists that BEAM starts from (empty for a kernel TC refuses): each
 // warp's tiles (2 x 2 ... 8 x 4 blocks of 16 x 8) with one warp or 2 x 2 warps a block, and the
-// operands staged through shared memory (TC(stage, tiles): 1 x 2 ... 4 x 2 warps, k-steps of 16
-// or 32), those the kernel and the device allow.
+// operands staged through shared memory (TC(stage, tiles): 2 x 2, 2 x 4 or 4 x 2 warps, k-steps
+// of 16 or 32, copies through registers or a cp.async pipeline of 2 to 4 tiles), those the
+// kernel and the device allow.
 std::vector<std::vector<Opt>> tensor_core_variants(const UOp& prepared, const DeviceLimits& limits);
 
 // The opts the environment asks for: {} with TEMPURA_NOOPT=1, beam_search with width N when

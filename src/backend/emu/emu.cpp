@@ -11,6 +11,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -105,6 +106,17 @@ class StackRegion {
 };
 thread_local StackRegion t_stacks;
 
+// A thread's asynchronous copies (COPY_ASYNC) in flight: each lands in shared memory at the
+// ASYNC_WAIT that retires its group.
+struct AsyncCopies {
+    struct Copy {
+        int64_t address = 0, bytes = 0, group = 0;
+        std::array<unsigned char, 16> data{};
+    };
+    std::vector<Copy> pending;
+    int64_t committed = 0; // groups committed so far; a copy joins group `committed`
+};
+
 struct Fiber {
     ucontext_t ctx{};
     char* stack = nullptr; // in this host thread's StackRegion
@@ -114,6 +126,7 @@ struct Fiber {
     int64_t barrier_at = -1; // the program position of the barrier it waits at
     int64_t barriers = 0;    // barriers passed so far
     float *a = nullptr, *b = nullptr, *cd = nullptr; // waiting at a WMMA: its fragments
+    AsyncCopies copies;                              // its cp.async in flight
 };
 
 // What the block running on this host thread is doing (the hooks read it).
@@ -124,7 +137,8 @@ struct Block {
     std::vector<unsigned char> shared;
     std::vector<Shadow> shadow;
     uint32_t epoch = 1;
-    int64_t tid = 0; // the thread running now
+    int64_t tid = 0;         // the thread running now
+    AsyncCopies solo_copies; // the running thread's cp.async when the block runs no fibers
     std::string error;
     // fibers
     ucontext_t scheduler{};
@@ -268,6 +282,8 @@ void mma_step(std::vector<Fiber>& fibers) {
     }
 }
 
+void check_copies_waited(Block& b, int64_t tid, AsyncCopies& c);
+
 void fiber_main(unsigned lo, unsigned hi) {
     auto* f = reinterpret_cast<Fiber*>((static_cast<uintptr_t>(hi) << 32) | lo);
     Block* b = t_block;
@@ -275,6 +291,7 @@ void fiber_main(unsigned lo, unsigned hi) {
     __sanitizer_finish_switch_fiber(nullptr, &b->sched_bottom, &b->sched_size);
 #endif
     b->kernel->run(b->buffers, f->vars.data());
+    check_copies_waited(*b, f->tid, f->copies);
     f->done = true;
     f->barrier_at = -1;
 #ifdef TEMPURA_ASAN_FIBERS
@@ -283,9 +300,61 @@ void fiber_main(unsigned lo, unsigned hi) {
     // returns to uc_link: the scheduler
 }
 
+// The running thread's copies (a kernel run without fibers has no barrier, so its threads run
+// one after another: one set at a time).
+AsyncCopies& copies_of_running() {
+    Block* b = t_block;
+    return b->running != nullptr ? b->running->copies : b->solo_copies;
+}
+
+// A thread's end: copies it never waited for are an error (their reads would see old data).
+void check_copies_waited(Block& b, int64_t tid, AsyncCopies& c) {
+    if (!c.pending.empty())
+        b.problem(b.where(tid) + std::to_string(c.pending.size()) + " asynchronous cop" +
+                  (c.pending.size() == 1 ? "y" : "ies") +
+                  " to shared memory never retired by an ASYNC_WAIT (cp.async.wait_group)");
+    c = AsyncCopies{};
+}
+
+// A COPY_ASYNC: the destination is claimed now (a store, for the race detector: the hardware
+// may write it at any time until the wait), the bytes land at the wait.
+void on_copy_async(int64_t address, int64_t bytes, const void* data) {
+    Block* b = t_block;
+    if (b == nullptr || bytes <= 0 || bytes > 16) return;
+    if (on_shared(address, bytes, 1) == 0) return; // outside shared memory: reported
+    AsyncCopies& c = copies_of_running();
+    AsyncCopies::Copy copy;
+    copy.address = address;
+    copy.bytes = bytes;
+    copy.group = c.committed;
+    std::memcpy(copy.data.data(), data, static_cast<size_t>(bytes));
+    c.pending.push_back(copy);
+}
+
+// An ASYNC_WAIT {n}: the copies issued since the last one are a group; all but the newest n
+// groups land now (each a store, for the race detector).
+void on_async_wait(int64_t n) {
+    Block* b = t_block;
+    if (b == nullptr) return;
+    AsyncCopies& c = copies_of_running();
+    ++c.committed;
+    std::vector<AsyncCopies::Copy> keep;
+    for (const AsyncCopies::Copy& copy : c.pending) {
+        if (copy.group >= c.committed - n) {
+            keep.push_back(copy);
+            continue;
+        }
+        if (on_shared(copy.address, copy.bytes, 1) != 0)
+            std::memcpy(reinterpret_cast<void*>(copy.address), copy.data.data(),
+                        static_cast<size_t>(copy.bytes));
+    }
+    c.pending = std::move(keep);
+}
+
 void install_hooks() {
     static const bool done = [] {
-        llvm_backend::set_emu_hooks({&on_fault, &on_shared, &on_barrier, &on_mma});
+        llvm_backend::set_emu_hooks(
+            {&on_fault, &on_shared, &on_barrier, &on_mma, &on_copy_async, &on_async_wait});
         return true;
     }();
     (void)done;
@@ -376,6 +445,7 @@ std::string run_block(const CompiledKernel& k, void* const* buffers, const int64
             v[nv + 4] = t / block[0] % block[1];
             v[nv + 5] = t / (block[0] * block[1]);
             k.run(buffers, v.data());
+            check_copies_waited(b, t, b.solo_copies);
         }
         return b.error;
     }

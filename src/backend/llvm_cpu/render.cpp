@@ -41,6 +41,8 @@ std::atomic<decltype(EmuHooks::fault)> g_emu_fault{nullptr};
 std::atomic<decltype(EmuHooks::shared)> g_emu_shared{nullptr};
 std::atomic<decltype(EmuHooks::barrier)> g_emu_barrier{nullptr};
 std::atomic<decltype(EmuHooks::mma)> g_emu_mma{nullptr};
+std::atomic<decltype(EmuHooks::copy_async)> g_emu_copy_async{nullptr};
+std::atomic<decltype(EmuHooks::async_wait)> g_emu_async_wait{nullptr};
 
 std::string describe(const UOp& u) {
     return std::string(op_name(u.op())) + " of dtype " + u.dtype().name();
@@ -809,6 +811,87 @@ class Renderer {
         return f16_acc ? b_.CreateFPTrunc(d, value_type(u.dtype(), u)) : d;
     }
 
+    // COPY_ASYNC(dst, src): cp.async of src's 4, 8 or 16 bytes to shared memory; src gated off
+    // copies zeros (src-size 0, from the buffer's start: nothing is read), dst gated off copies
+    // nothing.
+    void copy_async(const UOp& u) {
+        const UOp& dst = u.src(0);
+        const UOp& src = u.src(1);
+        const DType vt = src.dtype().base();
+        if (dst.op() != Op::Index || src.op() != Op::Index || !is_shared(dst) ||
+            base_of(src).op() != Op::Param || dst.dtype().base() != vt)
+            unsupported(u, "a COPY_ASYNC copies an INDEX of a buffer to an INDEX of shared "
+                           "memory of the same dtype");
+        const uint64_t bytes = mod_.getDataLayout().getTypeStoreSize(mem_type(vt, u));
+        if (bytes != 4 && bytes != 8 && bytes != 16)
+            unsupported(u, "cp.async copies 4, 8 or 16 bytes, not " + std::to_string(bytes));
+        llvm::Value* dp = ptr_src(u, 0);
+        llvm::Value* sp = ptr_src(u, 1);
+        const auto dg = gates_.find(dst.get());
+        const auto sg = gates_.find(src.get());
+        llvm::BasicBlock* done = nullptr;
+        if (dg != gates_.end()) {
+            const std::string n = "cp" + std::to_string(cur_);
+            auto* then = llvm::BasicBlock::Create(ctx_, n + ".then", fn_);
+            done = llvm::BasicBlock::Create(ctx_, n + ".end", fn_);
+            b_.CreateCondBr(dg->second, then, done);
+            b_.SetInsertPoint(then);
+        }
+        if (target_ == Target::Nvptx) {
+            namespace I = llvm::Intrinsic;
+            const bool zfill = sg != gates_.end();
+            const I::ID id = bytes == 16  ? (zfill ? I::nvvm_cp_async_cg_shared_global_16_s
+                                                   : I::nvvm_cp_async_cg_shared_global_16)
+                             : bytes == 8 ? (zfill ? I::nvvm_cp_async_ca_shared_global_8_s
+                                                   : I::nvvm_cp_async_ca_shared_global_8)
+                                          : (zfill ? I::nvvm_cp_async_ca_shared_global_4_s
+                                                   : I::nvvm_cp_async_ca_shared_global_4);
+            std::vector<llvm::Value*> args{dp, sp};
+            if (zfill) {
+                args[1] = b_.CreateSelect(sg->second, sp, ptr_src(src, 0));
+                args.push_back(b_.CreateSelect(
+                    sg->second, b_.getInt32(static_cast<uint32_t>(bytes)), b_.getInt32(0)));
+            }
+            b_.CreateCall(llvm::Intrinsic::getDeclaration(&mod_, id), args);
+        } else if (target_ == Target::Emu) {
+            const auto hook = g_emu_copy_async.load();
+            if (hook == nullptr) fail("emu", "internal: no cp.async hook for kernel " + kernel_);
+            // The source is read now (gated off: zeros, and nothing is read), the bytes land
+            // at the wait.
+            llvm::Value* v = load(UOp::make(Op::Load, vt, {src}));
+            llvm::IRBuilder<> eb(entry_);
+            llvm::Value* tmp = eb.CreateAlloca(mem_type(vt, u));
+            b_.CreateAlignedStore(v, tmp, llvm::Align(1));
+            call_host(reinterpret_cast<const void*>(hook), b_.getVoidTy(),
+                      {b_.CreatePtrToInt(dp, b_.getInt64Ty()),
+                       llvm::ConstantInt::get(b_.getInt64Ty(), bytes), tmp});
+        } else {
+            unsupported(u, "the CPU has no shared memory");
+        }
+        if (done != nullptr) {
+            b_.CreateBr(done);
+            b_.SetInsertPoint(done);
+        }
+    }
+
+    // ASYNC_WAIT {n}: cp.async.commit_group, then cp.async.wait_group n.
+    void async_wait(const UOp& u) {
+        const auto* a = std::get_if<std::vector<int64_t>>(&u.arg());
+        if (a == nullptr || a->size() != 1 || (*a)[0] < 0 || (*a)[0] > 8)
+            unsupported(u, "its arg must be {n}, 0 .. 8 groups left in flight");
+        if (target_ == Target::Nvptx) {
+            b_.CreateIntrinsic(llvm::Intrinsic::nvvm_cp_async_commit_group, {}, {});
+            b_.CreateIntrinsic(llvm::Intrinsic::nvvm_cp_async_wait_group, {},
+                               {b_.getInt32(static_cast<uint32_t>((*a)[0]))});
+            return;
+        }
+        if (target_ != Target::Emu) unsupported(u, "the CPU has no asynchronous copies");
+        const auto hook = g_emu_async_wait.load();
+        if (hook == nullptr) fail("emu", "internal: no cp.async wait hook for kernel " + kernel_);
+        call_host(reinterpret_cast<const void*>(hook), b_.getVoidTy(),
+                  {llvm::ConstantInt::get(b_.getInt64Ty(), static_cast<uint64_t>((*a)[0]))});
+    }
+
     llvm::Value* define_reg(const UOp& u) {
         if (!u.dtype().is_ptr) unsupported(u, "a DEFINE_REG must have a pointer dtype");
         // arg: {count, id} (the id keeps distinct registers distinct under hash-consing). The
@@ -1221,6 +1304,8 @@ class Renderer {
         case Op::Index: return index(u);
         case Op::Load: return load(u);
         case Op::Store: store(u); return nullptr;
+        case Op::CopyAsync: copy_async(u); return nullptr;
+        case Op::AsyncWait: async_wait(u); return nullptr;
         case Op::Range: return open_range(u);
         case Op::End: close_ranges(u); return nullptr;
         case Op::If: open_if(u); return nullptr;
@@ -1279,6 +1364,8 @@ void set_emu_hooks(const EmuHooks& hooks) {
     g_emu_shared.store(hooks.shared);
     g_emu_barrier.store(hooks.barrier);
     g_emu_mma.store(hooks.mma);
+    g_emu_copy_async.store(hooks.copy_async);
+    g_emu_async_wait.store(hooks.async_wait);
 }
 
 } // namespace tempura::llvm_backend

@@ -39,12 +39,17 @@ enum class Target {
 //   returns 1 when the access may proceed (inside the block's shared memory), else 0;
 // - barrier: the thread reached the BARRIER at program position `position`;
 // - mma: the thread reached the WMMA at `position` with its fragments (a: 8 floats, b: 4, cd: 4,
-//   the 16-bit inputs widened exactly); when its warp's 32 threads are there, cd holds D.
+//   the 16-bit inputs widened exactly); when its warp's 32 threads are there, cd holds D;
+// - copy_async: the thread's COPY_ASYNC of `bytes` bytes (read from global memory already, at
+//   `data`) to shared memory at `address`; they land there by the ASYNC_WAIT that retires it;
+// - async_wait: the thread's ASYNC_WAIT {n}.
 struct EmuHooks {
     void (*fault)(int64_t slot, int64_t numel, int64_t offset, int64_t lanes, int64_t store);
     int64_t (*shared)(int64_t address, int64_t bytes, int64_t store);
     void (*barrier)(int64_t position);
     void (*mma)(int64_t position, float* a, float* b, float* cd);
+    void (*copy_async)(int64_t address, int64_t bytes, const void* data);
+    void (*async_wait)(int64_t n);
 };
 void set_emu_hooks(const EmuHooks& hooks);
 
