@@ -389,33 +389,34 @@ UOp tensor_core_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis,
             in_flight = join(copy(ta, ahead, after(ta), skip, true),
                              copy(tb, ahead, after(tb), skip, true));
         }
-        // Lane r of a fragment from tile `t` at the operand's outer offset `o` and k offset `kq`
-        // within the tile; pairs where the tile runs along k.
-        const auto smem_read = [&](const Tile& t, const UOp& o, const UOp& kq, int64_t n_out) {
+        // A fragment is one LDMATRIX of 8 x 8 matrices (A: 4, B: 2), read after the barrier
+        // (and after the step's copies in flight, so that they are issued first), transposed
+        // where the tile runs across k: lane 8 q + r gives the address of row r of matrix q,
+        // whose block of 8 along the operand's outer axis is `ob` and along k `kb`.
+        const UOp q = lane / idx(8), r8 = lane % idx(8);
+        const auto ldmatrix = [&](const Tile& t, int64_t count, const UOp& outer0, const UOp& k0,
+                                  const UOp& ob, const UOp& kb) {
             std::vector<UOp> deps{t.smem, barrier};
             deps.insert(deps.end(), in_flight.begin(), in_flight.end());
             const UOp after = UOp::make(Op::After, t.smem.dtype(), deps);
+            const UOp o = outer0 + ob * idx(8) + (t.kmajor ? r8 : idx(0));
+            const UOp kq = k0 + kb * idx(8) + (t.kmajor ? idx(0) : r8);
             const UOp off =
                 tile_of(kt) * idx(t.tile) + (t.kmajor ? o * idx(t.ld) + kq : kq * idx(t.ld) + o);
-            const auto lanes = static_cast<uint16_t>(n_out);
-            const UOp sidx =
-                UOp::make(Op::Index, in.vec(lanes).ptr(AddrSpace::Local), {after, off});
-            const UOp v = UOp::make(Op::Load, in.vec(lanes), {sidx});
-            if (n_out == 1) return std::vector<UOp>{v};
-            return std::vector<UOp>{UOp::make(Op::Gep, in, {v}, std::vector<int64_t>{0}),
-                                    UOp::make(Op::Gep, in, {v}, std::vector<int64_t>{1})};
+            const UOp row = UOp::make(Op::Index, in.vec(8).ptr(AddrSpace::Local), {after, off});
+            return UOp::make(Op::LdMatrix, in.vec(static_cast<uint16_t>(2 * count)), {row},
+                             std::vector<int64_t>{count, t.kmajor ? 0 : 1});
         };
         for (int64_t sub = 0; sub < ks; ++sub) {
+            // A's registers a0 .. a7 are matrices (rows, k) (0, 0), (8, 0), (0, 8), (8, 8);
+            // B's b0 .. b3 (k 0 and 8) of its 8 columns. Lanes 16 .. 31 of B's give the same
+            // addresses as 0 .. 15 (an x2 reads only those).
             for (int64_t ti = 0; ti < tm; ++ti)
-                afrag[static_cast<size_t>(sub)].push_back(fragment(8, ta.kmajor, [&](int64_t r) {
-                    return smem_read(ta, local_row0(ti) + a_row(r), idx(16 * sub) + a_k(r),
-                                     ta.kmajor ? 2 : 1);
-                }));
+                afrag[static_cast<size_t>(sub)].push_back(
+                    ldmatrix(ta, 4, local_row0(ti), idx(16 * sub), q % idx(2), q / idx(2)));
             for (int64_t tj = 0; tj < tn; ++tj)
-                bfrag[static_cast<size_t>(sub)].push_back(fragment(4, tb.kmajor, [&](int64_t r) {
-                    return smem_read(tb, local_col0(tj) + grp, idx(16 * sub) + b_k(r),
-                                     tb.kmajor ? 2 : 1);
-                }));
+                bfrag[static_cast<size_t>(sub)].push_back(
+                    ldmatrix(tb, 2, local_col0(tj), idx(16 * sub), idx(0), q % idx(2)));
         }
     }
     std::unordered_set<const UOpNode*> in_reduce;

@@ -440,7 +440,19 @@ TEST_CASE("tensor cores: operands staged through shared memory (TC(stage, tiles)
         const std::string& ptx = k->source();
         CHECK(count_of(ptx, "bar.sync") == 1);
         CHECK(count_of(ptx, "mma.sync") == static_cast<size_t>(sk * tm * tn));
-        CHECK(count_of(ptx, "ld.shared") > 0);
+        // Each fragment is one ldmatrix (A: 4 matrices, B: 2), transposed where the operand's
+        // tile runs across K (A stored [K, M], B stored [K, N]); no other shared loads.
+        size_t lda = 0, ldb = 0;
+        for (const UOp& u : low.program)
+            if (u.op() == Op::LdMatrix) {
+                const auto& arg = u.arg_as<std::vector<int64_t>>();
+                lda += arg == std::vector<int64_t>{4, c.a_t ? 1 : 0} ? 1 : 0;
+                ldb += arg == std::vector<int64_t>{2, c.b_t ? 0 : 1} ? 1 : 0;
+            }
+        CHECK(lda == static_cast<size_t>(sk * tm));
+        CHECK(ldb == static_cast<size_t>(sk * tn));
+        CHECK(count_of(ptx, "ldmatrix.sync.aligned.m8n8") > 0);
+        CHECK(count_of(ptx, "ld.shared") == 0);
         CHECK(ptxas(ptx, "sm_80") == "");
         CHECK(ptxas(ptx, "sm_90") == "");
         // A row-major A of K a multiple of 8 is copied 16 bytes at a time: through registers,
@@ -497,11 +509,11 @@ TEST_CASE("EMU: the race detector reports staged tensor cores with one buffer") 
         Tensor::from_vector(std::vector<float>(32 * 8, NAN), {32, 8}, DType::Float16);
     void* bufs[3] = {out.buffer()->data(), a.buffer()->data(), b.buffer()->data()};
     if (ks[0].params[1].same(b.uop())) std::swap(bufs[1], bufs[2]);
-    // Thread 0 runs on to k-step 1 and writes word 1 (its copy's second half of 8 elements)
-    // that thread 1's fragment read in k-step 0.
+    // Thread 1 runs on to k-step 1 and copies A's row 0, k 8 .. 15 (shared word 4) over what
+    // lane 16's ldmatrix row (matrix 2: rows 0 .. 7 at k 8) read in k-step 0.
     CHECK(error_of([&] { runtime::emu_launch(*k, bufs, nullptr, low.grid, low.block); }) ==
-          "[emu] kernel r_one_buffer: block (0, 0, 0), thread (0, 0, 0): shared-memory race: "
-          "STORE of shared word 1 (byte 4) read by thread (1, 0, 0) since the last barrier");
+          "[emu] kernel r_one_buffer: block (0, 0, 0), thread (1, 0, 0): shared-memory race: "
+          "STORE of shared word 4 (byte 16) read by thread (16, 0, 0) since the last barrier");
 }
 
 TEST_CASE("tensor cores: a fragment's two 16-bit values along K are one 32-bit load") {

@@ -125,6 +125,10 @@ struct OpInfo {
     /* ASYNC_WAIT(effects...) {n}: the copies issued since the last one become a group; waits */   \
     /* until at most n groups are in flight (PTX cp.async.commit_group, wait_group n) */           \
     X(AsyncWait, "ASYNC_WAIT", kVariadic, 0, Memory, 0, -1, Ints)                                  \
+    /* LDMATRIX(row) {count, trans}: the warp's ldmatrix.m8n8 of count (1, 2, 4) 8 x 8 matrices */ \
+    /* of 16-bit values: lane 8 q + r gives row r of matrix q (an INDEX of 8 values in shared */   \
+    /* memory); lane l gets 2 values of each: row l / 4, 2 (l % 4) and on (or transposed) */       \
+    X(LdMatrix, "LDMATRIX", 1, 1, Memory, 0, -1, Ints)                                             \
     /* control flow */                                                                             \
     X(Range, "RANGE", kVariadic, 1, Control, 0, -1, Range)                                         \
     X(End, "END", kVariadic, 1, Control, 0, 1, None)                                               \

@@ -126,7 +126,11 @@ struct Fiber {
     int64_t barrier_at = -1; // the program position of the barrier it waits at
     int64_t barriers = 0;    // barriers passed so far
     float *a = nullptr, *b = nullptr, *cd = nullptr; // waiting at a WMMA: its fragments
-    AsyncCopies copies;                              // its cp.async in flight
+    // Waiting at an LDMATRIX: its row's address, the matrices (1, 2, 4), transposed, and where
+    // its registers go (2 16-bit values a matrix).
+    uint16_t* ldm_out = nullptr;
+    int64_t ldm_address = 0, ldm_count = 0, ldm_trans = 0;
+    AsyncCopies copies; // its cp.async in flight
 };
 
 // What the block running on this host thread is doing (the hooks read it).
@@ -284,6 +288,44 @@ void mma_step(std::vector<Fiber>& fibers) {
 
 void check_copies_waited(Block& b, int64_t tid, AsyncCopies& c);
 
+// The thread's LDMATRIX: its row is read (a shared load of 16 bytes, checked now) and its
+// registers filled by the warp's step (ldmatrix_step) when the warp's 32 threads have arrived.
+void on_ldmatrix(int64_t position, int64_t address, int64_t count, int64_t trans, uint16_t* out) {
+    Block* b = t_block;
+    if (b == nullptr || b->running == nullptr) return;
+    Fiber* f = b->running;
+    // Only lanes 0 .. 8 count - 1 give addresses: the others' are not read.
+    if (f->tid % 32 < 8 * count && on_shared(address, 16, 0) == 0) return;
+    f->ldm_out = out;
+    f->ldm_address = address;
+    f->ldm_count = count;
+    f->ldm_trans = trans;
+    on_barrier(position);
+}
+
+// PTX ldmatrix.m8n8.b16 for each warp waiting at one: lane 8 q + r gives the address of row r of
+// matrix q (8 16-bit values); lane l's register q holds matrix q's row l / 4, values 2 (l % 4)
+// and 2 (l % 4) + 1, or transposed, rows 2 (l % 4) and 2 (l % 4) + 1 of column l / 4.
+void ldmatrix_step(std::vector<Fiber>& fibers) {
+    for (size_t w = 0; w + 32 <= fibers.size(); w += 32) {
+        if (fibers[w].ldm_out == nullptr) continue;
+        uint16_t m[4][8][8];
+        const auto count = static_cast<size_t>(fibers[w].ldm_count);
+        for (size_t q = 0; q < count; ++q)
+            for (size_t r = 0; r < 8; ++r)
+                std::memcpy(m[q][r],
+                            reinterpret_cast<const void*>(fibers[w + 8 * q + r].ldm_address), 16);
+        for (size_t l = 0; l < 32; ++l) {
+            Fiber& f = fibers[w + l];
+            for (size_t q = 0; q < count; ++q)
+                for (size_t e = 0; e < 2; ++e)
+                    f.ldm_out[2 * q + e] = fibers[w].ldm_trans != 0 ? m[q][2 * (l % 4) + e][l / 4]
+                                                                    : m[q][l / 4][2 * (l % 4) + e];
+            f.ldm_out = nullptr;
+        }
+    }
+}
+
 void fiber_main(unsigned lo, unsigned hi) {
     auto* f = reinterpret_cast<Fiber*>((static_cast<uintptr_t>(hi) << 32) | lo);
     Block* b = t_block;
@@ -353,8 +395,8 @@ void on_async_wait(int64_t n) {
 
 void install_hooks() {
     static const bool done = [] {
-        llvm_backend::set_emu_hooks(
-            {&on_fault, &on_shared, &on_barrier, &on_mma, &on_copy_async, &on_async_wait});
+        llvm_backend::set_emu_hooks({&on_fault, &on_shared, &on_barrier, &on_mma, &on_copy_async,
+                                     &on_async_wait, &on_ldmatrix});
         return true;
     }();
     (void)done;
@@ -499,19 +541,27 @@ std::string run_block(const CompiledKernel& k, void* const* buffers, const int64
                           " " + std::to_string(waiting->barriers) +
                           " times (loop trip counts differ across the block, with a barrier "
                           "inside the loop)");
-        if (waiting->a != nullptr) {
+        if (waiting->a != nullptr || waiting->ldm_out != nullptr) {
+            // A warp-wide step (WMMA, LDMATRIX): every thread of the block is at the same one.
+            const bool mma = waiting->a != nullptr;
+            const char* what = mma ? "WMMA" : "LDMATRIX";
             if (threads % 32 != 0) {
-                b.problem(b.where(waiting->tid) + "reached a WMMA in a block of " +
-                          std::to_string(threads) +
-                          " threads, not whole warps of 32 (an mma reached by part of a warp)");
+                b.problem(b.where(waiting->tid) + "reached a " + what + " in a block of " +
+                          std::to_string(threads) + " threads, not whole warps of 32 (an " +
+                          (mma ? "mma" : "ldmatrix") + " reached by part of a warp)");
                 break;
             }
             for (const Fiber& f : fibers)
-                if (f.a == nullptr)
-                    b.problem(b.where(f.tid) + "waits at a barrier while its warp's WMMA runs");
+                if ((mma ? f.a == nullptr : f.ldm_out == nullptr) ||
+                    f.ldm_count != waiting->ldm_count || f.ldm_trans != waiting->ldm_trans)
+                    b.problem(b.where(f.tid) + "waits at a barrier while its warp's " + what +
+                              " runs");
             if (!b.error.empty()) break;
-            mma_step(fibers);
-            continue; // an mma is no memory barrier: the epoch stays
+            if (mma)
+                mma_step(fibers);
+            else
+                ldmatrix_step(fibers);
+            continue; // no memory barrier: the epoch stays
         }
         ++b.epoch; // the barrier: what was written before it may be read after it
     }

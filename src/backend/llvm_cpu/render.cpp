@@ -43,6 +43,7 @@ std::atomic<decltype(EmuHooks::barrier)> g_emu_barrier{nullptr};
 std::atomic<decltype(EmuHooks::mma)> g_emu_mma{nullptr};
 std::atomic<decltype(EmuHooks::copy_async)> g_emu_copy_async{nullptr};
 std::atomic<decltype(EmuHooks::async_wait)> g_emu_async_wait{nullptr};
+std::atomic<decltype(EmuHooks::ldmatrix)> g_emu_ldmatrix{nullptr};
 
 std::string describe(const UOp& u) {
     return std::string(op_name(u.op())) + " of dtype " + u.dtype().name();
@@ -874,6 +875,59 @@ class Renderer {
         }
     }
 
+    // LDMATRIX(row) {count, trans}: the warp's ldmatrix.sync.aligned.m8n8 of `count` 8 x 8
+    // matrices of 16-bit values, this lane giving the address of one row (16 bytes of shared
+    // memory) and receiving 2 values of each matrix.
+    llvm::Value* ldmatrix(const UOp& u) {
+        const auto* a = std::get_if<std::vector<int64_t>>(&u.arg());
+        const UOp& row = u.src(0);
+        if (a == nullptr || a->size() != 2 || ((*a)[0] != 1 && (*a)[0] != 2 && (*a)[0] != 4) ||
+            ((*a)[1] != 0 && (*a)[1] != 1) || !u.dtype().is_16bit_float() ||
+            u.dtype().count != 2 * (*a)[0] || row.op() != Op::Index || !is_shared(row) ||
+            row.dtype().base() != u.dtype().scalar_type().vec(8))
+            unsupported(u, "an LDMATRIX {1, 2 or 4 matrices, transposed 0 or 1} reads 8 16-bit "
+                           "values of shared memory a lane and yields 2 a matrix");
+        const int64_t count = (*a)[0];
+        const bool trans = (*a)[1] != 0;
+        llvm::Value* p = ptr_src(u, 0);
+        llvm::Type* ty = value_type(u.dtype(), u);
+        if (target_ == Target::Nvptx) {
+            namespace I = llvm::Intrinsic;
+            const I::ID id = count == 1   ? (trans ? I::nvvm_ldmatrix_sync_aligned_m8n8_x1_trans_b16
+                                                   : I::nvvm_ldmatrix_sync_aligned_m8n8_x1_b16)
+                             : count == 2 ? (trans ? I::nvvm_ldmatrix_sync_aligned_m8n8_x2_trans_b16
+                                                   : I::nvvm_ldmatrix_sync_aligned_m8n8_x2_b16)
+                                          : (trans ? I::nvvm_ldmatrix_sync_aligned_m8n8_x4_trans_b16
+                                                   : I::nvvm_ldmatrix_sync_aligned_m8n8_x4_b16);
+            llvm::Value* r =
+                b_.CreateCall(llvm::Intrinsic::getDeclaration(&mod_, id, {p->getType()}), {p});
+            // Registers (i32 each) as 16-bit pairs, in order.
+            llvm::Value* out = llvm::PoisonValue::get(ty);
+            auto* pair = llvm::FixedVectorType::get(ty->getScalarType(), 2);
+            for (int64_t q = 0; q < count; ++q) {
+                llvm::Value* reg =
+                    count == 1 ? r : b_.CreateExtractValue(r, static_cast<unsigned>(q));
+                llvm::Value* two = b_.CreateBitCast(reg, pair);
+                for (unsigned e = 0; e < 2; ++e)
+                    out = b_.CreateInsertElement(out, b_.CreateExtractElement(two, e),
+                                                 static_cast<uint64_t>(2 * q + e));
+            }
+            return out;
+        }
+        if (target_ != Target::Emu) unsupported(u, "the CPU has no warps");
+        const auto hook = g_emu_ldmatrix.load();
+        if (hook == nullptr) fail("emu", "internal: no ldmatrix hook for kernel " + kernel_);
+        barriers_ = true; // a warp-wide step: the threads run as fibers
+        llvm::IRBuilder<> eb(entry_);
+        llvm::Value* tmp = eb.CreateAlloca(ty);
+        llvm::Type* i64 = b_.getInt64Ty();
+        call_host(reinterpret_cast<const void*>(hook), b_.getVoidTy(),
+                  {llvm::ConstantInt::get(i64, cur_), b_.CreatePtrToInt(p, i64),
+                   llvm::ConstantInt::get(i64, static_cast<uint64_t>(count)),
+                   llvm::ConstantInt::get(i64, trans ? 1 : 0), tmp});
+        return b_.CreateAlignedLoad(ty, tmp, llvm::Align(2));
+    }
+
     // ASYNC_WAIT {n}: cp.async.commit_group, then cp.async.wait_group n.
     void async_wait(const UOp& u) {
         const auto* a = std::get_if<std::vector<int64_t>>(&u.arg());
@@ -1306,6 +1360,7 @@ class Renderer {
         case Op::Store: store(u); return nullptr;
         case Op::CopyAsync: copy_async(u); return nullptr;
         case Op::AsyncWait: async_wait(u); return nullptr;
+        case Op::LdMatrix: return ldmatrix(u);
         case Op::Range: return open_range(u);
         case Op::End: close_ranges(u); return nullptr;
         case Op::If: open_if(u); return nullptr;
@@ -1366,6 +1421,7 @@ void set_emu_hooks(const EmuHooks& hooks) {
     g_emu_mma.store(hooks.mma);
     g_emu_copy_async.store(hooks.copy_async);
     g_emu_async_wait.store(hooks.async_wait);
+    g_emu_ldmatrix.store(hooks.ldmatrix);
 }
 
 } // namespace tempura::llvm_backend

@@ -42,7 +42,9 @@ enum class Target {
 //   the 16-bit inputs widened exactly); when its warp's 32 threads are there, cd holds D;
 // - copy_async: the thread's COPY_ASYNC of `bytes` bytes (read from global memory already, at
 //   `data`) to shared memory at `address`; they land there by the ASYNC_WAIT that retires it;
-// - async_wait: the thread's ASYNC_WAIT {n}.
+// - async_wait: the thread's ASYNC_WAIT {n};
+// - ldmatrix: the thread reached the LDMATRIX at `position` with its row's address; when its
+//   warp's 32 threads are there, `out` holds its 2 x count 16-bit values.
 struct EmuHooks {
     void (*fault)(int64_t slot, int64_t numel, int64_t offset, int64_t lanes, int64_t store);
     int64_t (*shared)(int64_t address, int64_t bytes, int64_t store);
@@ -50,6 +52,8 @@ struct EmuHooks {
     void (*mma)(int64_t position, float* a, float* b, float* cd);
     void (*copy_async)(int64_t address, int64_t bytes, const void* data);
     void (*async_wait)(int64_t n);
+    void (*ldmatrix)(int64_t position, int64_t address, int64_t count, int64_t trans,
+                     uint16_t* out);
 };
 void set_emu_hooks(const EmuHooks& hooks);
 
