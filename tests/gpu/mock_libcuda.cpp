@@ -43,6 +43,7 @@ struct Module {
 struct Function {
     Module* module;
     std::string name;
+    int max_dynamic_shared = 48 * 1024; // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
 };
 
 struct State {
@@ -371,7 +372,7 @@ MOCK_API CUresult cuModuleGetFunction(void** function, void* module, const char*
     for (const auto& m : s.modules) {
         if (m.get() != module) continue;
         if (m->ptx.find(".entry " + std::string(name) + "(") == std::string::npos) return kNotFound;
-        s.functions.push_back(std::make_unique<Function>(Function{m.get(), name}));
+        s.functions.push_back(std::make_unique<Function>(Function{m.get(), name, 48 * 1024}));
         *function = s.functions.back().get();
         return kSuccess;
     }
@@ -396,8 +397,9 @@ MOCK_API CUresult cuLaunchKernel(void* function, unsigned gx, unsigned gy, unsig
             static_cast<int>(gz) > attribute(7) || static_cast<int>(bx) > attribute(2) ||
             static_cast<int>(by) > attribute(3) || static_cast<int>(bz) > attribute(4))
             return kInvalidValue;
+        // Dynamic shared memory over 48 KiB only as far as the function opted in.
         if (static_cast<uint64_t>(bx) * by * bz > static_cast<uint64_t>(attribute(1)) ||
-            shared > static_cast<unsigned>(attribute(8)))
+            shared > static_cast<unsigned>(f->max_dynamic_shared))
             return kLaunchOutOfResources;
         std::snprintf(launch.kernel, sizeof launch.kernel, "%s", f->name.c_str());
         launch.grid[0] = gx, launch.grid[1] = gy, launch.grid[2] = gz;
@@ -464,9 +466,11 @@ MOCK_API CUresult cuGetErrorString(CUresult result, const char** text) {
 MOCK_API CUresult cuFuncSetAttribute(void* function, int attribute_id, int value) {
     State& s = state();
     std::lock_guard lock(s.mu);
-    bool known = false;
-    for (const auto& f : s.functions) known = known || f.get() == function;
-    if (!known) return refuse(s, kInvalidHandle, "cuFuncSetAttribute of no function");
+    Function* known = nullptr;
+    for (const auto& f : s.functions)
+        if (f.get() == function) known = f.get();
+    if (known == nullptr) return refuse(s, kInvalidHandle, "cuFuncSetAttribute of no function");
     if (attribute_id != 8 || value < 0 || value > attribute(97)) return kInvalidValue;
+    known->max_dynamic_shared = value;
     return kSuccess;
 }

@@ -266,7 +266,7 @@ TEST_CASE("cuda mock: the device, its limits and its name") {
     CHECK(lim.max_threads_per_block == 1024);
     CHECK(lim.max_block == std::array<int64_t, 3>{1024, 1024, 64});
     CHECK(lim.max_grid == std::array<int64_t, 3>{2147483647, 65535, 65535});
-    CHECK(lim.shared_bytes == 48 * 1024);
+    CHECK(lim.shared_bytes == 227 * 1024); // with opt-in: the device's attribute 97
     CHECK(lim.warp_size == 32);
     CHECK(runtime::cuda_device_tag(0) == "Tempura mock GPU sm_90");
 }
@@ -480,17 +480,18 @@ TEST_CASE("cuda mock: BEAM starts a float16 matmul from its tensor-core variants
     const codegen::DeviceLimits lim = runtime::device_limits(runtime::device_index("CUDA"));
     const std::vector<std::vector<codegen::Opt>> variants =
         codegen::tensor_core_variants(codegen::prepare_for_opts(ks[0].ast), lim);
-    // 6 warp tiles, 2 of them also with 2 x 2 warps (the others leave one block row), and the
-    // staged ones whose tiles fit the block's 48 KiB of shared memory.
+    // 6 warp tiles, 2 of them also with 2 x 2 warps (the others leave one block row), and every
+    // staged one (4 pipelines x 2 k-steps x 3 blocks of warps x 3 warp tiles: all fit the
+    // device's 227 KiB of shared memory).
     size_t staged = 0;
     for (const auto& v : variants) staged += v[0].axis != 0 ? 1 : 0;
     CHECK(variants.size() - staged == 8);
     CHECK(variants[1] == std::vector<codegen::Opt>{{codegen::OptOp::Tc, 0, 34},
                                                    {codegen::OptOp::Local, 1, 2},
                                                    {codegen::OptOp::Local, 0, 2}});
-    CHECK(staged == 49);
+    CHECK(staged == 72);
     CHECK(variants.front() == std::vector<codegen::Opt>{{codegen::OptOp::Tc, 0, 34}});
-    CHECK(variants.back() == std::vector<codegen::Opt>{{codegen::OptOp::Tc, 4222, 36}});
+    CHECK(variants.back() == std::vector<codegen::Opt>{{codegen::OptOp::Tc, 4242, 72}});
     // A float32 matmul takes none.
     const std::vector<ScheduledKernel> k32 =
         schedule_graph(Tensor::from_vector(ints(64 * 32, 7, 3), {64, 32})
@@ -515,6 +516,40 @@ TEST_CASE("cuda mock: BEAM starts a float16 matmul from its tensor-core variants
     CHECK(r.to_vector<float>() == a.matmul(b).to_vector<float>());
     // Every variant was timed (the kernel with no opts and the heuristics' choice too).
     CHECK(after.candidates_timed - before.candidates_timed >= variants.size());
+    CHECK(m.counters().bad_calls == 0);
+}
+
+TEST_CASE("cuda mock: a kernel over 48 KiB of shared memory opts in and takes it at launch") {
+    Mock m;
+    if (!mock_or_skip(m)) return;
+    // Staged tensor cores with a pipeline of 3 tiles of 128 x 32 (A) and 32 x 128 (B, rows of
+    // 128 + 8): 3 x (128 x 40 + 32 x 136) x 2 bytes.
+    const Tensor a = Tensor::from_vector(ints(128 * 256, 3, 4), {128, 256}, DType::Float16);
+    const Tensor b = Tensor::from_vector(ints(256 * 128, 4, 4), {256, 128}, DType::Float16);
+    const std::vector<ScheduledKernel> ks = schedule_graph(a.matmul(b).uop());
+    REQUIRE(ks.size() == 1);
+    const codegen::DeviceLimits lim = runtime::device_limits(runtime::device_index("CUDA"));
+    std::vector<codegen::Opt> opts{{codegen::OptOp::Tc, 3222, 72}};
+    const codegen::LoweredKernel low = codegen::lower_kernel_opt(ks[0].name, ks[0].ast, lim, &opts);
+    CHECK(runtime::dynamic_shared_bytes(low.program) == 56832);
+    const auto k = runtime::compile_cuda_kernel(ks[0].name, low.program,
+                                                low.block[0] * low.block[1] * low.block[2], 0);
+    CHECK(k->source().find(".extern .shared .align 16 .b8 dsmem[];") != std::string::npos);
+    CHECK(ptxas(k->source(), "sm_90") == "");
+    const Tensor ad = a.to("CUDA"), bd = b.to("CUDA");
+    Tensor out = Tensor::zeros({128, 128}, DType::Float16).to("CUDA");
+    out.realize();
+    void* bufs[3] = {reinterpret_cast<void*>(out.buffer()->address()),
+                     reinterpret_cast<void*>(ad.buffer()->address()),
+                     reinterpret_cast<void*>(bd.buffer()->address())};
+    if (ks[0].params[1].same(b.uop()) || ks[0].params[2].same(a.uop())) std::swap(bufs[1], bufs[2]);
+    runtime::cuda_launch(*k, bufs, nullptr, low.grid, low.block);
+    CHECK(m.last_launch().shared_bytes == 56832);
+    CHECK(out.to_vector<float>() == a.matmul(b).to_vector<float>());
+    // Static shared memory (a GROUP's partials, under 48 KiB) takes none at launch.
+    Tensor s = Tensor::from_vector(ints(4 * 4096, 5, 3), {4, 4096}).to("CUDA").sum(1);
+    s.realize();
+    CHECK(m.last_launch().shared_bytes == 0);
     CHECK(m.counters().bad_calls == 0);
 }
 

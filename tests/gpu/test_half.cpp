@@ -399,7 +399,10 @@ TEST_CASE("tensor cores: operands staged through shared memory (TC(stage, tiles)
         {40, 24, 20, 3122, 18, false, true, DType::Float32},
         {100, 70, 90, 4214, 34, false, false, DType::Float16},
         {64, 16, 64, 4122, 34, false, false, DType::Float32},
+        // 55.5 KiB of tiles: dynamic shared memory (PTX .extern .shared)
+        {128, 96, 128, 3222, 72, false, false, DType::Float32},
     };
+    size_t dynamic = 0; // cases over 48 KiB of shared memory
     for (const Case& c : cases) {
         INFO(c.m << " x " << c.k << " x " << c.n << ", TC(" << c.stage << ", " << c.tiles
                  << "), A^T " << c.a_t << ", B^T " << c.b_t << ", acc " << c.acc.name());
@@ -455,6 +458,9 @@ TEST_CASE("tensor cores: operands staged through shared memory (TC(stage, tiles)
         CHECK(count_of(ptx, "ld.shared") == 0);
         CHECK(ptxas(ptx, "sm_80") == "");
         CHECK(ptxas(ptx, "sm_90") == "");
+        CHECK((ptx.find(".extern .shared") != std::string::npos) ==
+              (runtime::dynamic_shared_bytes(low.program) > 0));
+        dynamic += runtime::dynamic_shared_bytes(low.program) > 0 ? 1 : 0;
         // A row-major A of K a multiple of 8 is copied 16 bytes at a time: through registers,
         // or with cp.async (the prologue's tiles, then one k-step ahead in the loop).
         if (!c.a_t && c.k % 8 == 0)
@@ -468,6 +474,7 @@ TEST_CASE("tensor cores: operands staged through shared memory (TC(stage, tiles)
             CHECK(waits == static_cast<size_t>(std::min(pipe - 1, steps)));
         }
     }
+    CHECK(dynamic == 1);
     const Tensor a = Tensor::from_vector(std::vector<float>(64 * 64, 1), {64, 64}, DType::Float16);
     const std::vector<ScheduledKernel> ks = schedule_graph(a.matmul(a).uop());
     codegen::OptKernel k(codegen::prepare_for_opts(ks[0].ast), lim);
@@ -485,7 +492,7 @@ TEST_CASE("tensor cores: operands staged through shared memory (TC(stage, tiles)
               k.apply({codegen::OptOp::Tc, 444, 136});
           }) ==
           "[opt] TC(444, 136): the staged tiles need 215040 bytes of shared memory, over the EMU "
-          "device's 49152");
+          "device's 166912");
     k.apply({codegen::OptOp::Tc, 122, 34});
     CHECK(error_of([&] {
               k.apply({codegen::OptOp::Upcast, 0, 2});

@@ -26,6 +26,14 @@ namespace tempura::runtime {
 std::string render_ptx(const std::string& name, const std::vector<UOp>& linear, int sm,
                        int64_t block_threads);
 
+// Shared memory a kernel may declare statically, on every GPU since sm_20.
+inline constexpr int64_t kStaticSharedBytes = 48 * 1024;
+
+// The shared memory a GPU program takes dynamically (at launch, opted into above 48 KiB): its
+// DEFINE_LOCALs' bytes, each rounded up to 16, when they total more than kStaticSharedBytes;
+// 0 when they fit statically (the PTX then declares them as static arrays).
+int64_t dynamic_shared_bytes(const std::vector<UOp>& linear);
+
 // EMU's limits: an sm_80 GPU's (codegen::gpu_limits("EMU", 80)).
 codegen::DeviceLimits emu_limits();
 
@@ -59,7 +67,8 @@ void check_launch(const char* op, const CompiledKernel& kernel, const codegen::D
 
 // What the codegen may assume of CUDA device `ordinal` ("CUDA:n"): gpu_limits for its compute
 // capability with the block, grid, warp and shared-memory limits the driver reports (shared
-// memory: what a block may declare statically, at most 48 KiB). Throws "[cuda] CUDA:0 (<name>) is
+// memory: what a block may get with opt-in, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN).
+// Throws "[cuda] CUDA:0 (<name>) is
 // sm_75: ..." for a GPU outside the archs the PTX path supports (sm_80 .. sm_90).
 codegen::DeviceLimits cuda_limits(int ordinal);
 // The GPU's name and compute capability ("NVIDIA H100 80GB HBM3 sm_90"): what BEAM's cache is

@@ -77,7 +77,8 @@ struct DeviceLimits {
 
 // The limits of a GPU of compute capability `sm` (80 for sm_80) as every Ampere-or-newer part
 // has them: 1024 threads per block, blocks of (1024, 1024, 64), grids of (2^31 - 1, 65535,
-// 65535), 48 KiB of shared memory per block without opt-in, warps of 32.
+// 65535), 163 KiB of shared memory per block with opt-in (an A100's; more than 48 KiB is
+// dynamic shared memory), warps of 32.
 DeviceLimits gpu_limits(const std::string& name, int sm);
 
 // True when TEMPURA_NOOPT=1: kernels are lowered with no opts at all.

@@ -18,10 +18,6 @@ namespace {
 
 std::string label(int ordinal) { return "CUDA:" + std::to_string(ordinal); }
 
-// Shared memory a block may declare statically (the renderer's shared arrays are static): the
-// same on every GPU since sm_20; more needs dynamic shared memory, which no kernel uses.
-constexpr int64_t kStaticSharedBytes = 48 * 1024;
-
 } // namespace
 
 codegen::DeviceLimits cuda_limits(int ordinal) {
@@ -37,7 +33,8 @@ codegen::DeviceLimits cuda_limits(int ordinal) {
         lim.max_block[i] = l.max_block[i];
         lim.max_grid[i] = l.max_grid[i];
     }
-    lim.shared_bytes = std::min<int64_t>(l.shared_per_block, kStaticSharedBytes);
+    // A kernel over 48 KiB takes its shared memory dynamically, opted into at launch.
+    lim.shared_bytes = std::max<int64_t>(l.shared_optin, l.shared_per_block);
     lim.warp_size = l.warp_size;
     return lim;
 }
@@ -96,6 +93,7 @@ struct Loaded {
     std::string entry; // the PTX's .entry
     std::vector<UOp> linear;
     int64_t block_threads = 0;
+    int64_t dynamic_shared = 0; // bytes of shared memory given at launch (over 48 KiB)
     ~Loaded();
 };
 
@@ -188,6 +186,7 @@ std::shared_ptr<const CompiledKernel> compile_cuda_kernel(const std::string& nam
     loaded->module = cuda::driver().context(ordinal).load_ptx(ptx, loaded->entry);
     loaded->linear = linear;
     loaded->block_threads = block_threads;
+    loaded->dynamic_shared = dynamic_shared_bytes(linear);
     const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     // The PTX's parameters, as the renderer declares them: a pointer per buffer slot up to the
@@ -246,7 +245,8 @@ void cuda_launch(const CompiledKernel& kernel, void* const* buffers, const int64
     cuda::driver()
         .context(k->ordinal())
         .launch(k->loaded()->module.function(), kernel.name(), {u(grid[0]), u(grid[1]), u(grid[2])},
-                {u(block[0]), u(block[1]), u(block[2])}, 0, params.data());
+                {u(block[0]), u(block[1]), u(block[2])}, u(k->loaded()->dynamic_shared),
+                params.data());
 }
 
 std::shared_ptr<const CompiledKernel> emu_kernel_of(cuda::CUfunction function) {

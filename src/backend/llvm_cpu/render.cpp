@@ -26,6 +26,7 @@
 #include <llvm/IR/MDBuilder.h>
 #include <llvm/IR/Module.h>
 
+#include "tempura/backend/gpu.hpp"
 #include "tempura/error.hpp"
 #include "tempura/pattern/predicate.hpp"
 
@@ -64,6 +65,7 @@ class Renderer {
                            RenderInfo& info) {
         // What the signature needs to know first: the buffer slots (and which are written)
         // and the number of variables.
+        if (target_ == Target::Nvptx) dynamic_shared_ = runtime::dynamic_shared_bytes(linear) > 0;
         std::vector<bool> stored;
         for (const UOp& u : linear) {
             if (u.is_null()) continue;
@@ -714,6 +716,23 @@ class Renderer {
             unsupported(u, "its arg must be {count (1 .. 65536), id}");
         auto* arr = llvm::ArrayType::get(mem_type(u.dtype(), u), static_cast<uint64_t>((*a)[0]));
         const uint64_t bytes = mod_.getDataLayout().getTypeAllocSize(arr);
+        if (target_ == Target::Nvptx && dynamic_shared_) {
+            // Over 48 KiB: one dynamic array (its size given at launch), each DEFINE_LOCAL at
+            // the offset runtime::dynamic_shared_bytes counts it at.
+            if (bytes != static_cast<uint64_t>((*a)[0] * u.dtype().base().itemsize()))
+                unsupported(u, "its elements are padded in memory: no dynamic shared memory");
+            if (dynamic_smem_ == nullptr) {
+                auto* none = llvm::ArrayType::get(b_.getInt8Ty(), 0);
+                dynamic_smem_ = new llvm::GlobalVariable(
+                    mod_, none, false, llvm::GlobalValue::ExternalLinkage, nullptr, "dsmem",
+                    nullptr, llvm::GlobalValue::NotThreadLocal, 3);
+                dynamic_smem_->setAlignment(llvm::Align(16));
+            }
+            llvm::Constant* p = llvm::ConstantExpr::getInBoundsGetElementPtr(
+                b_.getInt8Ty(), dynamic_smem_, b_.getInt64(shared_bytes_));
+            shared_bytes_ += (bytes + 15) / 16 * 16;
+            return p;
+        }
         if (target_ == Target::Nvptx) {
             auto* gv = new llvm::GlobalVariable(
                 mod_, arr, false, llvm::GlobalValue::InternalLinkage, llvm::UndefValue::get(arr),
@@ -1381,6 +1400,8 @@ class Renderer {
     int64_t max_threads_;
     int64_t n_slots_ = 0; // 1 + the highest PARAM slot
     uint64_t shared_bytes_ = 0;
+    bool dynamic_shared_ = false;                  // NVPTX: DEFINE_LOCALs over 48 KiB
+    llvm::GlobalVariable* dynamic_smem_ = nullptr; // their one dynamic array
     bool barriers_ = false;
     size_t n_vars_ = 0; // DEFINE_VARs
     llvm::Function* fn_ = nullptr;

@@ -49,6 +49,16 @@ const llvm::Target& nvptx_target() {
 
 } // namespace
 
+int64_t dynamic_shared_bytes(const std::vector<UOp>& linear) {
+    int64_t total = 0;
+    for (const UOp& u : linear)
+        if (u.op() == Op::DefineLocal) {
+            const auto& a = u.arg_as<std::vector<int64_t>>();
+            total += (a.at(0) * u.dtype().base().itemsize() + 15) / 16 * 16;
+        }
+    return total > kStaticSharedBytes ? total : 0;
+}
+
 std::string render_ptx(const std::string& name, const std::vector<UOp>& linear, int sm,
                        int64_t block_threads) {
     // sm_80 and later: what CUDA 13 accepts, with what the renderer relies on (bf16 max and
