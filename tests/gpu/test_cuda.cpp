@@ -245,6 +245,42 @@ std::pair<std::array<int64_t, 3>, std::array<int64_t, 3>> emu_dims(const Tensor&
     return {low.grid, low.block};
 }
 
+// Every tensor-core variant (BEAM's starting points: tiles, warps, staging, pipelines) of an
+// m x k x n float16 matmul's kernel, compiled for CUDA:0 and launched on its buffers: small
+// whole numbers, so every sum is exact and the product is the CPU's bit for bit.
+void check_tensor_core_variants(int64_t m, int64_t k, int64_t n) {
+    const Tensor a =
+        Tensor::from_vector(ints(static_cast<size_t>(m * k), 11, 3), {m, k}, DType::Float16);
+    const Tensor b =
+        Tensor::from_vector(ints(static_cast<size_t>(k * n), 12, 3), {k, n}, DType::Float16);
+    const std::vector<float> want = a.matmul(b).to_vector<float>();
+    const std::vector<ScheduledKernel> ks = schedule_graph(a.matmul(b).uop());
+    REQUIRE(ks.size() == 1);
+    const codegen::DeviceLimits lim = runtime::device_limits(runtime::device_index("CUDA"));
+    const auto variants = codegen::tensor_core_variants(codegen::prepare_for_opts(ks[0].ast), lim);
+    CHECK(variants.size() > 40);
+    const Tensor ad = a.to("CUDA"), bd = b.to("CUDA");
+    for (const std::vector<codegen::Opt>& v : variants) {
+        INFO(m << " x " << k << " x " << n << " " << codegen::to_string(v));
+        std::vector<codegen::Opt> opts = v;
+        const codegen::LoweredKernel low =
+            codegen::lower_kernel_opt(ks[0].name, ks[0].ast, lim, &opts);
+        const auto kern = runtime::compile_cuda_kernel(
+            ks[0].name, low.program, low.block[0] * low.block[1] * low.block[2], 0);
+        // NaN where nothing is written.
+        Tensor out = Tensor::from_vector(std::vector<float>(static_cast<size_t>(m * n), NAN),
+                                         {m, n}, DType::Float16)
+                         .to("CUDA");
+        void* bufs[3] = {reinterpret_cast<void*>(out.buffer()->address()),
+                         reinterpret_cast<void*>(ad.buffer()->address()),
+                         reinterpret_cast<void*>(bd.buffer()->address())};
+        if (ks[0].params[1].same(b.uop()) || ks[0].params[2].same(a.uop()))
+            std::swap(bufs[1], bufs[2]);
+        runtime::cuda_launch(*kern, bufs, nullptr, low.grid, low.block);
+        CHECK(out.to_vector<float>() == want);
+    }
+}
+
 } // namespace
 
 TEST_CASE("cuda mock: the device, its limits and its name") {
@@ -551,6 +587,24 @@ TEST_CASE("cuda mock: a kernel over 48 KiB of shared memory opts in and takes it
     s.realize();
     CHECK(m.last_launch().shared_bytes == 0);
     CHECK(m.counters().bad_calls == 0);
+}
+
+TEST_CASE("cuda mock: every tensor-core variant computes the product") {
+    Mock m;
+    if (!mock_or_skip(m)) return;
+    check_tensor_core_variants(64, 48, 40); // K and N padded
+    CHECK(m.counters().bad_calls == 0);
+}
+
+TEST_CASE("cuda realize: every tensor-core variant agrees with the CPU on a real GPU") {
+    if (!real_gpu_or_skip()) return;
+    const int cc = cuda::driver().compute_capability(0);
+    if (cc < 80 || cc > 90) {
+        MESSAGE("SKIPPED: CUDA:0 is sm_" << cc << ", outside sm_80 .. sm_90");
+        return;
+    }
+    check_tensor_core_variants(256, 320, 192);
+    check_tensor_core_variants(200, 136, 100); // M, N and K padded
 }
 
 TEST_CASE("cuda realize: programs agree with the CPU on a real GPU") {
