@@ -7,7 +7,13 @@
 //   C, D (16 x 8):    c_r at row groupID + 8 (r >> 1), column 2 tid + (r & 1)
 // TC(0, tiles) gives each warp tm x tn such blocks (tiles = 16 tm + tn; 0 is 1 x 1): a
 // k-step loads tm A fragments and tn B fragments and issues tm tn mma, each fragment serving
-// tn (or tm) of them, and each block's accumulator is the mma's C operand.
+// tn (or tm) of them, and each block's accumulator is the mma's C operand. The warps read their
+// fragments from global memory.
+// TC(stage, tiles), stage = 1000 p + 100 ks + 10 wm + wn (TcStage): a block of wm x wn warps
+// copies k-steps of 16 ks of A and B into shared memory, through registers into two tiles taken
+// in turn (p = 0) or by a cp.async pipeline of p tiles, and each warp reads every fragment there
+// with one ldmatrix (the staged branch below says how the steps are ordered).
+#include <algorithm>
 #include <atomic>
 #include <string>
 #include <unordered_map>
@@ -41,14 +47,17 @@ UOp at(UOp u, const std::vector<std::pair<UOp, UOp>>& subs) {
     return u;
 }
 
-// Whether `load`'s index is contiguous along `k` (coefficient 1) and even where k is 0, so
-// even wherever k is: then the two 16-bit elements at k and k + 1 (an even k) are one aligned
-// 32-bit word, one load.
-bool pairs_along(const UOp& load, const UOp& k) {
+// Whether `load`'s index is contiguous along `r` (coefficient 1) and a multiple of `v` where r
+// is 0, so a multiple of v wherever r is: then the v elements from any r a multiple of v on are
+// one aligned access.
+bool runs_along(const UOp& load, const UOp& r, int64_t v) {
     const UOp& idx = load.src(0).src(1);
-    return linear_coefficient(idx, k) == 1 &&
-           pattern::is_multiple_of(simplify(replace_range(idx, k, UOp::index(0), {})), 2);
+    return linear_coefficient(idx, r) == 1 &&
+           pattern::is_multiple_of(simplify(replace_range(idx, r, UOp::index(0), {})), v);
 }
+
+// The two 16-bit elements at k and k + 1 (an even k) are one aligned 32-bit word, one load.
+bool pairs_along(const UOp& load, const UOp& k) { return runs_along(load, k, 2); }
 
 // Lanes 0 and 1 of one 2-element load of `load`'s buffer at `subs` (its first element).
 std::pair<UOp, UOp> pair_load(const UOp& load, const std::vector<std::pair<UOp, UOp>>& subs,
@@ -76,14 +85,12 @@ UOp tensor_core_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis,
     if (tiles < 0 || !power_of_two(tm, 8) || !power_of_two(tn, 8))
         fail("opt", what + "the warp's tiles are 16 * rows + columns, each 1, 2, 4 or 8, got " +
                         std::to_string(tiles));
-    // stage = 100 ks + 10 wm + wn: operands staged through shared memory, k-steps of 16 ks, wm x
-    // wn warps a block; 0: fragments read from global memory, one warp a block (LOCAL may add
-    // more).
+    // 0: fragments read from global memory, one warp a block (LOCAL may add more); else the
+    // operands staged through shared memory (TcStage).
     const bool staged = stage != 0;
-    const int64_t pipe = stage / 1000, ks = staged ? stage / 100 % 10 : 1,
-                  wm = staged ? stage / 10 % 10 : 1, wn = staged ? stage % 10 : 1;
-    if (stage < 0 || stage > 4999 || pipe == 1 || !power_of_two(ks, 4) || !power_of_two(wm, 4) ||
-        !power_of_two(wn, 4))
+    const TcStage st = staged ? TcStage::decode(stage) : TcStage{0, 1, 1, 1};
+    const int64_t pipe = st.pipe, ks = st.ks, wm = st.wm, wn = st.wn;
+    if (staged && !st.valid())
         fail("opt", what +
                         "the staging is 0 or 1000 * pipeline tiles (0, 2, 3 or 4) + 100 * "
                         "k-steps + 10 * row warps + column warps (each 1, 2 or 4), got " +
@@ -265,16 +272,13 @@ UOp tensor_core_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis,
         // or columns a block from `base`.
         const auto plan = [&](const UOp& load, const UOp& r, const UOp& base, int64_t extent,
                               int64_t size, int64_t padded) {
-            const UOp& index = load.src(0).src(1);
             // Copies of `vec` neighbouring elements (16 bytes at most) where the operand is
             // contiguous along k (or else along r) and the vector never straddles the padding.
             const auto contiguous = [&](const UOp& along, int64_t sz, int64_t padded_sz,
                                         int64_t run) {
                 for (int64_t v = 8; v >= 2; v /= 2)
                     if (run % v == 0 && sz % v == 0 && (padded_sz - sz) % v == 0 &&
-                        linear_coefficient(index, along) == 1 &&
-                        pattern::is_multiple_of(
-                            simplify(replace_range(index, along, UOp::index(0), {})), v))
+                        runs_along(load, along, v))
                         return v;
                 return int64_t{1};
             };
@@ -289,9 +293,11 @@ UOp tensor_core_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis,
                 t.vec = contiguous(r, size, padded, extent);
                 t.kmajor = t.vec == 1;
             }
-            // A row of 16 bytes more than the data: the 8 rows a fragment load reads from start
-            // in different banks, and rows stay 16-byte aligned.
-            t.ld = (t.kmajor ? bk : extent) + 8;
+            // Rows an odd number of 16-byte units apart (8 elements more where the data is an
+            // even number): the 8 rows of 16 bytes an ldmatrix phase reads start in different
+            // banks (8 units span the 32 banks), and rows stay 16-byte aligned.
+            const int64_t width = t.kmajor ? bk : extent;
+            t.ld = width + (width / 8 % 2 == 0 ? 8 : 0);
             t.tile = (t.kmajor ? extent : bk) * t.ld;
             shared += tiles_n * t.tile * in.itemsize();
             t.smem = UOp::make(Op::DefineLocal, in.ptr(AddrSpace::Local), {},
@@ -366,10 +372,15 @@ UOp tensor_core_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis,
             UOp commit;
             std::vector<UOp> last;
             for (int64_t st = 0; st < ready; ++st) {
+                // Tied to the batch ranges too: an operand the batch does not index (a
+                // shared weight) must still be copied again in each trip of a batch loop.
+                std::vector<UOp> ties = batch;
+                if (!commit.is_null()) ties.push_back(commit);
                 const auto dst = [&](const Tile& t) {
-                    return commit.is_null()
-                               ? t.smem
-                               : UOp::make(Op::After, t.smem.dtype(), {t.smem, commit});
+                    if (ties.empty()) return t.smem;
+                    std::vector<UOp> deps(1, t.smem);
+                    deps.insert(deps.end(), ties.begin(), ties.end());
+                    return UOp::make(Op::After, t.smem.dtype(), std::move(deps));
                 };
                 last = join(copy(ta, idx(st), dst(ta), {}, true),
                             copy(tb, idx(st), dst(tb), {}, true));
@@ -421,18 +432,32 @@ UOp tensor_core_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis,
     }
     std::unordered_set<const UOpNode*> in_reduce;
     for (const UOp& u : red.toposort()) in_reduce.insert(u.get());
-    std::vector<UOp> stores;
+    // Each block's accumulator: the k sub-steps' mma in k order, each accumulating onto the one
+    // before; the first's C is zero, which linearize makes the accumulator.
+    std::vector<UOp> accs;
     for (int64_t ti = 0; ti < tm; ++ti)
         for (int64_t tj = 0; tj < tn; ++tj) {
-            // The k sub-steps' mma in k order, each accumulating onto the one before; the
-            // first's C is zero, which linearize makes the accumulator.
             UOp mma = UOp::constant_f(acc_t.vec(4), 0.0);
             for (int64_t sub = 0; sub < ks; ++sub)
                 mma = UOp::make(Op::Wmma, acc_t.vec(4),
                                 {afrag[static_cast<size_t>(sub)][static_cast<size_t>(ti)],
                                  bfrag[static_cast<size_t>(sub)][static_cast<size_t>(tj)], mma},
                                 std::vector<int64_t>{16, 8, 16});
-            const UOp acc = UOp::make(Op::Reduce, acc_t.vec(4), {mma, kt}, red.arg());
+            accs.push_back(UOp::make(Op::Reduce, acc_t.vec(4), {mma, kt}, red.arg()));
+        }
+    // A batch axis of symbolic size may stay a loop in every thread (gpu dims gives it a grid dim
+    // only when one is free): then the next batch's first copies must wait until every warp has
+    // read the last k-step's tiles, a barrier after the loop.
+    const bool looped =
+        std::any_of(batch.begin(), batch.end(), [](const UOp& r) { return !r.src(0).is_const(); });
+    if (staged && looped) {
+        const UOp done = UOp::make(Op::Barrier, DType::Void, accs);
+        for (UOp& a : accs) a = UOp::make(Op::After, a.dtype(), {a, done});
+    }
+    std::vector<UOp> stores;
+    for (int64_t ti = 0; ti < tm; ++ti)
+        for (int64_t tj = 0; tj < tn; ++tj) {
+            const UOp& acc = accs[static_cast<size_t>(ti * tn + tj)];
             for (int64_t c = 0; c < 4; ++c) {
                 const UOp row = row0(ti) + grp + idx(8 * (c >> 1));
                 const UOp col = col0(tj) + tid * idx(2) + idx(c & 1);

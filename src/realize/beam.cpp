@@ -784,10 +784,10 @@ std::vector<std::vector<Opt>> tensor_core_variants(const UOp& prepared, const De
     // 16 or 32, copied through registers or by a cp.async pipeline of 2, 3 or 4 tiles.
     for (const int64_t pipe : {0, 2, 3, 4})
         for (const int64_t ks : {1, 2})
-            for (const int64_t warps : {22, 24, 42})
+            for (const auto& [wm, wn] : {std::pair{2, 2}, std::pair{2, 4}, std::pair{4, 2}})
                 for (const int64_t tiles : {36, 68, 72})
                     if (OptKernel k(prepared, lim);
-                        k.try_apply({OptOp::Tc, 1000 * pipe + 100 * ks + warps, tiles}))
+                        k.try_apply({OptOp::Tc, TcStage{pipe, ks, wm, wn}.code(), tiles}))
                         out.push_back(k.applied());
     return out;
 }

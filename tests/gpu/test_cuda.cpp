@@ -18,6 +18,7 @@
 
 #include "../support.hpp"
 #include "default_device.hpp"
+#include "matmul_buffers.hpp"
 #include "mock_cuda.hpp"
 #include "mock_run.hpp"
 #include "ptxas.hpp"
@@ -271,12 +272,8 @@ void check_tensor_core_variants(int64_t m, int64_t k, int64_t n) {
         Tensor out = Tensor::from_vector(std::vector<float>(static_cast<size_t>(m * n), NAN),
                                          {m, n}, DType::Float16)
                          .to("CUDA");
-        void* bufs[3] = {reinterpret_cast<void*>(out.buffer()->address()),
-                         reinterpret_cast<void*>(ad.buffer()->address()),
-                         reinterpret_cast<void*>(bd.buffer()->address())};
-        if (ks[0].params[1].same(b.uop()) || ks[0].params[2].same(a.uop()))
-            std::swap(bufs[1], bufs[2]);
-        runtime::cuda_launch(*kern, bufs, nullptr, low.grid, low.block);
+        const auto bufs = matmul_buffers(ks[0], out, a, b, ad, bd);
+        runtime::cuda_launch(*kern, bufs.data(), nullptr, low.grid, low.block);
         CHECK(out.to_vector<float>() == want);
     }
 }
@@ -575,11 +572,8 @@ TEST_CASE("cuda mock: a kernel over 48 KiB of shared memory opts in and takes it
     const Tensor ad = a.to("CUDA"), bd = b.to("CUDA");
     Tensor out = Tensor::zeros({128, 128}, DType::Float16).to("CUDA");
     out.realize();
-    void* bufs[3] = {reinterpret_cast<void*>(out.buffer()->address()),
-                     reinterpret_cast<void*>(ad.buffer()->address()),
-                     reinterpret_cast<void*>(bd.buffer()->address())};
-    if (ks[0].params[1].same(b.uop()) || ks[0].params[2].same(a.uop())) std::swap(bufs[1], bufs[2]);
-    runtime::cuda_launch(*k, bufs, nullptr, low.grid, low.block);
+    const auto bufs = matmul_buffers(ks[0], out, a, b, ad, bd);
+    runtime::cuda_launch(*k, bufs.data(), nullptr, low.grid, low.block);
     CHECK(m.last_launch().shared_bytes == 56832);
     CHECK(out.to_vector<float>() == a.matmul(b).to_vector<float>());
     // Static shared memory (a GROUP's partials, under 48 KiB) takes none at launch.

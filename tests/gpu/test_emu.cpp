@@ -529,6 +529,21 @@ TEST_CASE("EMU: cp.async lands at the wait that retires it") {
           }) ==
           "[emu] kernel E_cp_late: block (0, 0, 0), thread (1, 0, 0): shared-memory race: STORE "
           "of shared word 4 (byte 16) read by thread (0, 0, 0) since the last barrier");
+    // A source 4 bytes past a 16-byte boundary: the hardware's cp.async would fault (threads
+    // run last first; thread 7's source is gated off, nothing is read).
+    const UOp at1 = at + one;
+    const UOp src1 = UOp::make(Op::Index, v4.ptr(), {in, at1, valid});
+    const UOp cp1 = UOp::make(Op::CopyAsync, DType::Void, {dst, src1});
+    const UOp wait1 = UOp::make(Op::AsyncWait, DType::Void, {cp1}, std::vector<int64_t>{0});
+    const auto shifted = runtime::compile_emu_kernel(
+        "E_cp_shifted",
+        {eight, four, one, out, in, smem, t, at, seven, valid, dst, at1, src1, cp1, wait1}, 8);
+    CHECK(error_of([&] {
+              runtime::emu_launch(*shifted, bufs, nullptr, {1, 1, 1}, {8, 1, 1});
+          }) ==
+          "[emu] kernel E_cp_shifted: block (0, 0, 0), thread (6, 0, 0): COPY_ASYNC of 16 bytes "
+          "from a global address 4 bytes past an aligned one (cp.async needs both aligned to its "
+          "size)");
     // No wait at all: the copy never lands.
     const auto never = runtime::compile_emu_kernel("E_cp_never", program(false, false), 8);
     CHECK(error_of([&] {
@@ -536,6 +551,98 @@ TEST_CASE("EMU: cp.async lands at the wait that retires it") {
           }) ==
           "[emu] kernel E_cp_never: block (0, 0, 0), thread (0, 0, 0): 1 asynchronous copy to "
           "shared memory never retired by an ASYNC_WAIT (cp.async.wait_group)");
+}
+
+TEST_CASE("EMU: ldmatrix gives each lane its values of the 8 x 8 matrices, as PTX says") {
+    // Hand-written: shared memory holds 4 matrices of 8 x 8 (value 64 q + 8 r + c at matrix q,
+    // row r, column c), each row 16 bytes at 32-byte strides; lane l gives the address of row
+    // l % 8 of matrix (l / 8) % count (PTX: lane 8 q + r gives row r of matrix q); every lane
+    // stores what it receives.
+    const UOp eight = UOp::index(8), n32 = UOp::index(32), sixteen = UOp::index(16);
+    const DType h = DType::Float16;
+    const UOp in = UOp::make(Op::Param, h.ptr(), {}, std::vector<int64_t>{1, 512});
+    const UOp out = UOp::make(Op::Param, h.ptr(), {}, std::vector<int64_t>{0, 32 * 8});
+    const UOp smem =
+        UOp::make(Op::DefineLocal, h.ptr(AddrSpace::Local), {}, std::vector<int64_t>{512, 0});
+    const UOp l = UOp::make(Op::Special, DType::Index, {n32}, std::vector<int64_t>{1, 0});
+    // Fill: lane l copies the 16 elements l * 16 .. l * 16 + 15.
+    const UOp at16 = l * sixteen;
+    const UOp src = UOp::make(Op::Index, h.vec(8).ptr(), {in, at16});
+    const UOp v = UOp::make(Op::Load, h.vec(8), {src});
+    const UOp dst = UOp::make(Op::Index, h.vec(8).ptr(AddrSpace::Local), {smem, at16});
+    const UOp put = UOp::make(Op::Store, DType::Void, {dst, v});
+    const UOp at8 = at16 + eight;
+    const UOp src2 = UOp::make(Op::Index, h.vec(8).ptr(), {in, at8});
+    const UOp v2 = UOp::make(Op::Load, h.vec(8), {src2});
+    const UOp dst2 = UOp::make(Op::Index, h.vec(8).ptr(AddrSpace::Local), {smem, at8});
+    const UOp put2 = UOp::make(Op::Store, DType::Void, {dst2, v2});
+    const UOp bar = UOp::make(Op::Barrier, DType::Void, {put, put2});
+    std::vector<float> mem(512);
+    for (size_t q = 0; q < 4; ++q)
+        for (size_t r = 0; r < 8; ++r)
+            for (size_t c = 0; c < 8; ++c)
+                mem[q * 128 + r * 16 + c] = static_cast<float>(64 * q + 8 * r + c);
+    const Tensor input = Tensor::from_vector(mem, {512}, h);
+    for (const int64_t count : {1, 2, 4})
+        for (const int64_t trans : {0, 1}) {
+            INFO("x" << count << std::string(trans != 0 ? ".trans" : ""));
+            const UOp cnt = UOp::index(count);
+            const UOp row = l % eight, lq = l / eight, mat = lq % cnt;
+            const UOp c128 = UOp::index(128), base = mat * c128, step = row * sixteen;
+            const UOp off = base + step;
+            const UOp after = UOp::make(Op::After, smem.dtype(), {smem, bar});
+            const UOp ridx = UOp::make(Op::Index, h.vec(8).ptr(AddrSpace::Local), {after, off});
+            const DType rt = h.vec(static_cast<uint16_t>(2 * count));
+            const UOp ld = UOp::make(Op::LdMatrix, rt, {ridx}, std::vector<int64_t>{count, trans});
+            const UOp oat = l * eight;
+            const UOp oidx = UOp::make(Op::Index, rt.ptr(), {out, oat});
+            const UOp st = UOp::make(Op::Store, DType::Void, {oidx, ld});
+            const std::vector<UOp> program{eight, n32, sixteen, in,   out, smem, l,    at16,
+                                           src,   v,   dst,     put,  at8, src2, v2,   dst2,
+                                           put2,  bar, cnt,     row,  lq,  mat,  c128, base,
+                                           step,  off, after,   ridx, ld,  oat,  oidx, st};
+            const auto k = runtime::compile_emu_kernel("E_ldm", program, 32);
+            CHECK(ptxas(k->source(), "sm_80") == "");
+            CHECK(count_of(k->source(), "ldmatrix.sync.aligned.m8n8.x" + std::to_string(count) +
+                                            (trans != 0 ? ".trans" : "") + ".shared.b16") == 1);
+            Tensor o = Tensor::zeros({32 * 8}, h);
+            o.realize();
+            void* bufs[2] = {o.buffer()->data(), input.buffer()->data()};
+            runtime::emu_launch(*k, bufs, nullptr, {1, 1, 1}, {32, 1, 1});
+            const std::vector<float> got = o.to_vector<float>();
+            size_t wrong = 0;
+            for (size_t lane = 0; lane < 32; ++lane)
+                for (size_t q = 0; q < static_cast<size_t>(count); ++q)
+                    for (size_t e = 0; e < 2; ++e) {
+                        // Register q of lane l: matrix q's row l / 4, columns 2 (l % 4) + e; or
+                        // transposed, row 2 (l % 4) + e of column l / 4.
+                        const size_t r = trans != 0 ? 2 * (lane % 4) + e : lane / 4;
+                        const size_t c = trans != 0 ? lane / 4 : 2 * (lane % 4) + e;
+                        wrong +=
+                            got[lane * 8 + 2 * q + e] != static_cast<float>(64 * q + 8 * r + c);
+                    }
+            CHECK(wrong == 0);
+        }
+    // A row address off a 16-byte boundary is an error (the hardware's would be misaligned).
+    const UOp two = UOp::index(2);
+    const UOp after = UOp::make(Op::After, smem.dtype(), {smem, bar});
+    const UOp off = at16 + two;
+    const UOp ridx = UOp::make(Op::Index, h.vec(8).ptr(AddrSpace::Local), {after, off});
+    const UOp ld = UOp::make(Op::LdMatrix, h.vec(8), {ridx}, std::vector<int64_t>{4, 0});
+    const UOp oat = l * eight;
+    const UOp oidx = UOp::make(Op::Index, h.vec(8).ptr(), {out, oat});
+    const UOp st = UOp::make(Op::Store, DType::Void, {oidx, ld});
+    const auto bad = runtime::compile_emu_kernel(
+        "E_ldm_bad", {eight, n32, sixteen, in,   out, smem, l,     at16, src,  v,  dst, put,  at8,
+                      src2,  v2,  dst2,    put2, bar, two,  after, off,  ridx, ld, oat, oidx, st},
+        32);
+    Tensor o = Tensor::zeros({32 * 8}, h);
+    o.realize();
+    void* bufs[2] = {o.buffer()->data(), input.buffer()->data()};
+    CHECK(error_of([&] {
+              runtime::emu_launch(*bad, bufs, nullptr, {1, 1, 1}, {32, 1, 1});
+          }) == "[emu] kernel E_ldm_bad: block (0, 0, 0), thread (0, 0, 0): LDMATRIX row address 4 "
+                "bytes past a 16-byte boundary (ldmatrix needs 16-byte aligned rows)");
 }
 
 TEST_CASE("EMU: one kernel for every batch size, the batch on a grid dim sized at launch") {

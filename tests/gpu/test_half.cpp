@@ -11,11 +11,14 @@
 #include <doctest/doctest.h>
 
 #include "../support.hpp"
+#include "matmul_buffers.hpp"
 #include "ptxas.hpp"
 #include "tempura/backend/gpu.hpp"
 #include "tempura/codegen/opts.hpp"
 #include "tempura/codegen/stages.hpp"
 #include "tempura/schedule/schedule.hpp"
+#include "tempura/schedule/symbolic_shapes.hpp"
+#include "tempura/symbolic/eval.hpp"
 #include "tempura/tempura.hpp"
 
 using namespace tempura;
@@ -216,12 +219,25 @@ TEST_CASE("float16 accumulation: matmul(b, Float16) rounds its sums to float16")
     CHECK(r.kernels()[0].source.find("mma.sync") == std::string::npos);
     const std::vector<float> cpu = c.matmul(e, DType::BFloat16).to_vector<float>(),
                              emu = r.to_vector<float>(), c32 = c.matmul(e).to_vector<float>();
-    size_t far = 0;
-    for (size_t i = 0; i < cpu.size(); ++i)
-        if (std::fabs(emu[i] - c32[i]) > 0.5f * (1 + std::fabs(c32[i])) ||
-            std::fabs(cpu[i] - c32[i]) > 0.5f * (1 + std::fabs(c32[i])))
-            ++far;
+    const std::vector<float> cv = c.to_vector<float>(), ev = e.to_vector<float>();
+    size_t far = 0, differ = 0;
+    for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+            double exact = 0, mag = 0;
+            for (int64_t x = 0; x < k; ++x) {
+                const double p = static_cast<double>(cv[static_cast<size_t>(i * k + x)]) *
+                                 ev[static_cast<size_t>(x * n + j)];
+                exact += p;
+                mag += std::fabs(p);
+            }
+            // k partial sums, each rounded to bfloat16 (2^-8 relative at most).
+            const double bound = static_cast<double>(k) * std::ldexp(mag, -8);
+            const size_t at = static_cast<size_t>(i * n + j);
+            far += std::fabs(emu[at] - exact) > bound || std::fabs(cpu[at] - exact) > bound;
+            differ += cpu[at] != c32[at];
+        }
     CHECK(far == 0);
+    CHECK(differ > 0); // the sums were rounded to bfloat16, not float32
     const std::vector<ScheduledKernel> ks =
         schedule_graph(c.to("EMU").matmul(e.to("EMU"), DType::BFloat16).uop());
     REQUIRE(ks.size() == 1);
@@ -350,10 +366,8 @@ TEST_CASE("tensor cores: a warp's rows x columns of 16 x 8 blocks (TC tiles) on 
             const Tensor out =
                 Tensor::from_vector(std::vector<float>(static_cast<size_t>(c.m * c.n), NAN),
                                     {c.m, c.n}, DType::Float16);
-            void* bufs[3] = {out.buffer()->data(), a.buffer()->data(), b.buffer()->data()};
-            if (ks[0].params[1].same(b.uop()) || ks[0].params[2].same(a.uop()))
-                std::swap(bufs[1], bufs[2]);
-            runtime::emu_launch(*k, bufs, nullptr, low.grid, low.block);
+            const auto bufs = matmul_buffers(ks[0], out, a, b);
+            runtime::emu_launch(*k, bufs.data(), nullptr, low.grid, low.block);
             CHECK(out.to_vector<float>() == want);
             // One mma per block a k-step, and the accumulator is the mma's C: no float adds.
             const std::string& ptx = k->source();
@@ -434,10 +448,8 @@ TEST_CASE("tensor cores: operands staged through shared memory (TC(stage, tiles)
         const auto k = runtime::compile_emu_kernel("r_staged", low.program, 32 * wm * wn);
         const Tensor out = Tensor::from_vector(
             std::vector<float>(static_cast<size_t>(c.m * c.n), NAN), {c.m, c.n}, DType::Float16);
-        void* bufs[3] = {out.buffer()->data(), a0.buffer()->data(), b0.buffer()->data()};
-        if (ks[0].params[1].same(b0.uop()) || ks[0].params[2].same(a0.uop()))
-            std::swap(bufs[1], bufs[2]);
-        runtime::emu_launch(*k, bufs, nullptr, low.grid, low.block);
+        const auto bufs = matmul_buffers(ks[0], out, a0, b0);
+        runtime::emu_launch(*k, bufs.data(), nullptr, low.grid, low.block);
         CHECK(out.to_vector<float>() == want);
         // One barrier a k-step; ks x tm x tn mma; the fragments come from shared memory.
         const std::string& ptx = k->source();
@@ -500,27 +512,82 @@ TEST_CASE("tensor cores: operands staged through shared memory (TC(stage, tiles)
                 "block of warps: no opt may follow it");
 }
 
+TEST_CASE("tensor cores: staged, with batch axes that stay loops in every thread") {
+    // Two symbolic batch axes: one gets a grid dim, the other stays a loop around the block's
+    // copies, k-steps and stores, so a barrier after the k-steps keeps the next batch's first
+    // copies off the tiles other warps still read (without it EMU reports the race).
+    const Dim p = Dim::variable("p", 1, 4), q = Dim::variable("q", 1, 4);
+    const int64_t pv = 2, qv = 3, m = 32, k = 48, n = 16;
+    std::vector<float> av(static_cast<size_t>(pv * qv * m * k)), bv(static_cast<size_t>(k * n));
+    for (size_t i = 0; i < av.size(); ++i) av[i] = static_cast<float>((i * 7) % 5) - 2;
+    for (size_t i = 0; i < bv.size(); ++i) bv[i] = static_cast<float>((i * 3) % 7) - 3;
+    const Tensor a = Tensor::from_vector(av, {p.bind(pv), q.bind(qv), m, k}, DType::Float16);
+    const Tensor b = Tensor::from_vector(bv, {k, n}, DType::Float16);
+    const Tensor prod = a.matmul(b);
+    const std::vector<float> want =
+        Tensor::from_vector(av, {pv, qv, m, k}, DType::Float16).matmul(b).to_vector<float>();
+    const std::vector<UOp> topo = prod.uop().toposort();
+    const SymbolicShapes sym = infer_symbolic_shapes(topo);
+    const std::vector<ScheduledKernel> ks = schedule_graph(prod.uop(), &sym);
+    REQUIRE(ks.size() == 1);
+    for (const int64_t stage : {122, 2122}) {
+        INFO("TC(" << stage << ", 0)");
+        std::vector<codegen::Opt> opts{{codegen::OptOp::Tc, stage, 0}};
+        const codegen::LoweredKernel low =
+            codegen::lower_kernel_opt("r", ks[0].ast, runtime::emu_limits(), &opts);
+        size_t barriers = 0, sym_loops = 0;
+        for (const UOp& u : low.program) {
+            barriers += u.op() == Op::Barrier ? 1 : 0;
+            sym_loops += u.op() == Op::Range && !u.src(0).is_const() ? 1 : 0;
+        }
+        CHECK(sym_loops == 1);
+        CHECK(barriers == 2);
+        const auto kern = runtime::compile_emu_kernel("r_batch", low.program,
+                                                      low.block[0] * low.block[1] * low.block[2]);
+        const Tensor out = Tensor::from_vector(std::vector<float>(want.size(), NAN), {pv, qv, m, n},
+                                               DType::Float16);
+        const auto bufs = matmul_buffers(ks[0], out, a, b);
+        const std::map<std::string, int64_t> values{{"p", pv}, {"q", qv}};
+        std::array<int64_t, 3> grid = low.grid;
+        for (size_t d = 0; d < 3; ++d)
+            if (!low.grid_size[d].is_null()) grid[d] = evaluate(low.grid_size[d], values);
+        const int64_t vars[2] = {pv, qv};
+        runtime::emu_launch(*kern, bufs.data(), vars, grid, low.block);
+        CHECK(out.to_vector<float>() == want);
+    }
+}
+
 TEST_CASE("EMU: the race detector reports staged tensor cores with one buffer") {
     // k-step t + 1's copies overwrite what k-step t's fragments read, with no barrier between
     // (two buffers taken in turn are what makes one barrier a k-step enough).
     const Tensor a = Tensor::from_vector(std::vector<float>(32 * 64, 1), {32, 64}, DType::Float16);
     const Tensor b = Tensor::from_vector(std::vector<float>(64 * 8, 1), {64, 8}, DType::Float16);
     const std::vector<ScheduledKernel> ks = schedule_graph(a.matmul(b).uop());
-    std::vector<codegen::Opt> opts{{codegen::OptOp::Tc, 111, 0}};
-    codegen::set_tc_single_buffer_for_testing(true);
-    const codegen::LoweredKernel low =
-        codegen::lower_kernel_opt("r", ks[0].ast, runtime::emu_limits(), &opts);
-    codegen::set_tc_single_buffer_for_testing(false);
-    const auto k = runtime::compile_emu_kernel("r_one_buffer", low.program, 32);
-    const Tensor out =
-        Tensor::from_vector(std::vector<float>(32 * 8, NAN), {32, 8}, DType::Float16);
-    void* bufs[3] = {out.buffer()->data(), a.buffer()->data(), b.buffer()->data()};
-    if (ks[0].params[1].same(b.uop())) std::swap(bufs[1], bufs[2]);
-    // Thread 1 runs on to k-step 1 and copies A's row 0, k 8 .. 15 (shared word 4) over what
-    // lane 16's ldmatrix row (matrix 2: rows 0 .. 7 at k 8) read in k-step 0.
-    CHECK(error_of([&] { runtime::emu_launch(*k, bufs, nullptr, low.grid, low.block); }) ==
+    const auto race = [&](int64_t stage) {
+        std::vector<codegen::Opt> opts{{codegen::OptOp::Tc, stage, 0}};
+        codegen::set_tc_single_buffer_for_testing(true);
+        const codegen::LoweredKernel low =
+            codegen::lower_kernel_opt("r", ks[0].ast, runtime::emu_limits(), &opts);
+        codegen::set_tc_single_buffer_for_testing(false);
+        const auto k = runtime::compile_emu_kernel("r_one_buffer", low.program, 32);
+        const Tensor out =
+            Tensor::from_vector(std::vector<float>(32 * 8, NAN), {32, 8}, DType::Float16);
+        const auto bufs = matmul_buffers(ks[0], out, a, b);
+        return error_of(
+            [&] { runtime::emu_launch(*k, bufs.data(), nullptr, low.grid, low.block); });
+    };
+    // Copies through registers: thread 1 runs on to k-step 1 and copies A's row 0, k 8 .. 15
+    // (shared word 4) over what lane 16's ldmatrix row (matrix 2: rows 0 .. 7 at k 8) read in
+    // k-step 0.
+    CHECK(race(111) ==
           "[emu] kernel r_one_buffer: block (0, 0, 0), thread (1, 0, 0): shared-memory race: "
           "STORE of shared word 4 (byte 16) read by thread (16, 0, 0) since the last barrier");
+    // A cp.async pipeline of 2: k-step 0 issues step 1's copies into the tile its own fragments
+    // read. Thread 1's ldmatrix row (A's row 1) is read, then thread 2's copy claims it (a
+    // cp.async may write any time until its wait).
+    CHECK(race(2111) ==
+          "[emu] kernel r_one_buffer: block (0, 0, 0), thread (2, 0, 0): shared-memory race: "
+          "STORE of shared word 12 (byte 48) read by thread (1, 0, 0) since the last barrier");
 }
 
 TEST_CASE("tensor cores: a fragment's two 16-bit values along K are one 32-bit load") {

@@ -29,6 +29,10 @@ std::string render_ptx(const std::string& name, const std::vector<UOp>& linear, 
 // Shared memory a kernel may declare statically, on every GPU since sm_20.
 inline constexpr int64_t kStaticSharedBytes = 48 * 1024;
 
+// The bytes a shared array of `bytes` takes in a block's shared memory: each starts 16-byte
+// aligned (the renderer's layout, static and dynamic, and EMU's).
+constexpr int64_t shared_slot_bytes(int64_t bytes) { return (bytes + 15) / 16 * 16; }
+
 // The shared memory a GPU program takes dynamically (at launch, opted into above 48 KiB): its
 // DEFINE_LOCALs' bytes, each rounded up to 16, when they total more than kStaticSharedBytes;
 // 0 when they fit statically (the PTX then declares them as static arrays).

@@ -41,8 +41,7 @@ enum class OptOp : uint8_t {
     PadTo,
     Tc // a matmul on tensor cores (GPU, sm_80 and later): TC(stage, tiles), tiles = 16 * rows +
        // columns of 16 x 8 blocks a warp computes (0: one); stage 0 reads the fragments from
-       // global memory, 100 * k-steps + 10 * row warps + column warps stages the operands
-       // through shared memory (see tensor_core_ast)
+       // global memory, any other stages the operands through shared memory (TcStage)
 };
 
 std::string_view opt_op_name(OptOp op); // "UPCAST", ...
@@ -133,14 +132,29 @@ std::vector<Opt> heuristic_opts(const UOp& ast, const DeviceLimits& limits);
 // gives it no axes and refuses every opt.
 bool reads_what_it_writes(const UOp& ast);
 
+// TC's staging of the operands through shared memory, stage = 1000 pipe + 100 ks + 10 wm + wn:
+// a block of wm x wn warps (each 1, 2 or 4) copies k-steps of 16 ks (1, 2 or 4) of both operands
+// into shared memory, through registers into two tiles taken in turn (pipe 0, one barrier a
+// k-step) or by a cp.async pipeline of pipe (2, 3 or 4) tiles, pipe - 1 k-steps in flight.
+struct TcStage {
+    int64_t pipe = 0, ks = 1, wm = 1, wn = 1;
+    static TcStage decode(int64_t stage) {
+        return {stage / 1000, stage / 100 % 10, stage / 10 % 10, stage % 10};
+    }
+    int64_t code() const { return 1000 * pipe + 100 * ks + 10 * wm + wn; }
+    bool valid() const {
+        const auto one_two_four = [](int64_t v) { return v == 1 || v == 2 || v == 4; };
+        return (pipe == 0 || (pipe >= 2 && pipe <= 4)) && one_two_four(ks) && one_two_four(wm) &&
+               one_two_four(wn);
+    }
+};
+
 // The TC opt's rewrite (src/codegen/tensor_cores.cpp): a matmul of 16-bit float operands as
 // warps of WMMA (mma.sync.m16n8k16). Throws "[opt] <what>..." when the kernel or the device does
 // not allow it.
 // `tiles` = 16 * rows + columns: each warp computes rows x columns blocks of 16 x 8 (each 1,
-// 2, 4 or 8; 0 is 1 x 1). `stage` 0: the warps read their fragments from global memory;
-// 100 * ks + 10 * wm + wn (each 1, 2 or 4): a block of wm x wn warps copies k-steps of 16 ks of
-// both operands to shared memory (two buffers in turn, one barrier a k-step) and the warps read
-// their fragments there.
+// 2, 4 or 8; 0 is 1 x 1). `stage` 0: the warps read their fragments from global memory; else
+// TcStage::decode(stage), the warps reading each fragment from shared memory with ldmatrix.
 UOp tensor_core_ast(const UOp& ast, const DeviceLimits& limits, int64_t& next_axis, int64_t stage,
                     int64_t tiles, const std::string& what);
 // After TC(0, tiles): 2 x 2 warps a thread block, LOCAL 2 on the block rows and on the block

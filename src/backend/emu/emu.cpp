@@ -295,7 +295,14 @@ void on_ldmatrix(int64_t position, int64_t address, int64_t count, int64_t trans
     if (b == nullptr || b->running == nullptr) return;
     Fiber* f = b->running;
     // Only lanes 0 .. 8 count - 1 give addresses: the others' are not read.
-    if (f->tid % 32 < 8 * count && on_shared(address, 16, 0) == 0) return;
+    if (f->tid % 32 < 8 * count) {
+        if (address % 16 != 0) {
+            b->problem(b->where(b->tid) + "LDMATRIX row address " + std::to_string(address % 16) +
+                       " bytes past a 16-byte boundary (ldmatrix needs 16-byte aligned rows)");
+            return;
+        }
+        if (on_shared(address, 16, 0) == 0) return;
+    }
     f->ldm_out = out;
     f->ldm_address = address;
     f->ldm_count = count;
@@ -360,9 +367,17 @@ void check_copies_waited(Block& b, int64_t tid, AsyncCopies& c) {
 
 // A COPY_ASYNC: the destination is claimed now (a store, for the race detector: the hardware
 // may write it at any time until the wait), the bytes land at the wait.
-void on_copy_async(int64_t address, int64_t bytes, const void* data) {
+void on_copy_async(int64_t address, int64_t source, int64_t bytes, const void* data) {
     Block* b = t_block;
     if (b == nullptr || bytes <= 0 || bytes > 16) return;
+    // cp.async of n bytes needs both addresses n-byte aligned (the hardware faults otherwise).
+    if (address % bytes != 0 || source % bytes != 0) {
+        b->problem(b->where(b->tid) + "COPY_ASYNC of " + std::to_string(bytes) + " bytes from " +
+                   (source % bytes != 0 ? "a global" : "a shared") + " address " +
+                   std::to_string((source % bytes != 0 ? source : address) % bytes) +
+                   " bytes past an aligned one (cp.async needs both aligned to its size)");
+        return;
+    }
     if (on_shared(address, bytes, 1) == 0) return; // outside shared memory: reported
     AsyncCopies& c = copies_of_running();
     AsyncCopies::Copy copy;
@@ -552,8 +567,9 @@ std::string run_block(const CompiledKernel& k, void* const* buffers, const int64
                 break;
             }
             for (const Fiber& f : fibers)
-                if ((mma ? f.a == nullptr : f.ldm_out == nullptr) ||
-                    f.ldm_count != waiting->ldm_count || f.ldm_trans != waiting->ldm_trans)
+                if (mma ? f.a == nullptr
+                        : f.ldm_out == nullptr || f.ldm_count != waiting->ldm_count ||
+                              f.ldm_trans != waiting->ldm_trans)
                     b.problem(b.where(f.tid) + "waits at a barrier while its warp's " + what +
                               " runs");
             if (!b.error.empty()) break;

@@ -712,8 +712,8 @@ class Renderer {
         if (!u.dtype().is_ptr || u.dtype().addrspace != AddrSpace::Local)
             unsupported(u, "a DEFINE_LOCAL is a pointer to local (shared) memory");
         const auto* a = std::get_if<std::vector<int64_t>>(&u.arg());
-        if (a == nullptr || a->empty() || (*a)[0] <= 0 || (*a)[0] > (int64_t{1} << 16))
-            unsupported(u, "its arg must be {count (1 .. 65536), id}");
+        if (a == nullptr || a->empty() || (*a)[0] <= 0 || (*a)[0] > (int64_t{1} << 18))
+            unsupported(u, "its arg must be {count (1 .. 262144), id}");
         auto* arr = llvm::ArrayType::get(mem_type(u.dtype(), u), static_cast<uint64_t>((*a)[0]));
         const uint64_t bytes = mod_.getDataLayout().getTypeAllocSize(arr);
         if (target_ == Target::Nvptx && dynamic_shared_) {
@@ -730,7 +730,8 @@ class Renderer {
             }
             llvm::Constant* p = llvm::ConstantExpr::getInBoundsGetElementPtr(
                 b_.getInt8Ty(), dynamic_smem_, b_.getInt64(shared_bytes_));
-            shared_bytes_ += (bytes + 15) / 16 * 16;
+            shared_bytes_ +=
+                static_cast<uint64_t>(runtime::shared_slot_bytes(static_cast<int64_t>(bytes)));
             return p;
         }
         if (target_ == Target::Nvptx) {
@@ -746,7 +747,8 @@ class Renderer {
         llvm::Value* base = b_.CreateIntToPtr(b_.CreateLoad(b_.getInt64Ty(), at, "shared"),
                                               llvm::PointerType::get(ctx_, 0));
         llvm::Value* p = b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), base, shared_bytes_);
-        shared_bytes_ += (bytes + 15) / 16 * 16;
+        shared_bytes_ +=
+            static_cast<uint64_t>(runtime::shared_slot_bytes(static_cast<int64_t>(bytes)));
         return p;
     }
 
@@ -882,8 +884,10 @@ class Renderer {
             llvm::IRBuilder<> eb(entry_);
             llvm::Value* tmp = eb.CreateAlloca(mem_type(vt, u));
             b_.CreateAlignedStore(v, tmp, llvm::Align(1));
+            llvm::Value* from = b_.CreatePtrToInt(sp, b_.getInt64Ty());
+            if (sg != gates_.end()) from = b_.CreateSelect(sg->second, from, b_.getInt64(0));
             call_host(reinterpret_cast<const void*>(hook), b_.getVoidTy(),
-                      {b_.CreatePtrToInt(dp, b_.getInt64Ty()),
+                      {b_.CreatePtrToInt(dp, b_.getInt64Ty()), from,
                        llvm::ConstantInt::get(b_.getInt64Ty(), bytes), tmp});
         } else {
             unsupported(u, "the CPU has no shared memory");

@@ -40,8 +40,9 @@ enum class Target {
 // - barrier: the thread reached the BARRIER at program position `position`;
 // - mma: the thread reached the WMMA at `position` with its fragments (a: 8 floats, b: 4, cd: 4,
 //   the 16-bit inputs widened exactly); when its warp's 32 threads are there, cd holds D;
-// - copy_async: the thread's COPY_ASYNC of `bytes` bytes (read from global memory already, at
-//   `data`) to shared memory at `address`; they land there by the ASYNC_WAIT that retires it;
+// - copy_async: the thread's COPY_ASYNC of `bytes` bytes from global memory at `source` (read
+//   already, at `data`; 0 where its gate is false) to shared memory at `address`; they land
+//   there by the ASYNC_WAIT that retires it;
 // - async_wait: the thread's ASYNC_WAIT {n};
 // - ldmatrix: the thread reached the LDMATRIX at `position` with its row's address; when its
 //   warp's 32 threads are there, `out` holds its 2 x count 16-bit values.
@@ -50,7 +51,7 @@ struct EmuHooks {
     int64_t (*shared)(int64_t address, int64_t bytes, int64_t store);
     void (*barrier)(int64_t position);
     void (*mma)(int64_t position, float* a, float* b, float* cd);
-    void (*copy_async)(int64_t address, int64_t bytes, const void* data);
+    void (*copy_async)(int64_t address, int64_t source, int64_t bytes, const void* data);
     void (*async_wait)(int64_t n);
     void (*ldmatrix)(int64_t position, int64_t address, int64_t count, int64_t trans,
                      uint16_t* out);

@@ -54,7 +54,7 @@ int64_t dynamic_shared_bytes(const std::vector<UOp>& linear) {
     for (const UOp& u : linear)
         if (u.op() == Op::DefineLocal) {
             const auto& a = u.arg_as<std::vector<int64_t>>();
-            total += (a.at(0) * u.dtype().base().itemsize() + 15) / 16 * 16;
+            total += shared_slot_bytes(a.at(0) * u.dtype().base().itemsize());
         }
     return total > kStaticSharedBytes ? total : 0;
 }
