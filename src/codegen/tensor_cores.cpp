@@ -59,15 +59,20 @@ bool runs_along(const UOp& load, const UOp& r, int64_t v) {
 // The two 16-bit elements at k and k + 1 (an even k) are one aligned 32-bit word, one load.
 bool pairs_along(const UOp& load, const UOp& k) { return runs_along(load, k, 2); }
 
+// An INDEX of `v` elements of `load`'s buffer from its element at `subs` (gated by `gate`).
+UOp vector_index(const UOp& load, int64_t v, const std::vector<std::pair<UOp, UOp>>& subs,
+                 const UOp& gate) {
+    const UOp& index = load.src(0);
+    const UOp& buf = index.src(0);
+    const DType pdt = buf.dtype().base().vec(static_cast<uint16_t>(v)).ptr(buf.dtype().addrspace);
+    const UOp vidx = UOp::make(Op::Index, pdt, {buf, at(index.src(1), subs)});
+    return gate.is_null() ? vidx : with_gate(vidx, gate);
+}
+
 // Lanes 0 and 1 of one 2-element load of `load`'s buffer at `subs` (its first element).
 std::pair<UOp, UOp> pair_load(const UOp& load, const std::vector<std::pair<UOp, UOp>>& subs,
                               const UOp& gate) {
-    const UOp& index = load.src(0);
-    const UOp& buf = index.src(0);
-    const DType pdt = buf.dtype().base().vec(2).ptr(buf.dtype().addrspace);
-    UOp vidx = UOp::make(Op::Index, pdt, {buf, at(index.src(1), subs)});
-    if (!gate.is_null()) vidx = with_gate(vidx, gate);
-    const UOp two = UOp::make(Op::Load, load.dtype().vec(2), {vidx});
+    const UOp two = UOp::make(Op::Load, load.dtype().vec(2), {vector_index(load, 2, subs, gate)});
     return {UOp::make(Op::Gep, load.dtype(), {two}, std::vector<int64_t>{0}),
             UOp::make(Op::Gep, load.dtype(), {two}, std::vector<int64_t>{1})};
 }
@@ -324,23 +329,18 @@ UOp tensor_core_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis,
                                      ? u < idx(t.units)
                                      : UOp();
                 const UOp pad = both(inside(outer, t.size, t.padded), inside(kk_at, kk, kp));
-                const UOp& gbuf = t.load.src(0).src(0);
-                UOp gidx =
-                    UOp::make(Op::Index, gbuf.dtype().base().vec(v).ptr(gbuf.dtype().addrspace),
-                              {gbuf, at(t.load.src(0).src(1), subs)});
                 UOp sidx = UOp::make(Op::Index, in.vec(v).ptr(AddrSpace::Local),
                                      {dst, tile_of(step) * idx(t.tile) + row * idx(t.ld) + at_row});
                 const UOp go = both(skip, some); // whether this thread copies
                 if (!go.is_null()) sidx = with_gate(sidx, go);
                 if (async && t.vec * in.itemsize() >= 4) {
                     // cp.async: padding reads as zeros (src-size 0).
-                    if (!pad.is_null()) gidx = with_gate(gidx, pad);
-                    out.push_back(UOp::make(Op::CopyAsync, DType::Void, {sidx, gidx}));
+                    out.push_back(UOp::make(Op::CopyAsync, DType::Void,
+                                            {sidx, vector_index(t.load, t.vec, subs, pad)}));
                     continue;
                 }
-                const UOp g = both(go, pad);
-                if (!g.is_null()) gidx = with_gate(gidx, g);
-                const UOp value = UOp::make(Op::Load, in.vec(v), {gidx});
+                const UOp value = UOp::make(Op::Load, in.vec(v),
+                                            {vector_index(t.load, t.vec, subs, both(go, pad))});
                 out.push_back(UOp::make(Op::Store, DType::Void, {sidx, value}));
             }
             return out;
@@ -405,11 +405,14 @@ UOp tensor_core_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis,
         // where the tile runs across k: lane 8 q + r gives the address of row r of matrix q,
         // whose block of 8 along the operand's outer axis is `ob` and along k `kb`.
         const UOp q = lane / idx(8), r8 = lane % idx(8);
-        const auto ldmatrix = [&](const Tile& t, int64_t count, const UOp& outer0, const UOp& k0,
-                                  const UOp& ob, const UOp& kb) {
+        const auto read_after = [&](const Tile& t) {
             std::vector<UOp> deps{t.smem, barrier};
             deps.insert(deps.end(), in_flight.begin(), in_flight.end());
-            const UOp after = UOp::make(Op::After, t.smem.dtype(), deps);
+            return UOp::make(Op::After, t.smem.dtype(), std::move(deps));
+        };
+        const UOp after_a = read_after(ta), after_b = read_after(tb);
+        const auto ldmatrix = [&](const Tile& t, const UOp& after, int64_t count, const UOp& outer0,
+                                  const UOp& k0, const UOp& ob, const UOp& kb) {
             const UOp o = outer0 + ob * idx(8) + (t.kmajor ? r8 : idx(0));
             const UOp kq = k0 + kb * idx(8) + (t.kmajor ? idx(0) : r8);
             const UOp off =
@@ -423,11 +426,11 @@ UOp tensor_core_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis,
             // B's b0 .. b3 (k 0 and 8) of its 8 columns. Lanes 16 .. 31 of B's give the same
             // addresses as 0 .. 15 (an x2 reads only those).
             for (int64_t ti = 0; ti < tm; ++ti)
-                afrag[static_cast<size_t>(sub)].push_back(
-                    ldmatrix(ta, 4, local_row0(ti), idx(16 * sub), q % idx(2), q / idx(2)));
+                afrag[static_cast<size_t>(sub)].push_back(ldmatrix(
+                    ta, after_a, 4, local_row0(ti), idx(16 * sub), q % idx(2), q / idx(2)));
             for (int64_t tj = 0; tj < tn; ++tj)
                 bfrag[static_cast<size_t>(sub)].push_back(
-                    ldmatrix(tb, 2, local_col0(tj), idx(16 * sub), idx(0), q % idx(2)));
+                    ldmatrix(tb, after_b, 2, local_col0(tj), idx(16 * sub), idx(0), q % idx(2)));
         }
     }
     std::unordered_set<const UOpNode*> in_reduce;

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <doctest/doctest.h>
@@ -246,6 +247,28 @@ std::pair<std::array<int64_t, 3>, std::array<int64_t, 3>> emu_dims(const Tensor&
     return {low.grid, low.block};
 }
 
+// `make()`'s tensor realized with TEMPURA_BEAM=width, BEAM's cache in a folder of its own (removed
+// after), and the BEAM counters before and after; the caches are cleared before and after.
+template <class F>
+std::tuple<Tensor, codegen::BeamStats, codegen::BeamStats> with_beam(const char* width,
+                                                                     const F& make) {
+    const std::string dir =
+        (std::filesystem::temp_directory_path() / ("tempura_beam_cuda_" + std::to_string(getpid())))
+            .string();
+    setenv("TEMPURA_CACHE_DIR", dir.c_str(), 1);
+    setenv("TEMPURA_BEAM", width, 1);
+    clear_caches();
+    const codegen::BeamStats before = codegen::beam_stats();
+    Tensor t = make();
+    t.realize();
+    const codegen::BeamStats after = codegen::beam_stats();
+    unsetenv("TEMPURA_BEAM");
+    unsetenv("TEMPURA_CACHE_DIR");
+    std::filesystem::remove_all(dir);
+    clear_caches();
+    return {t, before, after};
+}
+
 // Every tensor-core variant (BEAM's starting points: tiles, warps, staging, pipelines) of an
 // m x k x n float16 matmul's kernel, compiled for CUDA:0 and launched on its buffers: small
 // whole numbers, so every sum is exact and the product is the CPU's bit for bit.
@@ -474,21 +497,9 @@ TEST_CASE("cuda mock: the driver's errors name the kernel, and a failed kernel s
 TEST_CASE("cuda mock: BEAM times candidates on the CUDA device, never on EMU") {
     Mock m;
     if (!mock_or_skip(m)) return;
-    const std::string dir =
-        (std::filesystem::temp_directory_path() / ("tempura_beam_cuda_" + std::to_string(getpid())))
-            .string();
-    setenv("TEMPURA_CACHE_DIR", dir.c_str(), 1);
-    setenv("TEMPURA_BEAM", "2", 1);
-    clear_caches();
-    const codegen::BeamStats before = codegen::beam_stats();
     const size_t launches = m.counters().launches;
     const Tensor x = Tensor::from_vector(ints(64 * 256, 15, 5), {64, 256});
-    Tensor s = x.to("CUDA").sum(1);
-    s.realize();
-    const codegen::BeamStats after = codegen::beam_stats();
-    unsetenv("TEMPURA_BEAM");
-    unsetenv("TEMPURA_CACHE_DIR");
-    std::filesystem::remove_all(dir);
+    const auto [s, before, after] = with_beam("2", [&] { return x.to("CUDA").sum(1); });
     CHECK(s.to_vector<float>() == x.sum(1).to_vector<float>());
     CHECK(after.searches == before.searches + 1);
     CHECK(after.candidates_timed > before.candidates_timed);
@@ -532,20 +543,8 @@ TEST_CASE("cuda mock: BEAM starts a float16 matmul from its tensor-core variants
                            .uop());
     CHECK(codegen::tensor_core_variants(codegen::prepare_for_opts(k32[0].ast), lim).empty());
 
-    const std::string dir =
-        (std::filesystem::temp_directory_path() / ("tempura_beam_tc_" + std::to_string(getpid())))
-            .string();
-    setenv("TEMPURA_CACHE_DIR", dir.c_str(), 1);
-    setenv("TEMPURA_BEAM", "1", 1);
-    clear_caches();
-    const codegen::BeamStats before = codegen::beam_stats();
-    Tensor r = a.to("CUDA").matmul(b.to("CUDA"));
-    r.realize();
-    const codegen::BeamStats after = codegen::beam_stats();
-    unsetenv("TEMPURA_BEAM");
-    unsetenv("TEMPURA_CACHE_DIR");
-    std::filesystem::remove_all(dir);
-    clear_caches();
+    const auto [r, before, after] =
+        with_beam("1", [&] { return a.to("CUDA").matmul(b.to("CUDA")); });
     CHECK(r.to_vector<float>() == a.matmul(b).to_vector<float>());
     // Every variant was timed (the kernel with no opts and the heuristics' choice too).
     CHECK(after.candidates_timed - before.candidates_timed >= variants.size());

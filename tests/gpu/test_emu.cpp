@@ -521,12 +521,13 @@ TEST_CASE("EMU: cp.async lands at the wait that retires it") {
     for (size_t i = 0; i < 32; ++i)
         want[i] = i < 24 ? static_cast<float>(i + 5) : i < 28 ? 0.0f : static_cast<float>(i - 27);
     CHECK(output == want);
+    const auto launch_error = [&](const auto& k) {
+        return error_of([&] { runtime::emu_launch(*k, bufs, nullptr, {1, 1, 1}, {8, 1, 1}); });
+    };
     // The wait after the reads: thread 0 reads thread 1's copy before it lands (the copy's
     // bytes land at thread 1's wait, after the barrier: a race with thread 0's read).
     const auto late = runtime::compile_emu_kernel("E_cp_late", program(true, true), 8);
-    CHECK(error_of([&] {
-              runtime::emu_launch(*late, bufs, nullptr, {1, 1, 1}, {8, 1, 1});
-          }) ==
+    CHECK(launch_error(late) ==
           "[emu] kernel E_cp_late: block (0, 0, 0), thread (1, 0, 0): shared-memory race: STORE "
           "of shared word 4 (byte 16) read by thread (0, 0, 0) since the last barrier");
     // A source 4 bytes past a 16-byte boundary: the hardware's cp.async would fault (threads
@@ -538,17 +539,13 @@ TEST_CASE("EMU: cp.async lands at the wait that retires it") {
     const auto shifted = runtime::compile_emu_kernel(
         "E_cp_shifted",
         {eight, four, one, out, in, smem, t, at, seven, valid, dst, at1, src1, cp1, wait1}, 8);
-    CHECK(error_of([&] {
-              runtime::emu_launch(*shifted, bufs, nullptr, {1, 1, 1}, {8, 1, 1});
-          }) ==
+    CHECK(launch_error(shifted) ==
           "[emu] kernel E_cp_shifted: block (0, 0, 0), thread (6, 0, 0): COPY_ASYNC of 16 bytes "
           "from a global address 4 bytes past an aligned one (cp.async needs both aligned to its "
           "size)");
     // No wait at all: the copy never lands.
     const auto never = runtime::compile_emu_kernel("E_cp_never", program(false, false), 8);
-    CHECK(error_of([&] {
-              runtime::emu_launch(*never, bufs, nullptr, {1, 1, 1}, {8, 1, 1});
-          }) ==
+    CHECK(launch_error(never) ==
           "[emu] kernel E_cp_never: block (0, 0, 0), thread (0, 0, 0): 1 asynchronous copy to "
           "shared memory never retired by an ASYNC_WAIT (cp.async.wait_group)");
 }

@@ -471,6 +471,33 @@ class Renderer {
         return 1;
     }
 
+    // `emit()` under `gate` (an IF of its own, `tag` naming its blocks), or unconditionally when
+    // there is none.
+    template <class F>
+    void when(llvm::Value* gate, const char* tag, const F& emit) {
+        if (gate == nullptr) {
+            emit();
+            return;
+        }
+        const std::string n = tag + std::to_string(cur_);
+        auto* then = llvm::BasicBlock::Create(ctx_, n + ".then", fn_);
+        auto* done = llvm::BasicBlock::Create(ctx_, n + ".end", fn_);
+        b_.CreateCondBr(gate, then, done);
+        b_.SetInsertPoint(then);
+        emit();
+        b_.CreateBr(done);
+        b_.SetInsertPoint(done);
+    }
+
+    // An EMU hook's address: what the emulator installed (it does before compiling anything).
+    template <class F>
+    const void* emu_hook(const std::atomic<F>& hook, const char* what) const {
+        const F f = hook.load();
+        if (f == nullptr)
+            fail("emu", std::string("internal: no ") + what + " for kernel " + kernel_);
+        return reinterpret_cast<const void*>(f);
+    }
+
     // A call of a host function at a fixed address (EMU's hooks: the JIT runs in this process).
     llvm::Value* call_host(const void* fn, llvm::Type* ret, llvm::ArrayRef<llvm::Value*> args) {
         std::vector<llvm::Type*> types;
@@ -499,8 +526,7 @@ class Renderer {
     llvm::Value* emu_shared(const UOp& idx, llvm::Value* p, llvm::Type* ty, bool is_store,
                             llvm::Value* gate) {
         if (target_ != Target::Emu || !is_shared(idx)) return nullptr;
-        const auto hook = g_emu_shared.load();
-        if (hook == nullptr) fail("emu", "internal: no shared-memory hook for kernel " + kernel_);
+        const void* hook = emu_hook(g_emu_shared, "shared-memory hook");
         llvm::Type* i64 = b_.getInt64Ty();
         const uint64_t bytes = mod_.getDataLayout().getTypeStoreSize(ty);
         // Only where the access happens: a gated-off one is not an access.
@@ -514,7 +540,7 @@ class Renderer {
             b_.CreateCondBr(gate, then, done);
             b_.SetInsertPoint(then);
         }
-        llvm::Value* ok = call_host(reinterpret_cast<const void*>(hook), i64,
+        llvm::Value* ok = call_host(hook, i64,
                                     {b_.CreatePtrToInt(p, i64), llvm::ConstantInt::get(i64, bytes),
                                      llvm::ConstantInt::get(i64, is_store ? 1 : 0)});
         ok = b_.CreateICmpNE(ok, llvm::ConstantInt::get(i64, 0));
@@ -536,8 +562,7 @@ class Renderer {
         if (base.op() != Op::Param) return nullptr;
         const auto& a = base.arg_as<std::vector<int64_t>>();
         if (a.size() < 2 || a[1] < 0) return nullptr; // a symbolic size
-        const auto report = g_emu_fault.load();
-        if (report == nullptr) fail("emu", "internal: no fault handler for kernel " + kernel_);
+        const void* report = emu_hook(g_emu_fault, "fault handler");
         llvm::Value* off = index_src(idx, 1);
         llvm::Type* i64 = b_.getInt64Ty();
         llvm::Value* ok = b_.CreateAnd(
@@ -546,18 +571,13 @@ class Renderer {
                              llvm::ConstantInt::get(i64, static_cast<uint64_t>(a[1] - lanes))));
         llvm::Value* bad = b_.CreateNot(ok);
         if (gate != nullptr) bad = b_.CreateAnd(bad, gate);
-        const std::string n = "oob" + std::to_string(cur_);
-        auto* then = llvm::BasicBlock::Create(ctx_, n, fn_);
-        auto* done = llvm::BasicBlock::Create(ctx_, n + ".end", fn_);
-        b_.CreateCondBr(bad, then, done);
-        b_.SetInsertPoint(then);
-        call_host(reinterpret_cast<const void*>(report), b_.getVoidTy(),
-                  {llvm::ConstantInt::get(i64, static_cast<uint64_t>(a[0])),
-                   llvm::ConstantInt::get(i64, static_cast<uint64_t>(a[1])), off,
-                   llvm::ConstantInt::get(i64, static_cast<uint64_t>(lanes)),
-                   llvm::ConstantInt::get(i64, is_store ? 1 : 0)});
-        b_.CreateBr(done);
-        b_.SetInsertPoint(done);
+        when(bad, "oob", [&] {
+            call_host(report, b_.getVoidTy(),
+                      {llvm::ConstantInt::get(i64, static_cast<uint64_t>(a[0])),
+                       llvm::ConstantInt::get(i64, static_cast<uint64_t>(a[1])), off,
+                       llvm::ConstantInt::get(i64, static_cast<uint64_t>(lanes)),
+                       llvm::ConstantInt::get(i64, is_store ? 1 : 0)});
+        });
         return ok;
     }
 
@@ -630,18 +650,7 @@ class Renderer {
         llvm::Value* ok = emu_in_bounds(u.src(0), u.src(1).dtype().count, true, gate);
         if (ok == nullptr) ok = emu_shared(u.src(0), p, mem_type(et, u), true, gate);
         if (ok != nullptr) gate = gate == nullptr ? ok : b_.CreateAnd(gate, ok);
-        if (gate == nullptr) {
-            tag_access(u.src(0), b_.CreateAlignedStore(v, p, align));
-            return;
-        }
-        const std::string n = "st" + std::to_string(cur_);
-        auto* then = llvm::BasicBlock::Create(ctx_, n + ".then", fn_);
-        auto* done = llvm::BasicBlock::Create(ctx_, n + ".end", fn_);
-        b_.CreateCondBr(gate, then, done);
-        b_.SetInsertPoint(then);
-        tag_access(u.src(0), b_.CreateAlignedStore(v, p, align));
-        b_.CreateBr(done);
-        b_.SetInsertPoint(done);
+        when(gate, "st", [&] { tag_access(u.src(0), b_.CreateAlignedStore(v, p, align)); });
     }
 
     llvm::Value* index(const UOp& u) {
@@ -771,10 +780,8 @@ class Renderer {
             return;
         }
         if (target_ != Target::Emu) unsupported(u, "the CPU has no thread blocks to wait for");
-        const auto hook = g_emu_barrier.load();
-        if (hook == nullptr) fail("emu", "internal: no barrier hook for kernel " + kernel_);
-        call_host(reinterpret_cast<const void*>(hook), b_.getVoidTy(),
-                  {llvm::ConstantInt::get(b_.getInt64Ty(), cur_)});
+        const void* hook = emu_hook(g_emu_barrier, "barrier hook");
+        call_host(hook, b_.getVoidTy(), {llvm::ConstantInt::get(b_.getInt64Ty(), cur_)});
     }
 
     // WMMA(a, b, c): the warp's m16n8k16 multiply-add, this lane's fragments in and out; C and
@@ -823,8 +830,7 @@ class Renderer {
             return out;
         }
         if (target_ != Target::Emu) unsupported(u, "the CPU has no tensor cores");
-        const auto hook = g_emu_mma.load();
-        if (hook == nullptr) fail("emu", "internal: no mma hook for kernel " + kernel_);
+        const void* hook = emu_hook(g_emu_mma, "mma hook");
         barriers_ = true; // a warp-wide step: the threads run as fibers
         llvm::IRBuilder<> eb(entry_);
         llvm::Type* f32 = b_.getFloatTy();
@@ -838,7 +844,7 @@ class Renderer {
         b_.CreateAlignedStore(b_.CreateFPExt(a, vf8), pa, four);
         b_.CreateAlignedStore(b_.CreateFPExt(b, vf4), pb, four);
         b_.CreateAlignedStore(f16_acc ? b_.CreateFPExt(c, vf4) : c, pc, four);
-        call_host(reinterpret_cast<const void*>(hook), b_.getVoidTy(),
+        call_host(hook, b_.getVoidTy(),
                   {llvm::ConstantInt::get(b_.getInt64Ty(), cur_), pa, pb, pc});
         llvm::Value* d = b_.CreateAlignedLoad(vf4, pc, four);
         // A 16-bit accumulator: the mma's float32 result rounded once to Float16.
@@ -863,33 +869,27 @@ class Renderer {
         llvm::Value* sp = ptr_src(u, 1);
         const auto dg = gates_.find(dst.get());
         const auto sg = gates_.find(src.get());
-        llvm::BasicBlock* done = nullptr;
-        if (dg != gates_.end()) {
-            const std::string n = "cp" + std::to_string(cur_);
-            auto* then = llvm::BasicBlock::Create(ctx_, n + ".then", fn_);
-            done = llvm::BasicBlock::Create(ctx_, n + ".end", fn_);
-            b_.CreateCondBr(dg->second, then, done);
-            b_.SetInsertPoint(then);
-        }
-        if (target_ == Target::Nvptx) {
-            namespace I = llvm::Intrinsic;
-            const bool zfill = sg != gates_.end();
-            const I::ID id = bytes == 16  ? (zfill ? I::nvvm_cp_async_cg_shared_global_16_s
-                                                   : I::nvvm_cp_async_cg_shared_global_16)
-                             : bytes == 8 ? (zfill ? I::nvvm_cp_async_ca_shared_global_8_s
-                                                   : I::nvvm_cp_async_ca_shared_global_8)
-                                          : (zfill ? I::nvvm_cp_async_ca_shared_global_4_s
-                                                   : I::nvvm_cp_async_ca_shared_global_4);
-            std::vector<llvm::Value*> args{dp, sp};
-            if (zfill) {
-                args[1] = b_.CreateSelect(sg->second, sp, ptr_src(src, 0));
-                args.push_back(b_.CreateSelect(
-                    sg->second, b_.getInt32(static_cast<uint32_t>(bytes)), b_.getInt32(0)));
+        when(dg == gates_.end() ? nullptr : dg->second, "cp", [&] {
+            if (target_ == Target::Nvptx) {
+                namespace I = llvm::Intrinsic;
+                const bool zfill = sg != gates_.end();
+                const I::ID id = bytes == 16  ? (zfill ? I::nvvm_cp_async_cg_shared_global_16_s
+                                                       : I::nvvm_cp_async_cg_shared_global_16)
+                                 : bytes == 8 ? (zfill ? I::nvvm_cp_async_ca_shared_global_8_s
+                                                       : I::nvvm_cp_async_ca_shared_global_8)
+                                              : (zfill ? I::nvvm_cp_async_ca_shared_global_4_s
+                                                       : I::nvvm_cp_async_ca_shared_global_4);
+                std::vector<llvm::Value*> args{dp, sp};
+                if (zfill) {
+                    args[1] = b_.CreateSelect(sg->second, sp, ptr_src(src, 0));
+                    args.push_back(b_.CreateSelect(
+                        sg->second, b_.getInt32(static_cast<uint32_t>(bytes)), b_.getInt32(0)));
+                }
+                b_.CreateCall(llvm::Intrinsic::getDeclaration(&mod_, id), args);
+                return;
             }
-            b_.CreateCall(llvm::Intrinsic::getDeclaration(&mod_, id), args);
-        } else if (target_ == Target::Emu) {
-            const auto hook = g_emu_copy_async.load();
-            if (hook == nullptr) fail("emu", "internal: no cp.async hook for kernel " + kernel_);
+            if (target_ != Target::Emu) unsupported(u, "the CPU has no shared memory");
+            const void* hook = emu_hook(g_emu_copy_async, "cp.async hook");
             // The source is read now (gated off: zeros, and nothing is read), the bytes land
             // at the wait.
             llvm::Value* v = load(UOp::make(Op::Load, vt, {src}));
@@ -898,16 +898,10 @@ class Renderer {
             b_.CreateAlignedStore(v, tmp, llvm::Align(1));
             llvm::Value* from = b_.CreatePtrToInt(sp, b_.getInt64Ty());
             if (sg != gates_.end()) from = b_.CreateSelect(sg->second, from, b_.getInt64(0));
-            call_host(reinterpret_cast<const void*>(hook), b_.getVoidTy(),
+            call_host(hook, b_.getVoidTy(),
                       {b_.CreatePtrToInt(dp, b_.getInt64Ty()), from,
                        llvm::ConstantInt::get(b_.getInt64Ty(), bytes), tmp});
-        } else {
-            unsupported(u, "the CPU has no shared memory");
-        }
-        if (done != nullptr) {
-            b_.CreateBr(done);
-            b_.SetInsertPoint(done);
-        }
+        });
     }
 
     // LDMATRIX(row) {count, trans}: the warp's ldmatrix.sync.aligned.m8n8 of `count` 8 x 8
@@ -950,13 +944,12 @@ class Renderer {
             return out;
         }
         if (target_ != Target::Emu) unsupported(u, "the CPU has no warps");
-        const auto hook = g_emu_ldmatrix.load();
-        if (hook == nullptr) fail("emu", "internal: no ldmatrix hook for kernel " + kernel_);
+        const void* hook = emu_hook(g_emu_ldmatrix, "ldmatrix hook");
         barriers_ = true; // a warp-wide step: the threads run as fibers
         llvm::IRBuilder<> eb(entry_);
         llvm::Value* tmp = eb.CreateAlloca(ty);
         llvm::Type* i64 = b_.getInt64Ty();
-        call_host(reinterpret_cast<const void*>(hook), b_.getVoidTy(),
+        call_host(hook, b_.getVoidTy(),
                   {llvm::ConstantInt::get(i64, cur_), b_.CreatePtrToInt(p, i64),
                    llvm::ConstantInt::get(i64, static_cast<uint64_t>(count)),
                    llvm::ConstantInt::get(i64, trans ? 1 : 0), tmp});
@@ -975,9 +968,8 @@ class Renderer {
             return;
         }
         if (target_ != Target::Emu) unsupported(u, "the CPU has no asynchronous copies");
-        const auto hook = g_emu_async_wait.load();
-        if (hook == nullptr) fail("emu", "internal: no cp.async wait hook for kernel " + kernel_);
-        call_host(reinterpret_cast<const void*>(hook), b_.getVoidTy(),
+        const void* hook = emu_hook(g_emu_async_wait, "cp.async wait hook");
+        call_host(hook, b_.getVoidTy(),
                   {llvm::ConstantInt::get(b_.getInt64Ty(), static_cast<uint64_t>((*a)[0]))});
     }
 
