@@ -27,9 +27,13 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv 2>&
 echo "cuBLAS: ${blas:-none}"
 
 summary=()
-step() { # step NAME LIMIT COMMAND...
+step() { # step NAME LIMIT COMMAND... (a LIMIT of 0 skips the step)
     local name=$1 limit=$2
     shift 2
+    if [ "$limit" -le 0 ]; then
+        summary+=("$name: skipped")
+        return
+    fi
     local t0=$SECONDS
     timeout "$limit" "$@" >"$logs/$name.log" 2>&1
     local rc=$?

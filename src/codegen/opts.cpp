@@ -290,12 +290,6 @@ void OptKernel::apply(const Opt& o) {
                 fail("opt",
                      what + "axis " + std::to_string(o.axis) + " is not a plain reduce loop");
             amount_ok(r);
-            // The partials share 4-byte words below 4 bytes, which EMU's race detector (one
-            // record per word) would take for a race between neighbouring threads.
-            for (const UOp& u : ast_.toposort())
-                if (u.op() == Op::Reduce && contains(u, r) && u.dtype().itemsize() < 4)
-                    fail("opt", what + "a grouped reduce of " + u.dtype().name() +
-                                    " elements (under 4 bytes) is not implemented yet");
             for (const UOp& u : ast_.toposort())
                 if (u.op() == Op::Range &&
                     (type_of(u) == AxisType::GroupReduce || type_of(u) == AxisType::Local))
@@ -522,12 +516,13 @@ std::vector<Opt> heuristic_opts(const UOp& ast, const DeviceLimits& lim) {
     if (k.axes().empty()) return {};
     if (lim.gpu) {
         // A matmul of 16-bit floats: tensor cores (padded where the sizes are not multiples of
-        // the mma's). Each warp takes up to 4 x 8 blocks of 16 x 8 (64 x 64 outputs; a fragment
-        // then serves 8 or 4 mma, not 1), as many as divide the block rows and columns, and a
-        // thread block 2 x 2 warps where they divide further. On an H100, float16 4096^3
-        // (bench_gpu and a sweep of TC tiles): 1 x 1 12.3 TFLOP/s, 4 x 4 43.8, 8 x 4 51.8,
-        // 4 x 8 76.9, and 92.4 with the fragments' 16-bit pairs loaded as one word; 8 x 8 spills
-        // (255 registers). 2 x 4 and 4 x 2 warps a block were slower (81-84).
+        // the mma's), staged through shared memory where 128 x 128 blocks tile the output (below).
+        // Else each warp takes up to 4 x 8 blocks of 16 x 8 (64 x 64 outputs; a fragment then
+        // serves 8 or 4 mma, not 1), as many as divide the block rows and columns, and a thread
+        // block 2 x 2 warps where they divide further. On an H100, float16 4096^3 (bench_gpu and
+        // a sweep of TC tiles): 1 x 1 12.3 TFLOP/s, 4 x 4 43.8, 8 x 4 51.8, 4 x 8 76.9, and 92.4
+        // with the fragments' 16-bit pairs loaded as one word; 8 x 8 spills (255 registers). 2 x 4
+        // and 4 x 2 warps a block were slower (81-84).
         if (OptKernel probe(ast, lim); probe.try_apply({OptOp::Tc, 0, 0})) {
             // After TC the output axes end with the block rows, the block columns, the lane.
             const auto loops = [](const OptKernel& o) {
@@ -541,6 +536,34 @@ std::vector<Opt> heuristic_opts(const UOp& ast, const DeviceLimits& lim) {
             if (at.size() < 2) return probe.applied();
             const int64_t rows = size_of(probe.axes()[static_cast<size_t>(at[at.size() - 2])]);
             const int64_t cols = size_of(probe.axes()[static_cast<size_t>(at.back())]);
+            // Where whole thread blocks tile the output, the operands staged through shared memory
+            // by a cp.async pipeline of 3 tiles, k-steps of 32 or 64, each warp 64 x 64 outputs
+            // (TcStage): the largest blocks that still make enough of them to fill a GPU (128,
+            // about an H100's 132 SMs), since every block reads its rows of A and columns of B
+            // through L2. On an H100, float16 4096^3 (a sweep of the staged variants, medians of
+            // 7 x 20 runs): float32 accumulation TC(3442, 72) (256 x 128 blocks) 0.43 ms, the
+            // best of 128 x 128 TC(3422, 72) 0.44, TC(4222, 72) 0.46 (ncu: L2 at 88% of its
+            // throughput, the limit, and 66% with 256 x 128); float16 accumulation (half the
+            // registers) TC(3244, 72) (256 x 256) 0.41 ms, TC(3224, 72) 0.41. Unstaged TC(0, 72)
+            // with 2 x 2 warps: 1.43 ms.
+            bool f16_acc = false;
+            for (const UOp& u : ast.toposort())
+                if (u.op() == Op::Reduce) f16_acc = u.dtype() == DType::Float16;
+            struct Staged {
+                int64_t stage, tiles, min_blocks;
+            };
+            const std::vector<Staged> staged =
+                f16_acc ? std::vector<Staged>{{3244, 72, 128}, {3224, 72, 128}, {3422, 72, 1}}
+                        : std::vector<Staged>{{3442, 72, 128}, {3422, 72, 1}};
+            for (const Staged& c : staged) {
+                const TcStage st = TcStage::decode(c.stage);
+                // rows and cols count blocks of 16 x 8; a warp's are 4 x 8 of them.
+                if (rows % (4 * st.wm) != 0 || cols % (8 * st.wn) != 0 ||
+                    rows / (4 * st.wm) * (cols / (8 * st.wn)) < c.min_blocks)
+                    continue;
+                if (OptKernel s(ast, lim); s.try_apply({OptOp::Tc, c.stage, c.tiles}))
+                    return s.applied();
+            }
             int64_t tm = 4, tn = 8;
             while (tm > 1 && rows % tm != 0) tm /= 2;
             while (tn > 1 && cols % tn != 0) tn /= 2;

@@ -47,9 +47,9 @@ UOp at(UOp u, const std::vector<std::pair<UOp, UOp>>& subs) {
     return u;
 }
 
-// Whether `load`'s index is contiguous along `r` (coefficient 1) and a multiple of `v` where r
-// is 0, so a multiple of v wherever r is: then the v elements from any r a multiple of v on are
-// one aligned access.
+// Whether `load`'s (or a store's) index is contiguous along `r` (coefficient 1) and a multiple of
+// `v` where r is 0, so a multiple of v wherever r is: then the v elements from any r a multiple of
+// v on are one aligned access.
 bool runs_along(const UOp& load, const UOp& r, int64_t v) {
     const UOp& idx = load.src(0).src(1);
     return linear_coefficient(idx, r) == 1 &&
@@ -457,33 +457,51 @@ UOp tensor_core_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis,
         const UOp done = UOp::make(Op::Barrier, DType::Void, accs);
         for (UOp& a : accs) a = UOp::make(Op::After, a.dtype(), {a, done});
     }
+    // Lanes c and c + 1 of an accumulator are neighbouring columns of one row: one 2-element
+    // store where the output runs along the columns from an even offset (a 32-bit store of a
+    // 16-bit output) and the padding, if any, never splits a pair (N even).
+    const bool pair_out = runs_along(store, j, 2) && (np == n || n % 2 == 0);
+    const DType out_t = store.src(1).dtype();
     std::vector<UOp> stores;
     for (int64_t ti = 0; ti < tm; ++ti)
         for (int64_t tj = 0; tj < tn; ++tj) {
             const UOp& acc = accs[static_cast<size_t>(ti * tn + tj)];
-            for (int64_t c = 0; c < 4; ++c) {
+            for (int64_t c = 0; c < 4; c += pair_out ? 2 : 1) {
                 const UOp row = row0(ti) + grp + idx(8 * (c >> 1));
                 const UOp col = col0(tj) + tid * idx(2) + idx(c & 1);
-                const UOp lane_value = UOp::make(Op::Gep, acc_t, {acc}, std::vector<int64_t>{c});
-                std::unordered_map<const UOpNode*, UOp> swap{{red.get(), lane_value}};
-                UOp index = at(store.src(0), {{i, row}, {j, col}});
-                UOp epilogue = store.src(1);
                 const UOp g = both(inside(row, m, mp), inside(col, n, np));
-                if (!g.is_null()) {
-                    // The epilogue's own loads (a bias, a residual) at padded positions read
-                    // nothing: the value is computed before the store's IF. (Not the fragments'
-                    // loads inside the reduce: the warp shares them.)
-                    epilogue = rebuild_graph(epilogue, [&](const UOp& u, std::vector<UOp> srcs) {
-                        if (in_reduce.count(u.get()) != 0) return u;
-                        if (u.op() != Op::Load || srcs[0].op() != Op::Index)
-                            return with_srcs(u, std::move(srcs));
-                        srcs[0] = with_gate(srcs[0], g);
-                        return with_srcs(u, std::move(srcs));
-                    });
-                    index = with_gate(index, g);
+                // The epilogue's value at lane c + d (column col + d).
+                const auto value_at = [&](int64_t d) {
+                    const UOp lane_value =
+                        UOp::make(Op::Gep, acc_t, {acc}, std::vector<int64_t>{c + d});
+                    std::unordered_map<const UOpNode*, UOp> swap{{red.get(), lane_value}};
+                    UOp epilogue = store.src(1);
+                    if (!g.is_null()) {
+                        // The epilogue's own loads (a bias, a residual) at padded positions read
+                        // nothing: the value is computed before the store's IF. (Not the
+                        // fragments' loads inside the reduce: the warp shares them.)
+                        epilogue =
+                            rebuild_graph(epilogue, [&](const UOp& u, std::vector<UOp> srcs) {
+                                if (in_reduce.count(u.get()) != 0) return u;
+                                if (u.op() != Op::Load || srcs[0].op() != Op::Index)
+                                    return with_srcs(u, std::move(srcs));
+                                srcs[0] = with_gate(srcs[0], g);
+                                return with_srcs(u, std::move(srcs));
+                            });
+                    }
+                    return at(epilogue.substitute(swap), {{i, row}, {j, col + idx(d)}});
+                };
+                if (pair_out) {
+                    const UOp two =
+                        UOp::make(Op::Vectorize, out_t.vec(2), {value_at(0), value_at(1)});
+                    stores.push_back(
+                        UOp::make(Op::Store, DType::Void,
+                                  {vector_index(store, 2, {{i, row}, {j, col}}, g), two}));
+                    continue;
                 }
-                const UOp value = at(epilogue.substitute(swap), {{i, row}, {j, col}});
-                stores.push_back(UOp::make(Op::Store, DType::Void, {index, value}));
+                UOp index = at(store.src(0), {{i, row}, {j, col}});
+                if (!g.is_null()) index = with_gate(index, g);
+                stores.push_back(UOp::make(Op::Store, DType::Void, {index, value_at(0)}));
             }
         }
     std::vector<UOp> end_srcs{UOp::make(Op::Group, DType::Void, stores)};

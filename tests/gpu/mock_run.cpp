@@ -44,7 +44,7 @@ tempura_mock_cuda_run(void* function, void** params, const unsigned* grid, const
         std::vector<int64_t> vars(nv);
         for (size_t i = 0; i < nv; ++i) vars[i] = *static_cast<int64_t*>(params[nb + i]);
         runtime::emu_launch(*k, buffers.data(), vars.data(), {grid[0], grid[1], grid[2]},
-                            {block[0], block[1], block[2]});
+                            {block[0], block[1], block[2]}, runtime::cuda_limits(0));
         return 0;
     } catch (const std::exception& e) {
         std::lock_guard lock(g_mu);

@@ -118,12 +118,22 @@ TEST_CASE("GPU heuristics: reductions along rows are grouped, along columns are 
     }
 }
 
-TEST_CASE("GPU heuristics: a float16 matmul takes tensor cores, 4 x 8 blocks a warp, 2 x 2 warps") {
+TEST_CASE("GPU heuristics: a float16 matmul takes tensor cores, staged where blocks tile it") {
     const auto half = [](int64_t r, int64_t c) {
         return Tensor::from_vector(ramp(r * c, 0.01f), {r, c}, DType::Float16);
     };
-    CHECK(gpu_heuristics(half(256, 64).matmul(half(64, 128))) ==
-          "[TC(0, 72), LOCAL(1, 2), LOCAL(0, 2)]");
+    // Operands staged through shared memory by a pipeline of 3 tiles, each warp 64 x 64: blocks
+    // of 256 x 128 (float32 accumulator) or 256 x 256 (float16) where 128 or more of them tile
+    // the output, else 128 x 128.
+    const Tensor wide = half(4096, 64), tall = half(64, 4096);
+    CHECK(gpu_heuristics(wide.matmul(tall)) == "[TC(3442, 72)]");
+    CHECK(gpu_heuristics(wide.matmul(tall, DType::Float16)) == "[TC(3244, 72)]");
+    CHECK(gpu_heuristics(half(1024, 64).matmul(half(64, 1024))) == "[TC(3422, 72)]");
+    CHECK(gpu_heuristics(wide.matmul(half(64, 1024), DType::Float16)) == "[TC(3224, 72)]");
+    CHECK(gpu_heuristics(half(256, 64).matmul(half(64, 128))) == "[TC(3422, 72)]");
+    // Where no 128 x 128 blocks tile it: each warp 4 x 8 blocks of 16 x 8, 2 x 2 warps a block
+    // where they divide (192 rows are 3 warps of 64: 2 warps a block along the columns only).
+    CHECK(gpu_heuristics(half(192, 64).matmul(half(64, 128))) == "[TC(0, 72), LOCAL(1, 2)]");
     // 64 columns are 8 blocks of 8: one warp across; 256 rows, four warps of 64, two a block.
     CHECK(gpu_heuristics(half(256, 64).matmul(half(64, 64))) == "[TC(0, 72), LOCAL(0, 2)]");
     // 48 rows are 3 blocks of 16: one block a warp down the rows; 24 columns, 3 blocks of 8.
@@ -132,7 +142,7 @@ TEST_CASE("GPU heuristics: a float16 matmul takes tensor cores, 4 x 8 blocks a w
     CHECK(gpu_heuristics(half(32, 32).matmul(half(32, 64))) == "[TC(0, 40)]");
     // The values, on EMU, with the tiles and warps the heuristics chose.
     for (const auto& [m, k, n] :
-         std::vector<std::array<int64_t, 3>>{{256, 64, 128}, {48, 32, 24}}) {
+         std::vector<std::array<int64_t, 3>>{{256, 64, 128}, {192, 64, 128}, {48, 32, 24}}) {
         const Tensor a = half(m, k), b = half(k, n);
         Tensor e = a.to("EMU").matmul(b.to("EMU"));
         e.realize();

@@ -402,7 +402,8 @@ TEST_CASE("tensor cores: operands staged through shared memory (TC(stage, tiles)
         {64, 32, 32, 111, 0, false, false, DType::Float32},
         {128, 64, 128, 222, 72, false, false, DType::Float32},
         {128, 64, 128, 222, 72, true, true, DType::Float32},
-        {40, 24, 20, 122, 18, false, true, DType::Float32}, // M, N and K padded
+        {40, 24, 20, 122, 18, false, true, DType::Float32},  // M, N and K padded
+        {40, 24, 21, 122, 18, false, false, DType::Float32}, // N odd
         {40, 40, 20, 422, 33, true, false, DType::Float32},
         {100, 70, 90, 214, 34, false, false, DType::Float32},
         {64, 64, 64, 141, 17, false, false, DType::Float16},
@@ -456,18 +457,26 @@ TEST_CASE("tensor cores: operands staged through shared memory (TC(stage, tiles)
         CHECK(count_of(ptx, "bar.sync") == 1);
         CHECK(count_of(ptx, "mma.sync") == static_cast<size_t>(sk * tm * tn));
         // Each fragment is one ldmatrix (A: 4 matrices, B: 2), transposed where the operand's
-        // tile runs across K (A stored [K, M], B stored [K, N]); no other shared loads.
+        // tile runs across K (A stored [K, M], B stored [K, N], copied in vectors along M or N:
+        // not for an odd N, whose elements are copied one at a time into a tile along K); no
+        // other shared loads.
+        const bool b_across = !c.b_t && c.n % 2 == 0;
         size_t lda = 0, ldb = 0;
         for (const UOp& u : low.program)
             if (u.op() == Op::LdMatrix) {
                 const auto& arg = u.arg_as<std::vector<int64_t>>();
                 lda += arg == std::vector<int64_t>{4, c.a_t ? 1 : 0} ? 1 : 0;
-                ldb += arg == std::vector<int64_t>{2, c.b_t ? 0 : 1} ? 1 : 0;
+                ldb += arg == std::vector<int64_t>{2, b_across ? 1 : 0} ? 1 : 0;
             }
         CHECK(lda == static_cast<size_t>(sk * tm));
         CHECK(ldb == static_cast<size_t>(sk * tn));
         CHECK(count_of(ptx, "ldmatrix.sync.aligned.m8n8") > 0);
         CHECK(count_of(ptx, "ld.shared") == 0);
+        // An accumulator's two neighbouring columns are one 32-bit store where N is even; an odd
+        // N (whose padding would split a pair) stores 16 bits at a time.
+        const bool pairs = c.n % 2 == 0;
+        CHECK(count_of(ptx, "st.global.b32") == static_cast<size_t>(pairs ? 2 * tm * tn : 0));
+        CHECK(count_of(ptx, "st.global.b16") == static_cast<size_t>(pairs ? 0 : 4 * tm * tn));
         CHECK(ptxas(ptx, "sm_80") == "");
         CHECK(ptxas(ptx, "sm_90") == "");
         CHECK((ptx.find(".extern .shared") != std::string::npos) ==
@@ -577,17 +586,17 @@ TEST_CASE("EMU: the race detector reports staged tensor cores with one buffer") 
             [&] { runtime::emu_launch(*k, bufs.data(), nullptr, low.grid, low.block); });
     };
     // Copies through registers: thread 1 runs on to k-step 1 and copies A's row 0, k 8 .. 15
-    // (shared word 4) over what lane 16's ldmatrix row (matrix 2: rows 0 .. 7 at k 8) read in
+    // (shared byte 16) over what lane 16's ldmatrix row (matrix 2: rows 0 .. 7 at k 8) read in
     // k-step 0.
     CHECK(race(111) ==
           "[emu] kernel r_one_buffer: block (0, 0, 0), thread (1, 0, 0): shared-memory race: "
-          "STORE of shared word 4 (byte 16) read by thread (16, 0, 0) since the last barrier");
+          "STORE of shared byte 16 read by thread (16, 0, 0) since the last barrier");
     // A cp.async pipeline of 2: k-step 0 issues step 1's copies into the tile its own fragments
     // read. Thread 1's ldmatrix row (A's row 1) is read, then thread 2's copy claims it (a
     // cp.async may write any time until its wait).
     CHECK(race(2111) ==
           "[emu] kernel r_one_buffer: block (0, 0, 0), thread (2, 0, 0): shared-memory race: "
-          "STORE of shared word 12 (byte 48) read by thread (1, 0, 0) since the last barrier");
+          "STORE of shared byte 48 read by thread (1, 0, 0) since the last barrier");
 }
 
 TEST_CASE("tensor cores: a fragment's two 16-bit values along K are one 32-bit load") {

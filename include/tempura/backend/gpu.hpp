@@ -60,6 +60,11 @@ void clear_emu_kernel_cache();
 // threads run last first, or as fibers between barriers.
 void emu_launch(const CompiledKernel& kernel, void* const* buffers, const int64_t* vars,
                 const std::array<int64_t, 3>& grid, const std::array<int64_t, 3>& block);
+// The same, checked against another device's limits (a mock CUDA driver's, whose launches run
+// on EMU: an H100's 227 KiB of shared memory rather than EMU's 163).
+void emu_launch(const CompiledKernel& kernel, void* const* buffers, const int64_t* vars,
+                const std::array<int64_t, 3>& grid, const std::array<int64_t, 3>& block,
+                const codegen::DeviceLimits& limits);
 
 // Checks a launch against a device's limits: every grid and block dim within them, the threads
 // per block and the kernel's shared memory. Throws "[<op>] kernel <name>: grid (...) is outside

@@ -4,7 +4,7 @@
 // threads of a kernel without barriers run one after another, the last first; with barriers each
 // thread is a fiber (ucontext) that runs until the next barrier, and the block moves on when every
 // thread has reached it. Shared memory is per block, filled with NaN bits when the block starts,
-// and every shared access goes through a shadow record per 4-byte word (last writer, readers,
+// and every shared access goes through a shadow record per byte (last writer, readers,
 // barrier epoch) that reports a race between two barriers: the missing-barrier bug a lockstep
 // emulator cannot see.
 #include <sys/mman.h>
@@ -43,11 +43,13 @@ std::string triple(int64_t x, int64_t y, int64_t z) {
     return "(" + std::to_string(x) + ", " + std::to_string(y) + ", " + std::to_string(z) + ")";
 }
 
-// A shared word's accesses since the last barrier (epoch): who wrote it, who read it.
+// A shared byte's accesses since the last barrier (epoch): who wrote it, who read it (threads of
+// a block, at most 1024). Per byte, not per word: neighbouring threads may write the two halves
+// of a word (16-bit tiles with an odd row length), which is no race on a GPU.
 struct Shadow {
-    int64_t writer = -1, reader = -1, other_reader = -1; // other_reader: a second one
-    uint32_t write_epoch = 0, read_epoch = 0;
+    int16_t writer = -1, reader = -1, other_reader = -1; // other_reader: a second one
     bool many_readers = false;
+    uint32_t write_epoch = 0, read_epoch = 0;
 };
 
 constexpr size_t kStackBytes = 64 * 1024;
@@ -187,29 +189,29 @@ int64_t on_shared(int64_t address, int64_t bytes, int64_t store) {
                    std::to_string(size) + " bytes of shared memory");
         return 0;
     }
-    for (int64_t w = off / 4; w < (off + bytes + 3) / 4; ++w) {
+    const auto tid = static_cast<int16_t>(b->tid);
+    for (int64_t w = off; w < off + bytes; ++w) {
         Shadow& s = b->shadow[static_cast<size_t>(w)];
-        const std::string word =
-            "shared word " + std::to_string(w) + " (byte " + std::to_string(w * 4) + ")";
-        if (s.write_epoch == b->epoch && s.writer != b->tid)
-            b->problem(b->where(b->tid) + "shared-memory race: " + what + " of " + word +
+        const auto word = [&] { return "shared byte " + std::to_string(w); };
+        if (s.write_epoch == b->epoch && s.writer != tid)
+            b->problem(b->where(b->tid) + "shared-memory race: " + what + " of " + word() +
                        " written by thread " + b->thread(s.writer) + " since the last barrier");
         if (store != 0) {
-            if (s.read_epoch == b->epoch && (s.many_readers || s.reader != b->tid))
-                b->problem(b->where(b->tid) + "shared-memory race: STORE of " + word +
+            if (s.read_epoch == b->epoch && (s.many_readers || s.reader != tid))
+                b->problem(b->where(b->tid) + "shared-memory race: STORE of " + word() +
                            " read by thread " +
-                           b->thread(s.reader != b->tid ? s.reader : s.other_reader) +
+                           b->thread(s.reader != tid ? s.reader : s.other_reader) +
                            " since the last barrier");
-            s.writer = b->tid;
+            s.writer = tid;
             s.write_epoch = b->epoch;
         } else if (s.read_epoch != b->epoch) {
             s.read_epoch = b->epoch;
-            s.reader = b->tid;
+            s.reader = tid;
             s.other_reader = -1;
             s.many_readers = false;
-        } else if (s.reader != b->tid) {
+        } else if (s.reader != tid) {
             s.many_readers = true;
-            s.other_reader = b->tid;
+            s.other_reader = tid;
         }
     }
     return 1;
@@ -474,7 +476,7 @@ std::string run_block(const CompiledKernel& k, void* const* buffers, const int64
     b.block_dims = block;
     b.block_id = block_id;
     b.shared.assign(k.shared_bytes(), 0xff); // NaN bits: what a fresh block finds there
-    b.shadow.assign((k.shared_bytes() + 3) / 4, Shadow{});
+    b.shadow.assign(k.shared_bytes(), Shadow{});
     struct Restore {
         Block* saved;
         ~Restore() { t_block = saved; }
@@ -611,7 +613,13 @@ void check_launch(const char* op, const CompiledKernel& kernel, const codegen::D
 
 void emu_launch(const CompiledKernel& kernel, void* const* buffers, const int64_t* vars,
                 const std::array<int64_t, 3>& grid, const std::array<int64_t, 3>& block) {
-    check_launch("emu", kernel, emu_limits(), grid, block);
+    emu_launch(kernel, buffers, vars, grid, block, emu_limits());
+}
+
+void emu_launch(const CompiledKernel& kernel, void* const* buffers, const int64_t* vars,
+                const std::array<int64_t, 3>& grid, const std::array<int64_t, 3>& block,
+                const codegen::DeviceLimits& limits) {
+    check_launch("emu", kernel, limits, grid, block);
     const int64_t per_block = block[0] * block[1] * block[2];
     install_hooks();
     const int64_t blocks = grid[0] * grid[1] * grid[2];
