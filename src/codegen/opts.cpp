@@ -534,8 +534,18 @@ std::vector<Opt> heuristic_opts(const UOp& ast, const DeviceLimits& lim) {
             };
             std::vector<int64_t> at = loops(probe);
             if (at.size() < 2) return probe.applied();
-            const int64_t rows = size_of(probe.axes()[static_cast<size_t>(at[at.size() - 2])]);
-            const int64_t cols = size_of(probe.axes()[static_cast<size_t>(at.back())]);
+            const UOp& rows_axis = probe.axes()[static_cast<size_t>(at[at.size() - 2])];
+            const UOp& cols_axis = probe.axes()[static_cast<size_t>(at.back())];
+            const int64_t rows = size_of(rows_axis), cols = size_of(cols_axis);
+            // M and N themselves (rows and cols count blocks of 16 x 8, padded up): the output
+            // axes TC kept the ids of.
+            const auto unpadded = [&](const UOp& r) {
+                const int64_t id = r.arg_as<RangeArg>().axis_id;
+                for (const UOp& a : k.axes())
+                    if (a.arg_as<RangeArg>().axis_id == id) return size_of(a);
+                return int64_t{0};
+            };
+            const int64_t m = unpadded(rows_axis), n = unpadded(cols_axis);
             // Where whole thread blocks tile the output, the operands staged through shared memory
             // by a cp.async pipeline of 3 tiles, k-steps of 32 or 64, each warp 64 x 64 outputs
             // (TcStage): the largest blocks that still make enough of them to fill a GPU (128,
@@ -557,9 +567,10 @@ std::vector<Opt> heuristic_opts(const UOp& ast, const DeviceLimits& lim) {
                         : std::vector<Staged>{{3442, 72, 128}, {3422, 72, 1}};
             for (const Staged& c : staged) {
                 const TcStage st = TcStage::decode(c.stage);
-                // rows and cols count blocks of 16 x 8; a warp's are 4 x 8 of them.
-                if (rows % (4 * st.wm) != 0 || cols % (8 * st.wn) != 0 ||
-                    rows / (4 * st.wm) * (cols / (8 * st.wn)) < c.min_blocks)
+                // Blocks of wm x wn warps of 64 x 64 that tile M x N, no padding.
+                const int64_t bm = 64 * st.wm, bn = 64 * st.wn;
+                if (m == 0 || n == 0 || m % bm != 0 || n % bn != 0 ||
+                    m / bm * (n / bn) < c.min_blocks)
                     continue;
                 if (OptKernel s(ast, lim); s.try_apply({OptOp::Tc, c.stage, c.tiles}))
                     return s.applied();

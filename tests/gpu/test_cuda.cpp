@@ -527,7 +527,7 @@ TEST_CASE("cuda mock: BEAM starts a float16 matmul from its tensor-core variants
     // 6 warp tiles, 2 of them also with 2 x 2 warps (the others leave one block row), and every
     // staged one (4 pipelines x 3 k-steps x 4 blocks of warps x 2 warp tiles, but for the one
     // over the device's 227 KiB of shared memory: 4 x 4 warps of 64 x 64 in 4 tiles of k-steps
-    // of 64, 282 KiB).
+    // of 64, 276 KiB).
     size_t staged = 0;
     for (const auto& v : variants) staged += v[0].axis != 0 ? 1 : 0;
     CHECK(variants.size() - staged == 8);

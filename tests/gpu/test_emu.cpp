@@ -391,6 +391,8 @@ TEST_CASE("EMU: a reduction to few outputs shares its reduce through shared memo
     for (const Tensor* t : {&he, &be}) {
         REQUIRE(t->kernels().size() == 1);
         CHECK(t->kernels()[0].source.find("bar.sync") != std::string::npos);
+        CHECK(ptxas(t->kernels()[0].source, "sm_80") == "");
+        CHECK(ptxas(t->kernels()[0].source, "sm_90") == "");
     }
     CHECK(xe.argmax(1).to_vector<int32_t>() == x.argmax(1).to_vector<int32_t>());
     check_close(xe.softmax(1).to_vector<float>(), x.softmax(1).to_vector<float>(), 1e-6f);

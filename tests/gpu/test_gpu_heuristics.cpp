@@ -131,6 +131,9 @@ TEST_CASE("GPU heuristics: a float16 matmul takes tensor cores, staged where blo
     CHECK(gpu_heuristics(half(1024, 64).matmul(half(64, 1024))) == "[TC(3422, 72)]");
     CHECK(gpu_heuristics(wide.matmul(half(64, 1024), DType::Float16)) == "[TC(3224, 72)]");
     CHECK(gpu_heuristics(half(256, 64).matmul(half(64, 128))) == "[TC(3422, 72)]");
+    // Sizes that blocks would tile only padded take no staging (a block's padding is work).
+    CHECK(gpu_heuristics(half(4080, 64).matmul(half(64, 4096))).rfind("[TC(0, ", 0) == 0);
+    CHECK(gpu_heuristics(wide.matmul(half(64, 4088))).rfind("[TC(0, ", 0) == 0);
     // Where no 128 x 128 blocks tile it: each warp 4 x 8 blocks of 16 x 8, 2 x 2 warps a block
     // where they divide (192 rows are 3 warps of 64: 2 warps a block along the columns only).
     CHECK(gpu_heuristics(half(192, 64).matmul(half(64, 128))) == "[TC(0, 72), LOCAL(1, 2)]");

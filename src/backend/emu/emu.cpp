@@ -15,6 +15,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -621,6 +622,10 @@ void emu_launch(const CompiledKernel& kernel, void* const* buffers, const int64_
                 const codegen::DeviceLimits& limits) {
     check_launch("emu", kernel, limits, grid, block);
     const int64_t per_block = block[0] * block[1] * block[2];
+    if (per_block > std::numeric_limits<int16_t>::max()) // the race detector's thread ids
+        fail("emu", "kernel " + kernel.name() + ": " + std::to_string(per_block) +
+                        " threads per block exceed EMU's " +
+                        std::to_string(std::numeric_limits<int16_t>::max()));
     install_hooks();
     const int64_t blocks = grid[0] * grid[1] * grid[2];
     std::atomic<bool> failed{false};
