@@ -253,10 +253,13 @@ TEST_CASE("tensor cores: float16 and bfloat16 matmuls on EMU are warp mma.sync")
         std::vector<int64_t> a, b;
     };
     const std::vector<Shape3> shapes = {
-        {{32, 48}, {48, 24}},   {{2, 16, 32}, {2, 32, 8}}, // a batch axis stays a grid axis
-        {{3, 16, 32}, {32, 8}}, // the right operand broadcast over the batch
-        {{20, 24}, {24, 13}},   // M, N, K padded up to 32, 16 and 32 (gated loads and stores)
+        {{32, 48}, {48, 24}},
+        {{2, 16, 32}, {2, 32, 8}}, // a batch axis stays a grid axis
+        {{3, 16, 32}, {32, 8}},    // the right operand broadcast over the batch
+        {{20, 24}, {24, 13}},      // M, N, K padded up to 32, 16 and 32 (gated loads and stores)
         {{3, 5}, {5, 7}},
+        {{20, 24}, {24, 10}},   // N even, padded: stores of column pairs, gated
+        {{256, 64}, {64, 128}}, // staged through shared memory (the heuristics' TC(3422, 72))
     };
     for (DType dt : {DType::Float16, DType::BFloat16}) {
         for (const Shape3& s : shapes) {
@@ -292,6 +295,8 @@ TEST_CASE("tensor cores: float16 and bfloat16 matmuls on EMU are warp mma.sync")
                                ? "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32"
                                : "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32") !=
                   std::string::npos);
+            // Column pairs stored as one 32-bit word where N is even.
+            CHECK((count_of(ptx, "st.global.b32") > 0) == (s.b.back() % 2 == 0));
             CHECK(ptxas(ptx, "sm_80") == "");
             CHECK(ptxas(ptx, "sm_90") == "");
         }
