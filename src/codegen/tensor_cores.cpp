@@ -470,25 +470,24 @@ UOp tensor_core_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis,
                 const UOp row = row0(ti) + grp + idx(8 * (c >> 1));
                 const UOp col = col0(tj) + tid * idx(2) + idx(c & 1);
                 const UOp g = both(inside(row, m, mp), inside(col, n, np));
+                UOp epilogue = store.src(1);
+                if (!g.is_null()) {
+                    // The epilogue's own loads (a bias, a residual) at padded positions read
+                    // nothing: the value is computed before the store's IF. (Not the fragments'
+                    // loads inside the reduce: the warp shares them.) One gate serves a pair.
+                    epilogue = rebuild_graph(epilogue, [&](const UOp& u, std::vector<UOp> srcs) {
+                        if (in_reduce.count(u.get()) != 0) return u;
+                        if (u.op() != Op::Load || srcs[0].op() != Op::Index)
+                            return with_srcs(u, std::move(srcs));
+                        srcs[0] = with_gate(srcs[0], g);
+                        return with_srcs(u, std::move(srcs));
+                    });
+                }
                 // The epilogue's value at lane c + d (column col + d).
                 const auto value_at = [&](int64_t d) {
                     const UOp lane_value =
                         UOp::make(Op::Gep, acc_t, {acc}, std::vector<int64_t>{c + d});
                     std::unordered_map<const UOpNode*, UOp> swap{{red.get(), lane_value}};
-                    UOp epilogue = store.src(1);
-                    if (!g.is_null()) {
-                        // The epilogue's own loads (a bias, a residual) at padded positions read
-                        // nothing: the value is computed before the store's IF. (Not the
-                        // fragments' loads inside the reduce: the warp shares them.)
-                        epilogue =
-                            rebuild_graph(epilogue, [&](const UOp& u, std::vector<UOp> srcs) {
-                                if (in_reduce.count(u.get()) != 0) return u;
-                                if (u.op() != Op::Load || srcs[0].op() != Op::Index)
-                                    return with_srcs(u, std::move(srcs));
-                                srcs[0] = with_gate(srcs[0], g);
-                                return with_srcs(u, std::move(srcs));
-                            });
-                    }
                     return at(epilogue.substitute(swap), {{i, row}, {j, col + idx(d)}});
                 };
                 if (pair_out) {

@@ -873,12 +873,12 @@ class Renderer {
             if (target_ == Target::Nvptx) {
                 namespace I = llvm::Intrinsic;
                 const bool zfill = sg != gates_.end();
-                const I::ID id = bytes == 16  ? (zfill ? I::nvvm_cp_async_cg_shared_global_16_s
-                                                       : I::nvvm_cp_async_cg_shared_global_16)
-                                 : bytes == 8 ? (zfill ? I::nvvm_cp_async_ca_shared_global_8_s
-                                                       : I::nvvm_cp_async_ca_shared_global_8)
-                                              : (zfill ? I::nvvm_cp_async_ca_shared_global_4_s
-                                                       : I::nvvm_cp_async_ca_shared_global_4);
+                // By size (16, 8, 4 bytes) and zero fill (the gated-off source copies none).
+                constexpr I::ID ids[3][2] = {
+                    {I::nvvm_cp_async_cg_shared_global_16, I::nvvm_cp_async_cg_shared_global_16_s},
+                    {I::nvvm_cp_async_ca_shared_global_8, I::nvvm_cp_async_ca_shared_global_8_s},
+                    {I::nvvm_cp_async_ca_shared_global_4, I::nvvm_cp_async_ca_shared_global_4_s}};
+                const I::ID id = ids[bytes == 16 ? 0 : bytes == 8 ? 1 : 2][zfill ? 1 : 0];
                 std::vector<llvm::Value*> args{dp, sp};
                 if (zfill) {
                     args[1] = b_.CreateSelect(sg->second, sp, ptr_src(src, 0));
@@ -922,12 +922,14 @@ class Renderer {
         llvm::Type* ty = value_type(u.dtype(), u);
         if (target_ == Target::Nvptx) {
             namespace I = llvm::Intrinsic;
-            const I::ID id = count == 1   ? (trans ? I::nvvm_ldmatrix_sync_aligned_m8n8_x1_trans_b16
-                                                   : I::nvvm_ldmatrix_sync_aligned_m8n8_x1_b16)
-                             : count == 2 ? (trans ? I::nvvm_ldmatrix_sync_aligned_m8n8_x2_trans_b16
-                                                   : I::nvvm_ldmatrix_sync_aligned_m8n8_x2_b16)
-                                          : (trans ? I::nvvm_ldmatrix_sync_aligned_m8n8_x4_trans_b16
-                                                   : I::nvvm_ldmatrix_sync_aligned_m8n8_x4_b16);
+            // By matrices (1, 2, 4) and transposition.
+            constexpr I::ID ids[3][2] = {{I::nvvm_ldmatrix_sync_aligned_m8n8_x1_b16,
+                                          I::nvvm_ldmatrix_sync_aligned_m8n8_x1_trans_b16},
+                                         {I::nvvm_ldmatrix_sync_aligned_m8n8_x2_b16,
+                                          I::nvvm_ldmatrix_sync_aligned_m8n8_x2_trans_b16},
+                                         {I::nvvm_ldmatrix_sync_aligned_m8n8_x4_b16,
+                                          I::nvvm_ldmatrix_sync_aligned_m8n8_x4_trans_b16}};
+            const I::ID id = ids[count == 1 ? 0 : count == 2 ? 1 : 2][trans ? 1 : 0];
             llvm::Value* r =
                 b_.CreateCall(llvm::Intrinsic::getDeclaration(&mod_, id, {p->getType()}), {p});
             // Registers (i32 each) as 16-bit pairs, in order.
