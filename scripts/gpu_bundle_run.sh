@@ -50,9 +50,10 @@ if [ "${LIMIT_BEAM:-0}" -gt 0 ]; then
         --benchmark_counters_tabular=true "--benchmark_filter=Triad|Sum|Softmax"
 fi
 # BEAM on the float16 matmuls, one line per candidate (TEMPURA_DEBUG=2): every tensor-core variant
-# (tiles, warps, staged through shared memory, cp.async pipelines) timed on the GPU.
+# (tiles, warps, staged through shared memory, cp.async pipelines, on sm_90 warpgroups of wgmma)
+# timed on the GPU.
 if [ "${LIMIT_TC:-0}" -gt 0 ]; then
-    step tc_sweep "$LIMIT_TC" env TEMPURA_BEAM=1 TEMPURA_DEBUG=2 "$bin/bench_gpu" \
+    step tc_sweep "$LIMIT_TC" env TEMPURA_BEAM=1 TEMPURA_DEBUG=2 TEMPURA_WGMMA=1 "$bin/bench_gpu" \
         --benchmark_min_time=0.3 --benchmark_counters_tabular=true "--benchmark_filter=MatmulF16"
 fi
 step differential "${LIMIT_DIFF:-100}" env TEMPURA_DEVICE=CUDA TEMPURA_DIFF_N=400 \

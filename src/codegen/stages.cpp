@@ -30,18 +30,18 @@ bool is_zero_f(const UOp& u) {
     return v != nullptr && *v == 0.0;
 }
 
-// A chain of WMMA (each one the next one's C operand: a k-step's mma in k order) whose first C
-// is zero, rebuilt onto `acc` in place of that zero; null when `v` is no such chain.
+// A chain of WMMA or WGMMA (each one the next one's C operand: a k-step's mma in k order) whose
+// first C is zero, rebuilt onto `acc` in place of that zero; null when `v` is no such chain.
 UOp wmma_onto(const UOp& v, const UOp& acc) {
     std::vector<UOp> chain;
     for (UOp u = v; !u.is_null(); u = u.src(2)) {
-        if (u.op() != Op::Wmma) return {};
+        if (u.op() != Op::Wmma && u.op() != Op::Wgmma) return {};
         chain.push_back(u);
         if (is_zero_f(u.src(2))) break;
     }
     UOp out = acc;
     for (auto c = chain.rbegin(); c != chain.rend(); ++c)
-        out = UOp::make(Op::Wmma, c->dtype(), {c->src(0), c->src(1), out}, c->arg());
+        out = UOp::make(c->op(), c->dtype(), {c->src(0), c->src(1), out}, c->arg());
     return out;
 }
 

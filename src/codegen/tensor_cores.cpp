@@ -13,6 +13,15 @@
 // copies k-steps of 16 ks of A and B into shared memory, through registers into two tiles taken
 // in turn (p = 0) or by a cp.async pipeline of p tiles, and each warp reads every fragment there
 // with one ldmatrix (the staged branch below says how the steps are ordered).
+// TC(10000 + stage, n) (Hopper, sm_90): a block of wm x wn warpgroups (4 warps, 128 threads),
+// each computing 64 x n outputs with WGMMA (wgmma.mma_async.m64nNk16), which reads both operands
+// from shared memory itself. The tiles are then stored in the 128-byte swizzle the hardware
+// reads: k-steps of 64, the 16-byte unit u of row r of a tile (128 bytes) at unit u ^ (r % 8).
+// A tile running along K (K-major) holds rows of the operand's outer axis (M or N), one row of
+// 64 k a row of the tile; a tile running along M or N (MN-major) holds 64-column atoms of 64
+// rows of k each, atom after atom. Each warpgroup's accumulator thread t (warp q = t / 32,
+// lane l = t % 32) holds register r at row 16 q + l / 4 + 8 ((r >> 1) & 1) and column
+// 8 (r >> 2) + 2 (l % 4) + (r & 1), as n / 8 blocks of the mma layout above.
 #include <algorithm>
 #include <atomic>
 #include <string>
@@ -83,11 +92,18 @@ void set_tc_single_buffer_for_testing(bool single) { g_single_buffer.store(singl
 
 UOp tensor_core_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis, int64_t stage,
                     int64_t tiles, const std::string& what) {
-    const int64_t tm = tiles == 0 ? 1 : tiles / 16, tn = tiles == 0 ? 1 : tiles % 16;
+    // A warpgroup's 64 x n outputs are, thread by thread, 1 x n / 8 blocks of 16 x 8 (in
+    // each warp's rows).
+    const bool wg_tiles = stage / 10000 == 1;
+    int64_t tm = 1, tn = wg_tiles ? tiles / 8 : 1;
+    if (!wg_tiles && tiles != 0) {
+        tm = tiles / 16;
+        tn = tiles % 16;
+    }
     const auto power_of_two = [](int64_t v, int64_t most) {
         return v >= 1 && v <= most && (v & (v - 1)) == 0;
     };
-    if (tiles < 0 || !power_of_two(tm, 8) || !power_of_two(tn, 8))
+    if (!wg_tiles && (tiles < 0 || !power_of_two(tm, 8) || !power_of_two(tn, 8)))
         fail("opt", what + "the warp's tiles are 16 * rows + columns, each 1, 2, 4 or 8, got " +
                         std::to_string(tiles));
     // 0: fragments read from global memory, one warp a block (LOCAL may add more); else the
@@ -95,15 +111,23 @@ UOp tensor_core_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis,
     const bool staged = stage != 0;
     const TcStage st = staged ? TcStage::decode(stage) : TcStage{0, 1, 1, 1};
     const int64_t pipe = st.pipe, ks = st.ks, wm = st.wm, wn = st.wn;
-    if (staged && !st.valid())
+    const bool wg = st.wg;
+    if (staged && (!st.valid() || stage < 0 || stage >= 20000))
         fail("opt", what +
                         "the staging is 0 or 1000 * pipeline tiles (0, 2, 3 or 4) + 100 * "
-                        "k-steps + 10 * row warps + column warps (each 1, 2 or 4), got " +
+                        "k-steps + 10 * row warps + column warps (each 1, 2 or 4), or 10000 + "
+                        "that for warpgroups (k-steps 4), got " +
                         std::to_string(stage));
+    if (wg && tiles != 64 && tiles != 128 && tiles != 256)
+        fail("opt",
+             what + "a warpgroup's columns are 64, 128 or 256, got " + std::to_string(tiles));
     if (!lim.gpu || lim.sm < 80)
         fail("opt", what + "the " + lim.name +
                         " device has no tensor cores (a GPU of sm_80 or "
                         "later has)");
+    if (wg && lim.sm < 90)
+        fail("opt", what + "the " + lim.name + " device (sm_" + std::to_string(lim.sm) +
+                        ") has no warpgroup mma (wgmma: sm_90)");
     const std::string not_matmul =
         what + "the kernel is not a matmul of Float16 or BFloat16 operands (one sum over one "
                "axis of products of two 16-bit loads)";
@@ -170,7 +194,7 @@ UOp tensor_core_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis,
     // (16 ks) are padded up (PADTO): the loads past M, N or K read 0 (gated), and the stores past
     // M or N do not happen.
     const int64_t m = size_of(i), n = size_of(j), kk = size_of(k);
-    const int64_t bm = 16 * tm * wm, bn = 8 * tn * wn, bk = 16 * ks;
+    const int64_t bm = (wg ? 64 : 16 * tm) * wm, bn = 8 * tn * wn, bk = 16 * ks;
     const auto up = [](int64_t v, int64_t to) { return (v + to - 1) / to * to; };
     const int64_t mp = up(m, bm), np = up(n, bn), kp = up(kk, bk);
 
@@ -192,11 +216,14 @@ UOp tensor_core_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis,
     // innermost (gpu dims makes it the block's x).
     const UOp wr = staged ? make_range(wm, next_axis++, AxisType::Local) : UOp();
     const UOp wc = staged ? make_range(wn, next_axis++, AxisType::Local) : UOp();
-    const UOp lane = make_range(32, next_axis++, AxisType::Local);
-    const UOp grp = lane / idx(4), tid = lane % idx(4);
+    // A warpgroup's 128 threads (warp q = lane / 32 of its rows) or a warp's 32.
+    const UOp lane = make_range(wg ? 128 : 32, next_axis++, AxisType::Local);
+    const UOp l32 = wg ? lane % idx(32) : lane;
+    const UOp grp = l32 / idx(4), tid = l32 % idx(4);
     // The first row and column of tile (ti, tj) of the warp, in the output and (staged) in the
     // block's tile.
     const auto local_row0 = [&](int64_t ti) {
+        if (wg) return wr * idx(64) + (lane / idx(32)) * idx(16);
         return staged ? wr * idx(16 * tm) + idx(16 * ti) : idx(16 * ti);
     };
     const auto local_col0 = [&](int64_t tj) {
@@ -224,6 +251,7 @@ UOp tensor_core_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis,
     using Subs = std::vector<std::pair<UOp, UOp>>;
     // Per k sub-step s (staged: ks of them a barrier) the warp's tm A and tn B fragments.
     std::vector<std::vector<UOp>> afrag(static_cast<size_t>(ks)), bfrag(static_cast<size_t>(ks));
+    UOp wgmma; // warpgroups: the k-step's WGMMA
     if (!staged) {
         // A fragment register's two values (k and k + 1, k even) are one 32-bit load where the
         // operand is contiguous along k (A row-major, B stored transposed) and K is unpadded.
@@ -257,11 +285,12 @@ UOp tensor_core_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis,
         // its own tile has landed (ASYNC_WAIT leaves p - 2 groups in flight), a BARRIER, then
         // issues step t + p - 1's copies to the tile step t - 1 read (every thread is past it)
         // and reads step t's fragments while they are in flight.
-        const int64_t threads = 32 * wm * wn, steps = kp / bk;
+        const int64_t threads = (wg ? 128 : 32) * wm * wn, steps = kp / bk;
         const int64_t tiles_n = pipe == 0 ? 2 : pipe;
         const bool single = g_single_buffer.load(); // tests: every step in tile 0
         const auto tile_of = [&](const UOp& step) { return single ? idx(0) : step % idx(tiles_n); };
-        const UOp flat = lane + wc * idx(32) + wr * idx(32 * wn);
+        const int64_t group = wg ? 128 : 32; // threads a warpgroup or a warp
+        const UOp flat = lane + wc * idx(group) + wr * idx(group * wn);
         struct Tile {
             UOp load, r, base;            // the operand's load, its outer range, block offset
             int64_t size = 0, padded = 0; // of the outer range
@@ -298,18 +327,36 @@ UOp tensor_core_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis,
                 t.vec = contiguous(r, size, padded, extent);
                 t.kmajor = t.vec == 1;
             }
+            // Warpgroups: swizzled tiles of 64 k a row (K-major), or atoms of 64 columns of 64
+            // rows (MN-major), copied 16 bytes at a time.
+            if (wg && t.vec != 8)
+                fail("opt", what + "warpgroups copy their operands 16 bytes at a time: each must "
+                                   "run along K or along its rows or columns, in whole runs of 8 "
+                                   "elements");
             // Rows an odd number of 16-byte units apart (8 elements more where the data is an
             // even number): the 8 rows of 16 bytes an ldmatrix phase reads start in different
-            // banks (8 units span the 32 banks), and rows stay 16-byte aligned.
+            // banks (8 units span the 32 banks), and rows stay 16-byte aligned. (The swizzle
+            // does that for warpgroups' unpadded rows, whose tiles start 1024-byte aligned.)
             const int64_t width = t.kmajor ? bk : extent;
-            t.ld = width + (width / 8 % 2 == 0 ? 8 : 0);
+            t.ld = width + (!wg && width / 8 % 2 == 0 ? 8 : 0);
             t.tile = (t.kmajor ? extent : bk) * t.ld;
             shared += tiles_n * t.tile * in.itemsize();
-            t.smem = UOp::make(Op::DefineLocal, in.ptr(AddrSpace::Local), {},
-                               std::vector<int64_t>{tiles_n * t.tile, local_id++});
+            std::vector<int64_t> arg{tiles_n * t.tile, local_id++};
+            if (wg) arg.push_back(1024);
+            t.smem = UOp::make(Op::DefineLocal, in.ptr(AddrSpace::Local), {}, std::move(arg));
             t.run = (t.kmajor ? bk : extent) / t.vec; // copies a tile row
             t.units = (t.kmajor ? extent : bk) * t.run;
             return t;
+        };
+        // The element of tile `t` at its row `row`, `at_row` along it: rows of ld elements, or
+        // (warpgroups) 128-byte swizzled rows, 16-byte unit u of row r at unit u ^ (r % 8), in
+        // atoms of 64 columns where the tile runs across K.
+        const auto at_tile = [&](const Tile& t, const UOp& row, const UOp& at_row) {
+            if (!wg) return row * idx(t.ld) + at_row;
+            const auto swz = [&](const UOp& unit) { return (unit ^ (row % idx(8))) * idx(8); };
+            if (t.kmajor) return row * idx(64) + swz(at_row / idx(8));
+            return (at_row / idx(64)) * idx(64 * bk) + row * idx(64) +
+                   swz((at_row / idx(8)) % idx(8));
         };
         // The copies of k-step `step`'s tile of `t` into shared memory `dst` (the array, or
         // read through an AFTER), none where `skip` (a step past the last) is false; cp.async
@@ -330,7 +377,7 @@ UOp tensor_core_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis,
                                      : UOp();
                 const UOp pad = both(inside(outer, t.size, t.padded), inside(kk_at, kk, kp));
                 UOp sidx = UOp::make(Op::Index, in.vec(v).ptr(AddrSpace::Local),
-                                     {dst, tile_of(step) * idx(t.tile) + row * idx(t.ld) + at_row});
+                                     {dst, tile_of(step) * idx(t.tile) + at_tile(t, row, at_row)});
                 const UOp go = both(skip, some); // whether this thread copies
                 if (!go.is_null()) sidx = with_gate(sidx, go);
                 if (async && t.vec * in.itemsize() >= 4) {
@@ -411,6 +458,19 @@ UOp tensor_core_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis,
             return UOp::make(Op::After, t.smem.dtype(), std::move(deps));
         };
         const UOp after_a = read_after(ta), after_b = read_after(tb);
+        if (wg) {
+            // The warpgroup's operands from their first elements in the k-step's tiles: A's 64
+            // rows, B's n columns (K-major: rows of 64; MN-major: atoms of 64 x 64).
+            const auto first = [&](const Tile& t, const UOp& after, const UOp& at) {
+                return UOp::make(Op::Index, in.ptr(AddrSpace::Local),
+                                 {after, tile_of(kt) * idx(t.tile) + at * idx(bk)});
+            };
+            wgmma =
+                UOp::make(Op::Wgmma, acc_t.vec(static_cast<uint16_t>(tiles / 2)),
+                          {first(ta, after_a, wr * idx(64)), first(tb, after_b, wc * idx(tiles)),
+                           UOp::constant_f(acc_t.vec(static_cast<uint16_t>(tiles / 2)), 0.0)},
+                          std::vector<int64_t>{tiles, ks, ta.kmajor ? 0 : 1, tb.kmajor ? 0 : 1});
+        }
         const auto ldmatrix = [&](const Tile& t, const UOp& after, int64_t count, const UOp& outer0,
                                   const UOp& k0, const UOp& ob, const UOp& kb) {
             const UOp o = outer0 + ob * idx(8) + (t.kmajor ? r8 : idx(0));
@@ -421,7 +481,7 @@ UOp tensor_core_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis,
             return UOp::make(Op::LdMatrix, in.vec(static_cast<uint16_t>(2 * count)), {row},
                              std::vector<int64_t>{count, t.kmajor ? 0 : 1});
         };
-        for (int64_t sub = 0; sub < ks; ++sub) {
+        for (int64_t sub = 0; sub < ks && !wg; ++sub) {
             // A's registers a0 .. a7 are matrices (rows, k) (0, 0), (8, 0), (0, 8), (8, 8);
             // B's b0 .. b3 (k 0 and 8) of its 8 columns. Lanes 16 .. 31 of B's give the same
             // addresses as 0 .. 15 (an x2 reads only those).
@@ -438,7 +498,8 @@ UOp tensor_core_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis,
     // Each block's accumulator: the k sub-steps' mma in k order, each accumulating onto the one
     // before; the first's C is zero, which linearize makes the accumulator.
     std::vector<UOp> accs;
-    for (int64_t ti = 0; ti < tm; ++ti)
+    if (wg) accs.push_back(UOp::make(Op::Reduce, wgmma.dtype(), {wgmma, kt}, red.arg()));
+    for (int64_t ti = 0; ti < tm && !wg; ++ti)
         for (int64_t tj = 0; tj < tn; ++tj) {
             UOp mma = UOp::constant_f(acc_t.vec(4), 0.0);
             for (int64_t sub = 0; sub < ks; ++sub)
@@ -465,7 +526,9 @@ UOp tensor_core_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis,
     std::vector<UOp> stores;
     for (int64_t ti = 0; ti < tm; ++ti)
         for (int64_t tj = 0; tj < tn; ++tj) {
-            const UOp& acc = accs[static_cast<size_t>(ti * tn + tj)];
+            // A warpgroup's one accumulator holds its blocks of 16 x 8 4 lanes each.
+            const UOp& acc = accs[wg ? 0 : static_cast<size_t>(ti * tn + tj)];
+            const int64_t lane0 = wg ? 4 * tj : 0;
             for (int64_t c = 0; c < 4; c += pair_out ? 2 : 1) {
                 const UOp row = row0(ti) + grp + idx(8 * (c >> 1));
                 const UOp col = col0(tj) + tid * idx(2) + idx(c & 1);
@@ -486,7 +549,7 @@ UOp tensor_core_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis,
                 // The epilogue's value at lane c + d (column col + d).
                 const auto value_at = [&](int64_t d) {
                     const UOp lane_value =
-                        UOp::make(Op::Gep, acc_t, {acc}, std::vector<int64_t>{c + d});
+                        UOp::make(Op::Gep, acc_t, {acc}, std::vector<int64_t>{lane0 + c + d});
                     std::unordered_map<const UOpNode*, UOp> swap{{red.get(), lane_value}};
                     return at(epilogue.substitute(swap), {{i, row}, {j, col + idx(d)}});
                 };

@@ -85,6 +85,11 @@ double count_flops(const std::vector<UOp>& program) {
         } else if (u.op() == Op::Wmma) {
             // An m16n8k16 mma: 2 x 16 x 8 x 16 flops, shared by its warp's 32 threads.
             flops += trips * 2 * 16 * 8 * 16 / 32;
+        } else if (u.op() == Op::Wgmma) {
+            // 64 x n x 16 ks, shared by its warpgroup's 128 threads.
+            const auto& a = u.arg_as<std::vector<int64_t>>();
+            flops += trips * 2 * 64 * static_cast<double>(a.at(0)) * 16 *
+                     static_cast<double>(a.at(1)) / 128;
         }
     }
     return flops;

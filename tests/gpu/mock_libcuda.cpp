@@ -330,12 +330,14 @@ MOCK_API CUresult cuModuleLoadDataEx(void** module, const void* image, unsigned 
     std::lock_guard lock(s.mu);
     const std::string ptx = static_cast<const char*>(image);
     // The one check of a JIT the mock makes: PTX for another arch than the device's is refused,
-    // with an error log as ptxas would write one.
+    // with an error log as ptxas would write one. (sm_90a, Hopper's own features, is the
+    // device's arch too.)
     const std::string want = ".target sm_" + std::to_string(sm());
     const size_t t = ptx.find(".target ");
+    size_t after = t + want.size();
+    if (t != std::string::npos && after < ptx.size() && ptx[after] == 'a' && sm() == 90) ++after;
     if (t == std::string::npos || ptx.compare(t, want.size(), want) != 0 ||
-        (t + want.size() < ptx.size() &&
-         std::isalnum(static_cast<unsigned char>(ptx[t + want.size()])))) {
+        (after < ptx.size() && std::isalnum(static_cast<unsigned char>(ptx[after])))) {
         const std::string got =
             t == std::string::npos ? "no .target" : ptx.substr(t, ptx.find('\n', t) - t);
         write_log(n, options, values, 5, 6,

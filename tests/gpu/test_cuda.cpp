@@ -269,10 +269,20 @@ std::tuple<Tensor, codegen::BeamStats, codegen::BeamStats> with_beam(const char*
     return {t, before, after};
 }
 
-// Every tensor-core variant (BEAM's starting points: tiles, warps, staging, pipelines) of an
-// m x k x n float16 matmul's kernel, compiled for CUDA:0 and launched on its buffers: small
-// whole numbers, so every sum is exact and the product is the CPU's bit for bit.
+// TEMPURA_WGMMA=1 while it lives: BEAM's variants include the warpgroup (wgmma) ones on sm_90.
+struct WgmmaVariants {
+    WgmmaVariants() { setenv("TEMPURA_WGMMA", "1", 1); }
+    ~WgmmaVariants() { unsetenv("TEMPURA_WGMMA"); }
+    WgmmaVariants(const WgmmaVariants&) = delete;
+    WgmmaVariants& operator=(const WgmmaVariants&) = delete;
+};
+
+// Every tensor-core variant (BEAM's starting points: tiles, warps, staging, pipelines, and on
+// sm_90 warpgroups) of an m x k x n float16 matmul's kernel, compiled for CUDA:0 and launched on
+// its buffers: small whole numbers, so every sum is exact and the product is the CPU's bit for
+// bit.
 void check_tensor_core_variants(int64_t m, int64_t k, int64_t n) {
+    const WgmmaVariants wgmma;
     const Tensor a =
         Tensor::from_vector(ints(static_cast<size_t>(m * k), 11, 3), {m, k}, DType::Float16);
     const Tensor b =
@@ -522,21 +532,34 @@ TEST_CASE("cuda mock: BEAM starts a float16 matmul from its tensor-core variants
     const std::vector<ScheduledKernel> ks = schedule_graph(a.matmul(b).uop());
     REQUIRE(ks.size() == 1);
     const codegen::DeviceLimits lim = runtime::device_limits(runtime::device_index("CUDA"));
+    // Without TEMPURA_WGMMA=1, no warpgroup variants (they have not run on a GPU yet).
+    const size_t without =
+        codegen::tensor_core_variants(codegen::prepare_for_opts(ks[0].ast), lim).size();
+    const WgmmaVariants wgmma;
     const std::vector<std::vector<codegen::Opt>> variants =
         codegen::tensor_core_variants(codegen::prepare_for_opts(ks[0].ast), lim);
+    CHECK(without == 103);
     // 6 warp tiles, 2 of them also with 2 x 2 warps (the others leave one block row), and every
     // staged one (4 pipelines x 3 k-steps x 4 blocks of warps x 2 warp tiles, but for the one
     // over the device's 227 KiB of shared memory: 4 x 4 warps of 64 x 64 in 4 tiles of k-steps
     // of 64, 276 KiB).
-    size_t staged = 0;
-    for (const auto& v : variants) staged += v[0].axis != 0 ? 1 : 0;
-    CHECK(variants.size() - staged == 8);
+    // Then, the device being an sm_90 one, the warpgroup (wgmma) variants: 3 pipelines x 4
+    // blocks of warpgroups x 2 widths, but for the three over 227 KiB (1 x 2 of 64 x 256 in 4
+    // tiles, 2 x 2 of 64 x 256 in 3 or 4).
+    size_t staged = 0, warpgroups = 0;
+    for (const auto& v : variants) {
+        staged += v[0].axis != 0 && v[0].axis < 10000 ? 1 : 0;
+        warpgroups += v[0].axis >= 10000 ? 1 : 0;
+    }
+    CHECK(variants.size() - staged - warpgroups == 8);
     CHECK(variants[1] == std::vector<codegen::Opt>{{codegen::OptOp::Tc, 0, 34},
                                                    {codegen::OptOp::Local, 1, 2},
                                                    {codegen::OptOp::Local, 0, 2}});
     CHECK(staged == 95);
+    CHECK(warpgroups == 21);
     CHECK(variants.front() == std::vector<codegen::Opt>{{codegen::OptOp::Tc, 0, 34}});
-    CHECK(variants.back() == std::vector<codegen::Opt>{{codegen::OptOp::Tc, 4444, 68}});
+    CHECK(variants[103 - 1] == std::vector<codegen::Opt>{{codegen::OptOp::Tc, 4444, 68}});
+    CHECK(variants.back() == std::vector<codegen::Opt>{{codegen::OptOp::Tc, 14422, 128}});
     // A float32 matmul takes none.
     const std::vector<ScheduledKernel> k32 =
         schedule_graph(Tensor::from_vector(ints(64 * 32, 7, 3), {64, 32})

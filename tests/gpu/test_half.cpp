@@ -513,12 +513,14 @@ TEST_CASE("tensor cores: operands staged through shared memory (TC(stage, tiles)
     CHECK(error_of([&] {
               k.apply({codegen::OptOp::Tc, 22, 0});
           }) == "[opt] TC(22, 0): the staging is 0 or 1000 * pipeline tiles (0, 2, 3 or 4) + 100 * "
-                "k-steps + 10 * row warps + column warps (each 1, 2 or 4), got 22");
+                "k-steps + 10 * row warps + column warps (each 1, 2 or 4), or 10000 + that for "
+                "warpgroups (k-steps 4), got 22");
     CHECK(error_of([&] {
               k.apply({codegen::OptOp::Tc, 1111, 0});
           }) ==
           "[opt] TC(1111, 0): the staging is 0 or 1000 * pipeline tiles (0, 2, 3 or 4) + 100 * "
-          "k-steps + 10 * row warps + column warps (each 1, 2 or 4), got 1111");
+          "k-steps + 10 * row warps + column warps (each 1, 2 or 4), or 10000 + that for "
+          "warpgroups (k-steps 4), got 1111");
     // A: 2 x 512 rows of 64 + 8; B (stored along N): 2 x 64 rows of 256 + 8; 2 bytes each.
     CHECK(error_of([&] {
               k.apply({codegen::OptOp::Tc, 444, 136});
@@ -530,6 +532,98 @@ TEST_CASE("tensor cores: operands staged through shared memory (TC(stage, tiles)
               k.apply({codegen::OptOp::Upcast, 0, 2});
           }) == "[opt] UPCAST(0, 2): TC(122, 34) staged the operands through shared memory for its "
                 "block of warps: no opt may follow it");
+}
+
+TEST_CASE("tensor cores: Hopper's warpgroup mma (TC(10000 + stage, n)) on EMU as an H100") {
+    // wm x wn warpgroups of 128 threads, each 64 x n outputs, read their operands from 128-byte
+    // swizzled tiles in shared memory (wgmma.mma_async): K-major tiles where the operand runs
+    // along K, MN-major ones where it runs across; padded sizes; both accumulators; bfloat16.
+    // EMU runs the kernel under an sm_90 device's limits; ptxas checks its sm_90a PTX.
+    struct Case {
+        int64_t m, k, n, stage, cols;
+        bool a_t, b_t; // A stored [K, M], B stored [N, K]
+        DType in, acc;
+    };
+    const codegen::DeviceLimits lim = codegen::gpu_limits("H100", 90);
+    const DType f16 = DType::Float16, bf16 = DType::BFloat16, f32 = DType::Float32;
+    const Case cases[] = {
+        {64, 64, 64, 10411, 64, false, false, f16, f32},
+        {64, 64, 64, 10411, 64, true, true, f16, f32},
+        {64, 128, 128, 12411, 128, false, true, f16, f32},
+        {128, 64, 128, 10421, 64, true, false, bf16, f32},
+        {100, 72, 120, 12422, 64, false, false, f16, f32}, // M, N and K padded
+        {128, 192, 256, 13412, 128, false, false, f16, f16},
+        {64, 64, 256, 14411, 256, false, true, bf16, f32},
+    };
+    for (const Case& c : cases) {
+        INFO(c.m << " x " << c.k << " x " << c.n << ", TC(" << c.stage << ", " << c.cols
+                 << "), A^T " << c.a_t << ", B^T " << c.b_t << ", " << c.in.name() << ", acc "
+                 << c.acc.name());
+        std::vector<float> av, bv;
+        for (int64_t i = 0; i < c.m * c.k; ++i)
+            av.push_back(static_cast<float>((i * 37) % 17 - 8) / 8);
+        for (int64_t i = 0; i < c.k * c.n; ++i)
+            bv.push_back(static_cast<float>((i * 11) % 13 - 6) / 4);
+        const Tensor a0 = c.a_t ? Tensor::from_vector(av, {c.k, c.m}, c.in)
+                                : Tensor::from_vector(av, {c.m, c.k}, c.in);
+        const Tensor b0 = c.b_t ? Tensor::from_vector(bv, {c.n, c.k}, c.in)
+                                : Tensor::from_vector(bv, {c.k, c.n}, c.in);
+        const Tensor a = c.a_t ? a0.transpose() : a0, b = c.b_t ? b0.transpose() : b0;
+        const Tensor prod = a.matmul(b, c.acc);
+        const std::vector<float> want = prod.to_vector<float>();
+        const std::vector<ScheduledKernel> ks = schedule_graph(prod.uop());
+        REQUIRE(ks.size() == 1);
+        std::vector<codegen::Opt> opts{{codegen::OptOp::Tc, c.stage, c.cols}};
+        const codegen::LoweredKernel low = codegen::lower_kernel_opt("r", ks[0].ast, lim, &opts);
+        const codegen::TcStage st = codegen::TcStage::decode(c.stage);
+        CHECK(low.block[0] * low.block[1] * low.block[2] == 128 * st.wm * st.wn);
+        CHECK(low.grid[0] * low.grid[1] == (c.m + 64 * st.wm - 1) / (64 * st.wm) *
+                                               ((c.n + c.cols * st.wn - 1) / (c.cols * st.wn)));
+        const auto k = runtime::compile_emu_kernel("r_wgmma", low.program, 128 * st.wm * st.wn);
+        const Tensor out = Tensor::from_vector(
+            std::vector<float>(static_cast<size_t>(c.m * c.n), NAN), {c.m, c.n}, c.in);
+        const auto bufs = matmul_buffers(ks[0], out, a0, b0);
+        runtime::emu_launch(*k, bufs.data(), nullptr, low.grid, low.block, lim);
+        CHECK(out.to_vector<float>() == want);
+        // One WGMMA a k-step: 4 wgmma.mma_async of m64nNk16, each operand transposed where
+        // its tile runs across K; a proxy fence before each barrier.
+        const std::string& ptx = k->source();
+        CHECK(ptx.find(".target sm_90a") != std::string::npos);
+        const std::string shape = "wgmma.mma_async.sync.aligned.m64n" + std::to_string(c.cols) +
+                                  "k16." + (c.acc == f16 ? "f16" : "f32") + "." +
+                                  (c.in == bf16 ? "bf16" : "f16");
+        CHECK(count_of(ptx, shape) == 4);
+        CHECK(count_of(ptx, std::string(", p, 1, 1, ") + (c.a_t ? "1" : "0") + ", " +
+                                (c.b_t ? "0" : "1") + ";") == 4);
+        CHECK(count_of(ptx, "fence.proxy.async.shared::cta") == count_of(ptx, "bar.sync"));
+        CHECK(count_of(ptx, "ldmatrix") == 0);
+        CHECK(count_of(ptx, "mma.sync") == 0);
+        CHECK(ptxas(ptx, "sm_90a") == "");
+    }
+    // Not on an sm_80 device; a warpgroup's columns; operands that cannot be copied 16 bytes
+    // at a time.
+    const Tensor a = Tensor::from_vector(std::vector<float>(64 * 64, 1), {64, 64}, f16);
+    const std::vector<ScheduledKernel> ks = schedule_graph(a.matmul(a).uop());
+    codegen::OptKernel emu(codegen::prepare_for_opts(ks[0].ast), runtime::emu_limits());
+    CHECK(error_of([&] {
+              emu.apply({codegen::OptOp::Tc, 10411, 64});
+          }) == "[opt] TC(10411, 64): the EMU device (sm_80) has no warpgroup mma (wgmma: sm_90)");
+    codegen::OptKernel h(codegen::prepare_for_opts(ks[0].ast), lim);
+    CHECK(error_of([&] {
+              h.apply({codegen::OptOp::Tc, 10411, 72});
+          }) == "[opt] TC(10411, 72): a warpgroup's columns are 64, 128 or 256, got 72");
+    CHECK(error_of([&] {
+              h.apply({codegen::OptOp::Tc, 10211, 64});
+          }) == "[opt] TC(10211, 64): the staging is 0 or 1000 * pipeline tiles (0, 2, 3 or 4) + "
+                "100 * k-steps + 10 * row warps + column warps (each 1, 2 or 4), or 10000 + that "
+                "for warpgroups (k-steps 4), got 10211");
+    const Tensor odd = Tensor::from_vector(std::vector<float>(64 * 60, 1), {64, 60}, f16);
+    const std::vector<ScheduledKernel> ko = schedule_graph(odd.matmul(odd.transpose()).uop());
+    codegen::OptKernel ho(codegen::prepare_for_opts(ko[0].ast), lim);
+    CHECK(error_of([&] {
+              ho.apply({codegen::OptOp::Tc, 10411, 64});
+          }) == "[opt] TC(10411, 64): warpgroups copy their operands 16 bytes at a time: each "
+                "must run along K or along its rows or columns, in whole runs of 8 elements");
 }
 
 TEST_CASE("tensor cores: staged, with batch axes that stay loops in every thread") {
@@ -608,6 +702,27 @@ TEST_CASE("EMU: the race detector reports staged tensor cores with one buffer") 
     CHECK(race(2111) ==
           "[emu] kernel r_one_buffer: block (0, 0, 0), thread (2, 0, 0): shared-memory race: "
           "STORE of shared byte 48 read by thread (1, 0, 0) since the last barrier");
+    // Warpgroups (sm_90), a pipeline of 2: k-step 0 issues step 1's copies into the tile its
+    // WGMMA then reads (the warpgroup's reads are its first thread's): A's row 0, k 8 .. 15 (the
+    // 16-byte unit 1 ^ 0) is thread 1's copy.
+    const Tensor a2 =
+        Tensor::from_vector(std::vector<float>(64 * 128, 1), {64, 128}, DType::Float16);
+    const Tensor b2 =
+        Tensor::from_vector(std::vector<float>(128 * 64, 1), {128, 64}, DType::Float16);
+    const std::vector<ScheduledKernel> k2 = schedule_graph(a2.matmul(b2).uop());
+    const codegen::DeviceLimits h100 = codegen::gpu_limits("H100", 90);
+    std::vector<codegen::Opt> opts{{codegen::OptOp::Tc, 12411, 64}};
+    codegen::set_tc_single_buffer_for_testing(true);
+    const codegen::LoweredKernel low = codegen::lower_kernel_opt("r", k2[0].ast, h100, &opts);
+    codegen::set_tc_single_buffer_for_testing(false);
+    const auto k = runtime::compile_emu_kernel("r_one_buffer_wg", low.program, 128);
+    const Tensor out =
+        Tensor::from_vector(std::vector<float>(64 * 64, NAN), {64, 64}, DType::Float16);
+    const auto bufs = matmul_buffers(k2[0], out, a2, b2);
+    CHECK(error_of([&] {
+              runtime::emu_launch(*k, bufs.data(), nullptr, low.grid, low.block, h100);
+          }) == "[emu] kernel r_one_buffer_wg: block (0, 0, 0), thread (0, 0, 0): shared-memory "
+                "race: LOAD of shared byte 16 written by thread (1, 0, 0) since the last barrier");
 }
 
 TEST_CASE("tensor cores: a fragment's two 16-bit values along K are one 32-bit load") {

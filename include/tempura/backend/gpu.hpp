@@ -32,9 +32,15 @@ inline constexpr int64_t kStaticSharedBytes = 48 * 1024;
 // The bytes a shared array of `bytes` takes in a block's shared memory: each starts 16-byte
 // aligned (the renderer's layout, static and dynamic, and EMU's).
 constexpr int64_t shared_slot_bytes(int64_t bytes) { return (bytes + 15) / 16 * 16; }
+// Where a shared array aligned to `align` bytes (16, or 1024 for the swizzled tiles that
+// warpgroup mma reads: DEFINE_LOCAL's optional third arg) starts after `used` bytes.
+constexpr int64_t shared_slot_at(int64_t used, int64_t align) {
+    return (used + align - 1) / align * align;
+}
 
 // The shared memory a GPU program takes dynamically (at launch, opted into above 48 KiB): its
-// DEFINE_LOCALs' bytes, each rounded up to 16, when they total more than kStaticSharedBytes;
+// DEFINE_LOCALs' bytes, each rounded up to 16 and placed at its alignment, when they total more
+// than kStaticSharedBytes;
 // 0 when they fit statically (the PTX then declares them as static arrays).
 int64_t dynamic_shared_bytes(const std::vector<UOp>& linear);
 

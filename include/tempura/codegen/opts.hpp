@@ -136,16 +136,21 @@ bool reads_what_it_writes(const UOp& ast);
 // a block of wm x wn warps (each 1, 2 or 4) copies k-steps of 16 ks (1, 2 or 4) of both operands
 // into shared memory, through registers into two tiles taken in turn (pipe 0, one barrier a
 // k-step) or by a cp.async pipeline of pipe (2, 3 or 4) tiles, pipe - 1 k-steps in flight.
+// With 10000 added (wg), the block is wm x wn warpgroups of 128 threads (Hopper, sm_90): tiles
+// of 128-byte swizzled rows that the warpgroup's wgmma reads from shared memory itself, k-steps
+// of 64 (ks 4), and `tiles` is then a warpgroup's columns (64, 128 or 256) over its 64 rows.
 struct TcStage {
     int64_t pipe = 0, ks = 1, wm = 1, wn = 1;
+    bool wg = false;
     static TcStage decode(int64_t stage) {
-        return {stage / 1000, stage / 100 % 10, stage / 10 % 10, stage % 10};
+        return {stage / 1000 % 10, stage / 100 % 10, stage / 10 % 10, stage % 10,
+                stage / 10000 == 1};
     }
-    int64_t code() const { return 1000 * pipe + 100 * ks + 10 * wm + wn; }
+    int64_t code() const { return 10000 * (wg ? 1 : 0) + 1000 * pipe + 100 * ks + 10 * wm + wn; }
     bool valid() const {
         const auto one_two_four = [](int64_t v) { return v == 1 || v == 2 || v == 4; };
-        return (pipe == 0 || (pipe >= 2 && pipe <= 4)) && one_two_four(ks) && one_two_four(wm) &&
-               one_two_four(wn);
+        return (pipe == 0 || (pipe >= 2 && pipe <= 4)) && one_two_four(ks) && (!wg || ks == 4) &&
+               one_two_four(wm) && one_two_four(wn);
     }
 };
 
@@ -154,7 +159,8 @@ struct TcStage {
 // not allow it.
 // `tiles` = 16 * rows + columns: each warp computes rows x columns blocks of 16 x 8 (each 1,
 // 2, 4 or 8; 0 is 1 x 1). `stage` 0: the warps read their fragments from global memory; else
-// TcStage::decode(stage), the warps reading each fragment from shared memory with ldmatrix.
+// TcStage::decode(stage), the warps reading each fragment from shared memory with ldmatrix, or
+// (wg) warpgroups of WGMMA reading their operands there.
 UOp tensor_core_ast(const UOp& ast, const DeviceLimits& limits, int64_t& next_axis, int64_t stage,
                     int64_t tiles, const std::string& what);
 // After TC(0, tiles): 2 x 2 warps a thread block, LOCAL 2 on the block rows and on the block

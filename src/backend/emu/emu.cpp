@@ -11,6 +11,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -25,6 +26,7 @@
 #include "tempura/error.hpp"
 #include "tempura/runtime/thread_pool.hpp"
 #include "tempura/support/lru_cache.hpp"
+#include "tensor/convert.hpp"
 
 #if defined(__has_feature)
 #if __has_feature(address_sanitizer)
@@ -133,6 +135,10 @@ struct Fiber {
     // its registers go (2 16-bit values a matrix).
     uint16_t* ldm_out = nullptr;
     int64_t ldm_address = 0, ldm_count = 0, ldm_trans = 0;
+    // Waiting at a WGMMA: its descriptors, shape and accumulator.
+    const int64_t* wg_desc = nullptr;
+    int64_t wg_shape = 0;
+    float* wg_cd = nullptr;
     AsyncCopies copies; // its cp.async in flight
 };
 
@@ -141,7 +147,11 @@ struct Block {
     const CompiledKernel* kernel = nullptr;
     void* const* buffers = nullptr;
     std::array<int64_t, 3> block_dims{}, block_id{};
-    std::vector<unsigned char> shared;
+    // Shared memory: 1024-byte aligned (as a GPU's block has it: the swizzled tiles that WGMMA
+    // reads start at such boundaries), `shared_size` bytes from `shared`.
+    std::vector<unsigned char> shared_storage;
+    unsigned char* shared = nullptr;
+    size_t shared_size = 0;
     std::vector<Shadow> shadow;
     uint32_t epoch = 1;
     int64_t tid = 0;         // the thread running now
@@ -181,8 +191,8 @@ void on_fault(int64_t slot, int64_t numel, int64_t offset, int64_t lanes, int64_
 int64_t on_shared(int64_t address, int64_t bytes, int64_t store) {
     Block* b = t_block;
     if (b == nullptr) return 0;
-    const auto base = reinterpret_cast<int64_t>(b->shared.data());
-    const int64_t off = address - base, size = static_cast<int64_t>(b->shared.size());
+    const auto base = reinterpret_cast<int64_t>(b->shared);
+    const int64_t off = address - base, size = static_cast<int64_t>(b->shared_size);
     const char* what = store != 0 ? "STORE" : "LOAD";
     if (off < 0 || off + bytes > size) {
         b->problem(b->where(b->tid) + "shared " + what + " of " + std::to_string(bytes) +
@@ -336,6 +346,96 @@ void ldmatrix_step(std::vector<Fiber>& fibers) {
     }
 }
 
+// The thread's WGMMA: its descriptors and accumulator are left for the warpgroup's step.
+void on_wgmma(int64_t position, const int64_t* descriptors, int64_t shape, float* cd) {
+    Block* b = t_block;
+    if (b == nullptr || b->running == nullptr) return;
+    Fiber* f = b->running;
+    f->wg_desc = descriptors;
+    f->wg_shape = shape;
+    f->wg_cd = cd;
+    on_barrier(position);
+}
+
+// PTX wgmma.mma_async.m64nNk16 (then committed and waited for) for each warpgroup (128
+// consecutive threads) waiting at one: D = A B + C, A (64 x 16) and B (16 x n) read from shared
+// memory as each k-step's descriptors say. Modelled: the 128-byte swizzle (the 16-byte unit of
+// each address, bits 4-6, XORed with bits 7-9), K-major operands (element (x, k) of row x at
+// start + (x / 8) stride + (x % 8) 128 + 2 k) and MN-major ones (at start + (x / 64) leading +
+// (x % 64) 2 + (k % 8) 128 + (k / 8) stride); every thread of the warpgroup gives the same
+// descriptors, the first k-step's addresses 1024-byte aligned. The reads are the warpgroup's
+// first thread's, for the race detector; sums in float32 in k order, as mma_step's.
+void wgmma_step(Block& b, std::vector<Fiber>& fibers) {
+    for (size_t g = 0; g + 128 <= fibers.size(); g += 128) {
+        const Fiber& lead = fibers[g];
+        if (lead.wg_desc == nullptr) continue;
+        const int64_t shape = lead.wg_shape, n = shape & 0xffff, ks = (shape >> 16) & 0xff;
+        const bool a_mn = ((shape >> 24) & 1) != 0, b_mn = ((shape >> 25) & 1) != 0;
+        const bool bf16 = ((shape >> 26) & 1) != 0;
+        for (size_t t = g; t < g + 128; ++t)
+            if (fibers[t].wg_shape != shape ||
+                !std::equal(lead.wg_desc, lead.wg_desc + 2 * ks, fibers[t].wg_desc)) {
+                b.problem(b.where(static_cast<int64_t>(t)) +
+                          "gives a WGMMA other descriptors or another shape than thread " +
+                          b.thread(static_cast<int64_t>(g)) + " of its warpgroup");
+                return;
+            }
+        b.tid = static_cast<int64_t>(g);
+        // Element (x, k) of an operand (x: A's row or B's column) under descriptor d.
+        const auto element = [&](int64_t d, bool mn, int64_t x, int64_t k, float& out) {
+            const int64_t start = (d & 0x3fff) << 4, lead_off = ((d >> 16) & 0x3fff) << 4,
+                          stride = ((d >> 32) & 0x3fff) << 4;
+            int64_t at =
+                mn ? start + (x / 64) * lead_off + (x % 64) * 2 + (k % 8) * 128 + (k / 8) * stride
+                   : start + (x / 8) * stride + (x % 8) * 128 + 2 * k;
+            at ^= ((at >> 7) & 7) << 4;
+            const auto host = reinterpret_cast<int64_t>(b.shared) + at;
+            if (on_shared(host, 2, 0) == 0) return false;
+            uint16_t bits;
+            std::memcpy(&bits, reinterpret_cast<const void*>(host), 2);
+            out = bf16 ? detail::bf16_to_float(bits) : detail::half_to_float(bits);
+            return true;
+        };
+        for (int64_t sub = 0; sub < ks; ++sub) {
+            const int64_t da = lead.wg_desc[2 * sub], db = lead.wg_desc[2 * sub + 1];
+            if (sub == 0 && (((da | db) & 0x3fff) << 4) % 1024 != 0) {
+                b.problem(b.where(b.tid) + "WGMMA operands at shared bytes " +
+                          std::to_string((da & 0x3fff) << 4) + " and " +
+                          std::to_string((db & 0x3fff) << 4) +
+                          ", not both at 1024-byte boundaries (where the 128-byte swizzle's "
+                          "pattern starts)");
+                return;
+            }
+            if (((da >> 62) & 3) != 1 || ((db >> 62) & 3) != 1 || ((da | db) >> 49 & 7) != 0) {
+                b.problem(b.where(b.tid) + "WGMMA descriptors other than the 128-byte swizzle "
+                                           "with base offset 0, which EMU does not model");
+                return;
+            }
+            std::vector<float> A(64 * 16), B(static_cast<size_t>(16 * n));
+            for (int64_t r = 0; r < 64; ++r)
+                for (int64_t k = 0; k < 16; ++k)
+                    if (!element(da, a_mn, r, k, A[static_cast<size_t>(r * 16 + k)])) return;
+            for (int64_t c = 0; c < n; ++c)
+                for (int64_t k = 0; k < 16; ++k)
+                    if (!element(db, b_mn, c, k, B[static_cast<size_t>(k * n + c)])) return;
+            for (size_t t = 0; t < 128; ++t) {
+                Fiber& f = fibers[g + t];
+                const int64_t q = static_cast<int64_t>(t) / 32, l = static_cast<int64_t>(t) % 32;
+                for (int64_t r = 0; r < n / 2; ++r) {
+                    const int64_t row = 16 * q + l / 4 + 8 * ((r >> 1) & 1),
+                                  col = 8 * (r >> 2) + 2 * (l % 4) + (r & 1);
+                    float d = f.wg_cd[r];
+                    for (int64_t k = 0; k < 16; ++k)
+                        d += A[static_cast<size_t>(row * 16 + k)] *
+                             B[static_cast<size_t>(k * n + col)];
+                    f.wg_cd[r] = d;
+                }
+            }
+        }
+        for (size_t t = g; t < g + 128; ++t) fibers[t].wg_desc = nullptr;
+    }
+}
+
 void fiber_main(unsigned lo, unsigned hi) {
     auto* f = reinterpret_cast<Fiber*>((static_cast<uintptr_t>(hi) << 32) | lo);
     Block* b = t_block;
@@ -414,7 +514,7 @@ void on_async_wait(int64_t n) {
 void install_hooks() {
     static const bool done = [] {
         llvm_backend::set_emu_hooks({&on_fault, &on_shared, &on_barrier, &on_mma, &on_copy_async,
-                                     &on_async_wait, &on_ldmatrix});
+                                     &on_async_wait, &on_ldmatrix, &on_wgmma});
         return true;
     }();
     (void)done;
@@ -450,7 +550,11 @@ compile_emu_kernel(const std::string& name, const std::vector<UOp>& linear, int6
             k->var_count(), k->code(), k->shared_bytes(), k->barriers());
     }
     const auto t0 = std::chrono::steady_clock::now();
-    std::string ptx = render_ptx(name, linear, emu_limits().sm, block_threads);
+    // A program of Hopper's warpgroup mma (lowered for an sm_90 device's limits, run on EMU
+    // under them) is PTX for sm_90a.
+    const bool hopper =
+        std::any_of(linear.begin(), linear.end(), [](const UOp& u) { return u.op() == Op::Wgmma; });
+    std::string ptx = render_ptx(name, linear, hopper ? 90 : emu_limits().sm, block_threads);
     const double ptx_ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     const std::shared_ptr<const CompiledKernel> host =
@@ -476,7 +580,10 @@ std::string run_block(const CompiledKernel& k, void* const* buffers, const int64
     b.buffers = buffers;
     b.block_dims = block;
     b.block_id = block_id;
-    b.shared.assign(k.shared_bytes(), 0xff); // NaN bits: what a fresh block finds there
+    b.shared_storage.assign(k.shared_bytes() + 1024, 0xff); // NaN bits: what a fresh block finds
+    b.shared = b.shared_storage.data() +
+               (1024 - reinterpret_cast<uintptr_t>(b.shared_storage.data()) % 1024) % 1024;
+    b.shared_size = k.shared_bytes();
     b.shadow.assign(k.shared_bytes(), Shadow{});
     struct Restore {
         Block* saved;
@@ -492,7 +599,7 @@ std::string run_block(const CompiledKernel& k, void* const* buffers, const int64
         v[nv + 3] = t % block[0];
         v[nv + 4] = t / block[0] % block[1];
         v[nv + 5] = t / (block[0] * block[1]);
-        v[nv + 6] = reinterpret_cast<int64_t>(b.shared.data());
+        v[nv + 6] = reinterpret_cast<int64_t>(b.shared);
         return v;
     };
     if (!k.barriers()) {
@@ -559,6 +666,23 @@ std::string run_block(const CompiledKernel& k, void* const* buffers, const int64
                           " " + std::to_string(waiting->barriers) +
                           " times (loop trip counts differ across the block, with a barrier "
                           "inside the loop)");
+        if (waiting->wg_desc != nullptr) {
+            // A warpgroup-wide step: every thread of the block is at the same WGMMA.
+            if (threads % 128 != 0) {
+                b.problem(b.where(waiting->tid) + "reached a WGMMA in a block of " +
+                          std::to_string(threads) +
+                          " threads, not whole warpgroups of 128 (a wgmma reached by part of a "
+                          "warpgroup)");
+                break;
+            }
+            for (const Fiber& f : fibers)
+                if (f.wg_desc == nullptr)
+                    b.problem(b.where(f.tid) +
+                              "waits at a barrier while its warpgroup's WGMMA runs");
+            if (!b.error.empty()) break;
+            wgmma_step(b, fibers);
+            continue; // no memory barrier: the epoch stays
+        }
         if (waiting->a != nullptr || waiting->ldm_out != nullptr) {
             // A warp-wide step (WMMA, LDMATRIX): every thread of the block is at the same one.
             const bool mma = waiting->a != nullptr;

@@ -20,6 +20,7 @@
 #include <llvm/IR/Function.h>
 #include <llvm/IR/GlobalVariable.h>
 #include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/InlineAsm.h>
 #include <llvm/IR/Intrinsics.h>
 #include <llvm/IR/IntrinsicsNVPTX.h>
 #include <llvm/IR/LLVMContext.h>
@@ -45,6 +46,7 @@ std::atomic<decltype(EmuHooks::mma)> g_emu_mma{nullptr};
 std::atomic<decltype(EmuHooks::copy_async)> g_emu_copy_async{nullptr};
 std::atomic<decltype(EmuHooks::async_wait)> g_emu_async_wait{nullptr};
 std::atomic<decltype(EmuHooks::ldmatrix)> g_emu_ldmatrix{nullptr};
+std::atomic<decltype(EmuHooks::wgmma)> g_emu_wgmma{nullptr};
 
 // A 16-byte aligned array of shared memory (address space 3). LLVM's User classes pair a custom
 // operator new with a sized operator delete, which GCC 12 (at -O1, under the sanitizers) takes
@@ -85,6 +87,8 @@ class Renderer {
         // What the signature needs to know first: the buffer slots (and which are written)
         // and the number of variables.
         if (target_ == Target::Nvptx) dynamic_shared_ = runtime::dynamic_shared_bytes(linear) > 0;
+        wgmma_ = std::any_of(linear.begin(), linear.end(),
+                             [](const UOp& u) { return !u.is_null() && u.op() == Op::Wgmma; });
         std::vector<bool> stored;
         for (const UOp& u : linear) {
             if (u.is_null()) continue;
@@ -740,8 +744,11 @@ class Renderer {
         if (!u.dtype().is_ptr || u.dtype().addrspace != AddrSpace::Local)
             unsupported(u, "a DEFINE_LOCAL is a pointer to local (shared) memory");
         const auto* a = std::get_if<std::vector<int64_t>>(&u.arg());
-        if (a == nullptr || a->empty() || (*a)[0] <= 0 || (*a)[0] > (int64_t{1} << 18))
-            unsupported(u, "its arg must be {count (1 .. 262144), id}");
+        if (a == nullptr || a->empty() || (*a)[0] <= 0 || (*a)[0] > (int64_t{1} << 18) ||
+            (a->size() > 2 && (*a)[2] != 16 && (*a)[2] != 1024))
+            unsupported(u, "its arg must be {count (1 .. 262144), id} or {count, id, alignment "
+                           "(16 or 1024)}");
+        const int64_t align = a->size() > 2 ? (*a)[2] : 16;
         auto* arr = llvm::ArrayType::get(mem_type(u.dtype(), u), static_cast<uint64_t>((*a)[0]));
         const uint64_t bytes = mod_.getDataLayout().getTypeAllocSize(arr);
         if (target_ == Target::Nvptx && dynamic_shared_) {
@@ -752,6 +759,9 @@ class Renderer {
             if (dynamic_smem_ == nullptr)
                 dynamic_smem_ = shared_array(mod_, llvm::ArrayType::get(b_.getInt8Ty(), 0),
                                              llvm::GlobalValue::ExternalLinkage, nullptr, "dsmem");
+            if (align > 16) dynamic_smem_->setAlignment(llvm::Align(1024));
+            shared_bytes_ = static_cast<uint64_t>(
+                runtime::shared_slot_at(static_cast<int64_t>(shared_bytes_), align));
             llvm::Constant* p = llvm::ConstantExpr::getInBoundsGetElementPtr(
                 b_.getInt8Ty(), dynamic_smem_, b_.getInt64(shared_bytes_));
             shared_bytes_ +=
@@ -760,13 +770,19 @@ class Renderer {
         }
         if (target_ == Target::Nvptx) {
             shared_bytes_ += bytes;
-            return shared_array(mod_, arr, llvm::GlobalValue::InternalLinkage,
-                                llvm::UndefValue::get(arr), "smem" + std::to_string(cur_));
+            llvm::GlobalVariable* gv =
+                shared_array(mod_, arr, llvm::GlobalValue::InternalLinkage,
+                             llvm::UndefValue::get(arr), "smem" + std::to_string(cur_));
+            gv->setAlignment(llvm::Align(static_cast<uint64_t>(align)));
+            return gv;
         }
         if (target_ != Target::Emu) unsupported(u, "the CPU has no shared memory");
         llvm::Value* at = b_.CreateConstInBoundsGEP1_64(b_.getInt64Ty(), vars_, n_vars_ + 6);
         llvm::Value* base = b_.CreateIntToPtr(b_.CreateLoad(b_.getInt64Ty(), at, "shared"),
                                               llvm::PointerType::get(ctx_, 0));
+        // (EMU's block memory is 1024-byte aligned.)
+        shared_bytes_ = static_cast<uint64_t>(
+            runtime::shared_slot_at(static_cast<int64_t>(shared_bytes_), align));
         llvm::Value* p = b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), base, shared_bytes_);
         shared_bytes_ +=
             static_cast<uint64_t>(runtime::shared_slot_bytes(static_cast<int64_t>(bytes)));
@@ -776,6 +792,9 @@ class Renderer {
     void barrier(const UOp& u) {
         barriers_ = true;
         if (target_ == Target::Nvptx) {
+            // What the threads wrote to shared memory (stores, cp.async) before the barrier is
+            // read by WGMMA through the async proxy: a proxy fence orders the two.
+            if (wgmma_) inline_asm(b_.getVoidTy(), "fence.proxy.async.shared::cta;", "", {});
             b_.CreateIntrinsic(llvm::Intrinsic::nvvm_barrier0, {}, {});
             return;
         }
@@ -849,6 +868,143 @@ class Renderer {
         llvm::Value* d = b_.CreateAlignedLoad(vf4, pc, four);
         // A 16-bit accumulator: the mma's float32 result rounded once to Float16.
         return f16_acc ? b_.CreateFPTrunc(d, value_type(u.dtype(), u)) : d;
+    }
+
+    // PTX inline assembly (what LLVM 19's NVPTX has no intrinsic for: Hopper's wgmma, fences).
+    llvm::Value* inline_asm(llvm::Type* ret, const std::string& text,
+                            const std::string& constraints, llvm::ArrayRef<llvm::Value*> args) {
+        std::vector<llvm::Type*> types;
+        for (llvm::Value* a : args) types.push_back(a->getType());
+        auto* fty = llvm::FunctionType::get(ret, types, false);
+        return b_.CreateCall(fty, llvm::InlineAsm::get(fty, text, constraints, true), args);
+    }
+
+    // WGMMA(a, b, c) {n, ks, a_mn, b_mn}: the warpgroup's ks wgmma.mma_async.m64nNk16, one per
+    // 16 of k, committed and waited for. Each operand is described to the hardware by a 64-bit
+    // descriptor of its shared-memory address (bits 0-13: address >> 4; 16-29: the leading byte
+    // offset >> 4; 32-45: the stride byte offset >> 4; 62-63: 1, the 128-byte swizzle): a K-major
+    // tile has rows of 128 bytes, 8 of them (1024 bytes) apart from the next 8 (the stride), the
+    // next 16 of k 32 bytes on; an MN-major one has atoms of 64 columns 16 ks x 128 bytes apart
+    // (the leading offset), each 8 rows of k 1024 bytes from the next 8, the next 16 of k 2048
+    // bytes on.
+    llvm::Value* wgmma(const UOp& u) {
+        const auto* a = std::get_if<std::vector<int64_t>>(&u.arg());
+        const DType in = u.src(0).dtype().base(), ct = u.dtype();
+        const int64_t n = a != nullptr && a->size() == 4 ? (*a)[0] : 0;
+        const int64_t ks = a != nullptr && a->size() == 4 ? (*a)[1] : 0;
+        const bool f16_acc = ct.scalar == Scalar::Float16;
+        if (n < 8 || n > 256 || n % 8 != 0 || ks < 1 || ks > 8 || ((*a)[2] & ~1) != 0 ||
+            ((*a)[3] & ~1) != 0 || !in.is_16bit_float() || in.count != 1 ||
+            u.src(1).dtype().base() != in || !is_shared(u.src(0)) || !is_shared(u.src(1)) ||
+            (ct.scalar != Scalar::Float32 && !f16_acc) || (f16_acc && in != DType::Float16) ||
+            ct.count != n / 2 || u.src(2).dtype() != ct)
+            unsupported(u, "a WGMMA {n (8 .. 256, a multiple of 8), k-steps (1 .. 8), A and B "
+                           "MN-major (0 or 1)} reads 16-bit floats of shared memory and "
+                           "accumulates n / 2 lanes of float32 (or of float16 from float16)");
+        const bool a_mn = (*a)[2] != 0, b_mn = (*a)[3] != 0;
+        llvm::Type* i64 = b_.getInt64Ty();
+        // Shared-window addresses: NVPTX's shared pointers are; EMU's are host addresses, less
+        // the block memory's.
+        llvm::Value* base = nullptr;
+        if (target_ == Target::Emu) {
+            llvm::Value* at = b_.CreateConstInBoundsGEP1_64(i64, vars_, n_vars_ + 6);
+            base = b_.CreateLoad(i64, at, "shared");
+        } else if (target_ != Target::Nvptx) {
+            unsupported(u, "the CPU has no tensor cores");
+        }
+        const auto window = [&](size_t k) {
+            llvm::Value* p = b_.CreatePtrToInt(ptr_src(u, k), i64);
+            return base == nullptr ? p : b_.CreateSub(p, base);
+        };
+        llvm::Value* wa = window(0);
+        llvm::Value* wb = window(1);
+        const auto desc = [&](llvm::Value* addr, bool mn, int64_t sub) {
+            const uint64_t lead = mn ? static_cast<uint64_t>(2048 * ks) >> 4 : 1;
+            const uint64_t fixed = (lead << 16) | (uint64_t{1024 >> 4} << 32) | (uint64_t{1} << 62);
+            llvm::Value* at =
+                b_.CreateAdd(addr, b_.getInt64(static_cast<uint64_t>((mn ? 2048 : 32) * sub)));
+            llvm::Value* enc = b_.CreateLShr(b_.CreateAnd(at, b_.getInt64(0x3FFFF)), 4);
+            return b_.CreateOr(enc, b_.getInt64(fixed));
+        };
+        std::vector<llvm::Value*> descs;
+        for (int64_t sub = 0; sub < ks; ++sub) {
+            descs.push_back(desc(wa, a_mn, sub));
+            descs.push_back(desc(wb, b_mn, sub));
+        }
+        llvm::Value* c = val(u, 2);
+        if (target_ == Target::Nvptx) {
+            // The swizzle's pattern repeats every 1024 bytes from a 1024-byte boundary, where
+            // the operands must start: elsewhere they would be read wrong, so the kernel traps.
+            llvm::Value* bad = b_.CreateICmpNE(b_.CreateAnd(b_.CreateOr(wa, wb), b_.getInt64(1023)),
+                                               b_.getInt64(0));
+            when(bad, "misaligned", [&] { b_.CreateIntrinsic(llvm::Intrinsic::trap, {}, {}); });
+            const int64_t regs = f16_acc ? n / 4 : n / 2;
+            const char* rc = f16_acc ? "r" : "f";
+            std::string text = "{\n.reg .pred p;\nsetp.ne.b32 p, $" +
+                               std::to_string(regs + 2 * ks) + ", 0;\nwgmma.fence.sync.aligned;\n";
+            std::string dlist = "{";
+            for (int64_t r = 0; r < regs; ++r) dlist += (r == 0 ? "$" : ", $") + std::to_string(r);
+            dlist += "}";
+            const std::string tname = in == DType::BFloat16 ? "bf16" : "f16";
+            for (int64_t sub = 0; sub < ks; ++sub)
+                text += "wgmma.mma_async.sync.aligned.m64n" + std::to_string(n) + "k16." +
+                        (f16_acc ? "f16" : "f32") + "." + tname + "." + tname + " " + dlist +
+                        ", $" + std::to_string(regs + 2 * sub) + ", $" +
+                        std::to_string(regs + 2 * sub + 1) + ", p, 1, 1, " + (a_mn ? "1" : "0") +
+                        ", " + (b_mn ? "1" : "0") + ";\n";
+            text += "wgmma.commit_group.sync.aligned;\nwgmma.wait_group.sync.aligned 0;\n}";
+            std::string cons;
+            for (int64_t r = 0; r < regs; ++r) cons += std::string(r == 0 ? "=" : ",=") + rc;
+            for (int64_t d = 0; d < 2 * ks; ++d) cons += ",l";
+            cons += ",r";
+            for (int64_t r = 0; r < regs; ++r) cons += "," + std::to_string(r);
+            llvm::Type* reg_t = f16_acc ? b_.getInt32Ty() : b_.getFloatTy();
+            std::vector<llvm::Value*> args = descs;
+            args.push_back(b_.getInt32(1));
+            auto* pair = llvm::FixedVectorType::get(b_.getHalfTy(), 2);
+            for (int64_t r = 0; r < regs; ++r) {
+                if (!f16_acc) {
+                    args.push_back(b_.CreateExtractElement(c, static_cast<uint64_t>(r)));
+                    continue;
+                }
+                const int lo = static_cast<int>(2 * r);
+                args.push_back(b_.CreateBitCast(b_.CreateShuffleVector(c, {lo, lo + 1}), reg_t));
+            }
+            std::vector<llvm::Type*> outs(static_cast<size_t>(regs), reg_t);
+            llvm::Value* d = inline_asm(llvm::StructType::get(ctx_, outs), text, cons, args);
+            llvm::Value* out = llvm::PoisonValue::get(value_type(ct, u));
+            for (int64_t r = 0; r < regs; ++r) {
+                llvm::Value* v = b_.CreateExtractValue(d, static_cast<unsigned>(r));
+                if (!f16_acc) {
+                    out = b_.CreateInsertElement(out, v, static_cast<uint64_t>(r));
+                    continue;
+                }
+                llvm::Value* two = b_.CreateBitCast(v, pair);
+                for (unsigned e = 0; e < 2; ++e)
+                    out = b_.CreateInsertElement(out, b_.CreateExtractElement(two, e),
+                                                 static_cast<uint64_t>(2 * r + e));
+            }
+            return out;
+        }
+        // EMU: the descriptors and this thread's accumulator to the warpgroup's step.
+        const void* hook = emu_hook(g_emu_wgmma, "wgmma hook");
+        barriers_ = true; // a warpgroup-wide step: the threads run as fibers
+        llvm::IRBuilder<> eb(entry_);
+        llvm::Type* f32 = b_.getFloatTy();
+        auto* pd = eb.CreateAlloca(llvm::ArrayType::get(i64, static_cast<uint64_t>(2 * ks)));
+        auto* pc = eb.CreateAlloca(llvm::ArrayType::get(f32, static_cast<uint64_t>(n / 2)));
+        for (size_t d = 0; d < descs.size(); ++d)
+            b_.CreateStore(descs[d], b_.CreateConstInBoundsGEP1_64(i64, pd, d));
+        auto* vf = llvm::FixedVectorType::get(f32, static_cast<unsigned>(n / 2));
+        const llvm::Align four(4);
+        b_.CreateAlignedStore(f16_acc ? b_.CreateFPExt(c, vf) : c, pc, four);
+        const uint64_t shape = static_cast<uint64_t>(n) | static_cast<uint64_t>(ks) << 16 |
+                               uint64_t{a_mn} << 24 | uint64_t{b_mn} << 25 |
+                               uint64_t{in == DType::BFloat16} << 26;
+        call_host(hook, b_.getVoidTy(),
+                  {llvm::ConstantInt::get(i64, cur_), pd, llvm::ConstantInt::get(i64, shape), pc});
+        llvm::Value* d = b_.CreateAlignedLoad(vf, pc, four);
+        return f16_acc ? b_.CreateFPTrunc(d, value_type(ct, u)) : d;
     }
 
     // COPY_ASYNC(dst, src): cp.async of src's 4, 8 or 16 bytes to shared memory; src gated off
@@ -1383,6 +1539,7 @@ class Renderer {
         case Op::DefineLocal: return define_local(u);
         case Op::Barrier: barrier(u); return nullptr;
         case Op::Wmma: return wmma(u);
+        case Op::Wgmma: return wgmma(u);
         case Op::DefineReg: return define_reg(u);
         case Op::Index: return index(u);
         case Op::Load: return load(u);
@@ -1411,6 +1568,7 @@ class Renderer {
     int64_t n_slots_ = 0; // 1 + the highest PARAM slot
     uint64_t shared_bytes_ = 0;
     bool dynamic_shared_ = false;                  // NVPTX: DEFINE_LOCALs over 48 KiB
+    bool wgmma_ = false;                           // the program has a WGMMA
     llvm::GlobalVariable* dynamic_smem_ = nullptr; // their one dynamic array
     bool barriers_ = false;
     size_t n_vars_ = 0; // DEFINE_VARs
@@ -1453,6 +1611,7 @@ void set_emu_hooks(const EmuHooks& hooks) {
     g_emu_copy_async.store(hooks.copy_async);
     g_emu_async_wait.store(hooks.async_wait);
     g_emu_ldmatrix.store(hooks.ldmatrix);
+    g_emu_wgmma.store(hooks.wgmma);
 }
 
 } // namespace tempura::llvm_backend

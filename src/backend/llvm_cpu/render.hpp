@@ -45,7 +45,11 @@ enum class Target {
 //   there by the ASYNC_WAIT that retires it;
 // - async_wait: the thread's ASYNC_WAIT {n};
 // - ldmatrix: the thread reached the LDMATRIX at `position` with its row's address; when its
-//   warp's 32 threads are there, `out` holds its 2 x count 16-bit values.
+//   warp's 32 threads are there, `out` holds its 2 x count 16-bit values;
+// - wgmma: the thread reached the WGMMA at `position` with its k-steps' descriptors (A's and B's
+//   of each, in the PTX matrix-descriptor format, addresses in the block's shared memory) and its
+//   accumulator (n / 2 floats); shape = n | k-steps << 16 | A MN-major << 24 | B MN-major << 25 |
+//   BFloat16 << 26. When its warpgroup's 128 threads are there, cd holds D.
 struct EmuHooks {
     void (*fault)(int64_t slot, int64_t numel, int64_t offset, int64_t lanes, int64_t store);
     int64_t (*shared)(int64_t address, int64_t bytes, int64_t store);
@@ -55,6 +59,7 @@ struct EmuHooks {
     void (*async_wait)(int64_t n);
     void (*ldmatrix)(int64_t position, int64_t address, int64_t count, int64_t trans,
                      uint16_t* out);
+    void (*wgmma)(int64_t position, const int64_t* descriptors, int64_t shape, float* cd);
 };
 void set_emu_hooks(const EmuHooks& hooks);
 

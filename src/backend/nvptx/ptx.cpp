@@ -1,6 +1,7 @@
 // GPU programs -> PTX: the shared renderer (src/backend/llvm_cpu/render.cpp, Target::Nvptx), LLVM's
 // O2 pipeline with the NVPTX TargetMachine (its NVVM reflection and address-space inference
 // included), then the NVPTX code generator, all in process.
+#include <algorithm>
 #include <mutex>
 
 #include <llvm/IR/DiagnosticHandler.h>
@@ -54,7 +55,8 @@ int64_t dynamic_shared_bytes(const std::vector<UOp>& linear) {
     for (const UOp& u : linear)
         if (u.op() == Op::DefineLocal) {
             const auto& a = u.arg_as<std::vector<int64_t>>();
-            total += shared_slot_bytes(a.at(0) * u.dtype().base().itemsize());
+            total = shared_slot_at(total, a.size() > 2 ? a[2] : 16) +
+                    shared_slot_bytes(a.at(0) * u.dtype().base().itemsize());
         }
     return total > kStaticSharedBytes ? total : 0;
 }
@@ -66,12 +68,19 @@ std::string render_ptx(const std::string& name, const std::vector<UOp>& linear, 
     if (sm < 80 || sm > 90)
         fail("nvptx", "kernel " + name + ": sm_" + std::to_string(sm) +
                           " is outside the archs supported (sm_80 .. sm_90)");
+    // Warpgroup mma (WGMMA) is Hopper's own: sm_90a, which runs on sm_90 parts only.
+    const bool wgmma =
+        std::any_of(linear.begin(), linear.end(), [](const UOp& u) { return u.op() == Op::Wgmma; });
+    if (wgmma && sm != 90)
+        fail("nvptx", "kernel " + name + ": warpgroup mma (WGMMA) needs sm_90, not sm_" +
+                          std::to_string(sm));
+    const std::string arch = "sm_" + std::to_string(sm) + (wgmma ? "a" : "");
     const llvm::Target& target = nvptx_target();
     llvm::TargetOptions opts;
-    std::unique_ptr<llvm::TargetMachine> tm(target.createTargetMachine(
-        kTriple, "sm_" + std::to_string(sm), "", opts, llvm::Reloc::Static, std::nullopt,
-        llvm::CodeGenOptLevel::Default));
-    if (!tm) fail("nvptx", "cannot create the NVPTX TargetMachine for sm_" + std::to_string(sm));
+    std::unique_ptr<llvm::TargetMachine> tm(
+        target.createTargetMachine(kTriple, arch, "", opts, llvm::Reloc::Static, std::nullopt,
+                                   llvm::CodeGenOptLevel::Default));
+    if (!tm) fail("nvptx", "cannot create the NVPTX TargetMachine for " + arch);
 
     llvm::LLVMContext ctx;
     // LLVM reports what the NVPTX target cannot lower (a libcall it has none for) as a
