@@ -50,6 +50,26 @@ float round_to(DType dt, float x) {
     return std::copysign(std::nearbyint(a / ulp) * ulp, x);
 }
 
+// n small whole numbers over 8 (a matmul's A) or over 4 (its B): the products and sums of a
+// tensor-core test's matmuls are exact, in float32 and in float16.
+std::vector<float> a_values(int64_t n) {
+    std::vector<float> v;
+    for (int64_t i = 0; i < n; ++i) v.push_back(static_cast<float>((i * 37) % 17 - 8) / 8);
+    return v;
+}
+std::vector<float> b_values(int64_t n) {
+    std::vector<float> v;
+    for (int64_t i = 0; i < n; ++i) v.push_back(static_cast<float>((i * 11) % 13 - 6) / 4);
+    return v;
+}
+
+// A [m, k] and B [k, n] of those values as stored: A as [k, m] where a_t, B as [n, k] where b_t.
+std::pair<Tensor, Tensor> stored_operands(int64_t m, int64_t k, int64_t n, bool a_t, bool b_t,
+                                          DType dt) {
+    return {Tensor::from_vector(a_values(m * k), a_t ? Shape{k, m} : Shape{m, k}, dt),
+            Tensor::from_vector(b_values(k * n), b_t ? Shape{n, k} : Shape{k, n}, dt)};
+}
+
 std::vector<float> on(const std::string& device, const Tensor& t) {
     return t.to(device).to_vector<float>();
 }
@@ -267,12 +287,8 @@ TEST_CASE("tensor cores: float16 and bfloat16 matmuls on EMU are warp mma.sync")
             int64_t na = 1, nb = 1;
             for (int64_t d : s.a) na *= d;
             for (int64_t d : s.b) nb *= d;
-            std::vector<float> av, bv;
-            for (int64_t i = 0; i < na; ++i)
-                av.push_back(static_cast<float>((i * 37) % 17 - 8) / 8);
-            for (int64_t i = 0; i < nb; ++i)
-                bv.push_back(static_cast<float>((i * 11) % 13 - 6) / 4);
-            const Tensor a = Tensor::from_vector(av, s.a, dt), b = Tensor::from_vector(bv, s.b, dt);
+            const Tensor a = Tensor::from_vector(a_values(na), s.a, dt),
+                         b = Tensor::from_vector(b_values(nb), s.b, dt);
             // With an epilogue that reads a buffer too (a bias): its loads at padded columns
             // must not happen either.
             std::vector<float> biasv;
@@ -336,13 +352,7 @@ TEST_CASE("tensor cores: a warp's rows x columns of 16 x 8 blocks (TC tiles) on 
     };
     const codegen::DeviceLimits lim = runtime::emu_limits();
     for (const Case c : {Case{64, 48, 64}, Case{128, 32, 64}, Case{40, 24, 20}}) {
-        std::vector<float> av, bv;
-        for (int64_t i = 0; i < c.m * c.k; ++i)
-            av.push_back(static_cast<float>((i * 37) % 17 - 8) / 8);
-        for (int64_t i = 0; i < c.k * c.n; ++i)
-            bv.push_back(static_cast<float>((i * 11) % 13 - 6) / 4);
-        const Tensor a = Tensor::from_vector(av, {c.m, c.k}, DType::Float16);
-        const Tensor b = Tensor::from_vector(bv, {c.k, c.n}, DType::Float16);
+        const auto [a, b] = stored_operands(c.m, c.k, c.n, false, false, DType::Float16);
         // Small whole numbers over 8 and 4: every product and sum is exact in float32.
         const std::vector<float> want = a.matmul(b).to_vector<float>();
         const std::vector<ScheduledKernel> ks = schedule_graph(a.matmul(b).uop());
@@ -432,15 +442,7 @@ TEST_CASE("tensor cores: operands staged through shared memory (TC(stage, tiles)
     for (const Case& c : cases) {
         INFO(c.m << " x " << c.k << " x " << c.n << ", TC(" << c.stage << ", " << c.tiles
                  << "), A^T " << c.a_t << ", B^T " << c.b_t << ", acc " << c.acc.name());
-        std::vector<float> av, bv;
-        for (int64_t i = 0; i < c.m * c.k; ++i)
-            av.push_back(static_cast<float>((i * 37) % 17 - 8) / 8);
-        for (int64_t i = 0; i < c.k * c.n; ++i)
-            bv.push_back(static_cast<float>((i * 11) % 13 - 6) / 4);
-        const Tensor a0 = c.a_t ? Tensor::from_vector(av, {c.k, c.m}, DType::Float16)
-                                : Tensor::from_vector(av, {c.m, c.k}, DType::Float16);
-        const Tensor b0 = c.b_t ? Tensor::from_vector(bv, {c.n, c.k}, DType::Float16)
-                                : Tensor::from_vector(bv, {c.k, c.n}, DType::Float16);
+        const auto [a0, b0] = stored_operands(c.m, c.k, c.n, c.a_t, c.b_t, DType::Float16);
         const Tensor a = c.a_t ? a0.transpose() : a0, b = c.b_t ? b0.transpose() : b0;
         // Small whole numbers over 8 and 4: every product and sum is exact, in float16 too.
         const Tensor prod = a.matmul(b, c.acc);
@@ -555,19 +557,11 @@ TEST_CASE("tensor cores: Hopper's warpgroup mma (TC(10000 + stage, n)) on EMU as
         {128, 192, 256, 13412, 128, false, false, f16, f16},
         {64, 64, 256, 14411, 256, false, true, bf16, f32},
     };
-    for (const Case& c : cases) {
+    // The case's matmul of a0 and b0 (as stored) on EMU: the CPU's product exactly.
+    const auto check = [&](const Case& c, const Tensor& a0, const Tensor& b0) {
         INFO(c.m << " x " << c.k << " x " << c.n << ", TC(" << c.stage << ", " << c.cols
                  << "), A^T " << c.a_t << ", B^T " << c.b_t << ", " << c.in.name() << ", acc "
                  << c.acc.name());
-        std::vector<float> av, bv;
-        for (int64_t i = 0; i < c.m * c.k; ++i)
-            av.push_back(static_cast<float>((i * 37) % 17 - 8) / 8);
-        for (int64_t i = 0; i < c.k * c.n; ++i)
-            bv.push_back(static_cast<float>((i * 11) % 13 - 6) / 4);
-        const Tensor a0 = c.a_t ? Tensor::from_vector(av, {c.k, c.m}, c.in)
-                                : Tensor::from_vector(av, {c.m, c.k}, c.in);
-        const Tensor b0 = c.b_t ? Tensor::from_vector(bv, {c.n, c.k}, c.in)
-                                : Tensor::from_vector(bv, {c.k, c.n}, c.in);
         const Tensor a = c.a_t ? a0.transpose() : a0, b = c.b_t ? b0.transpose() : b0;
         const Tensor prod = a.matmul(b, c.acc);
         const std::vector<float> want = prod.to_vector<float>();
@@ -599,7 +593,20 @@ TEST_CASE("tensor cores: Hopper's warpgroup mma (TC(10000 + stage, n)) on EMU as
         CHECK(count_of(ptx, "ldmatrix") == 0);
         CHECK(count_of(ptx, "mma.sync") == 0);
         CHECK(ptxas(ptx, "sm_90a") == "");
+    };
+    for (const Case& c : cases) {
+        const auto [a0, b0] = stored_operands(c.m, c.k, c.n, c.a_t, c.b_t, c.in);
+        check(c, a0, b0);
     }
+    // A float16 accumulator is rounded after each k-step of 16, as each wgmma's float16
+    // registers are: 2048 + 63 x 0.0625 stays 2048 (float16's step there is 2), as the CPU's
+    // sum does (summed in float32 over all 64 k and rounded once, it would be 2052).
+    std::vector<float> big(64 * 64, 0.0625f);
+    for (size_t r = 0; r < 64; ++r) big[r * 64] = 2048;
+    const Tensor a16 = Tensor::from_vector(big, {64, 64}, f16);
+    const Tensor ones = Tensor::from_vector(std::vector<float>(64 * 64, 1), {64, 64}, f16);
+    REQUIRE(a16.matmul(ones, f16).to_vector<float>() == std::vector<float>(64 * 64, 2048));
+    check({64, 64, 64, 10411, 64, false, false, f16, f16}, a16, ones);
     // Not on an sm_80 device; a warpgroup's columns; operands that cannot be copied 16 bytes
     // at a time.
     const Tensor a = Tensor::from_vector(std::vector<float>(64 * 64, 1), {64, 64}, f16);

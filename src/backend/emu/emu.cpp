@@ -364,14 +364,15 @@ void on_wgmma(int64_t position, const int64_t* descriptors, int64_t shape, float
 // start + (x / 8) stride + (x % 8) 128 + 2 k) and MN-major ones (at start + (x / 64) leading +
 // (x % 64) 2 + (k % 8) 128 + (k / 8) stride); every thread of the warpgroup gives the same
 // descriptors, the first k-step's addresses 1024-byte aligned. The reads are the warpgroup's
-// first thread's, for the race detector; sums in float32 in k order, as mma_step's.
+// first thread's, for the race detector; sums in float32 in k order, as mma_step's, a float16
+// accumulator rounded after each k-step of 16 (as each mma's float16 D is).
 void wgmma_step(Block& b, std::vector<Fiber>& fibers) {
     for (size_t g = 0; g + 128 <= fibers.size(); g += 128) {
         const Fiber& lead = fibers[g];
         if (lead.wg_desc == nullptr) continue;
         const int64_t shape = lead.wg_shape, n = shape & 0xffff, ks = (shape >> 16) & 0xff;
         const bool a_mn = ((shape >> 24) & 1) != 0, b_mn = ((shape >> 25) & 1) != 0;
-        const bool bf16 = ((shape >> 26) & 1) != 0;
+        const bool bf16 = ((shape >> 26) & 1) != 0, f16_acc = ((shape >> 27) & 1) != 0;
         for (size_t t = g; t < g + 128; ++t)
             if (fibers[t].wg_shape != shape ||
                 !std::equal(lead.wg_desc, lead.wg_desc + 2 * ks, fibers[t].wg_desc)) {
@@ -428,7 +429,8 @@ void wgmma_step(Block& b, std::vector<Fiber>& fibers) {
                     for (int64_t k = 0; k < 16; ++k)
                         d += A[static_cast<size_t>(row * 16 + k)] *
                              B[static_cast<size_t>(k * n + col)];
-                    f.wg_cd[r] = d;
+                    // A float16 accumulator is float16 registers: each k-step's D rounded.
+                    f.wg_cd[r] = f16_acc ? detail::half_to_float(detail::float_to_half(d)) : d;
                 }
             }
         }

@@ -933,11 +933,6 @@ class Renderer {
         }
         llvm::Value* c = val(u, 2);
         if (target_ == Target::Nvptx) {
-            // The swizzle's pattern repeats every 1024 bytes from a 1024-byte boundary, where
-            // the operands must start: elsewhere they would be read wrong, so the kernel traps.
-            llvm::Value* bad = b_.CreateICmpNE(b_.CreateAnd(b_.CreateOr(wa, wb), b_.getInt64(1023)),
-                                               b_.getInt64(0));
-            when(bad, "misaligned", [&] { b_.CreateIntrinsic(llvm::Intrinsic::trap, {}, {}); });
             const int64_t regs = f16_acc ? n / 4 : n / 2;
             const char* rc = f16_acc ? "r" : "f";
             std::string text = "{\n.reg .pred p;\nsetp.ne.b32 p, $" +
@@ -1000,7 +995,7 @@ class Renderer {
         b_.CreateAlignedStore(f16_acc ? b_.CreateFPExt(c, vf) : c, pc, four);
         const uint64_t shape = static_cast<uint64_t>(n) | static_cast<uint64_t>(ks) << 16 |
                                uint64_t{a_mn} << 24 | uint64_t{b_mn} << 25 |
-                               uint64_t{in == DType::BFloat16} << 26;
+                               uint64_t{in == DType::BFloat16} << 26 | uint64_t{f16_acc} << 27;
         call_host(hook, b_.getVoidTy(),
                   {llvm::ConstantInt::get(i64, cur_), pd, llvm::ConstantInt::get(i64, shape), pc});
         llvm::Value* d = b_.CreateAlignedLoad(vf, pc, four);
