@@ -651,11 +651,14 @@ TEST_CASE("tensor cores: staged, with batch axes that stay loops in every thread
     const SymbolicShapes sym = infer_symbolic_shapes(topo);
     const std::vector<ScheduledKernel> ks = schedule_graph(prod.uop(), &sym);
     REQUIRE(ks.size() == 1);
-    for (const int64_t stage : {122, 2122}) {
-        INFO("TC(" << stage << ", 0)");
-        std::vector<codegen::Opt> opts{{codegen::OptOp::Tc, stage, 0}};
-        const codegen::LoweredKernel low =
-            codegen::lower_kernel_opt("r", ks[0].ast, runtime::emu_limits(), &opts);
+    // Warps, and (on an sm_90 device) warpgroups.
+    const codegen::DeviceLimits h100 = codegen::gpu_limits("H100", 90);
+    for (const auto& [stage, tiles] :
+         {std::pair<int64_t, int64_t>{122, 0}, {2122, 0}, {12411, 64}}) {
+        INFO("TC(" << stage << ", " << tiles << ")");
+        const codegen::DeviceLimits lim = stage > 10000 ? h100 : runtime::emu_limits();
+        std::vector<codegen::Opt> opts{{codegen::OptOp::Tc, stage, tiles}};
+        const codegen::LoweredKernel low = codegen::lower_kernel_opt("r", ks[0].ast, lim, &opts);
         size_t barriers = 0, sym_loops = 0;
         for (const UOp& u : low.program) {
             barriers += u.op() == Op::Barrier ? 1 : 0;
@@ -673,7 +676,7 @@ TEST_CASE("tensor cores: staged, with batch axes that stay loops in every thread
         for (size_t d = 0; d < 3; ++d)
             if (!low.grid_size[d].is_null()) grid[d] = evaluate(low.grid_size[d], values);
         const int64_t vars[2] = {pv, qv};
-        runtime::emu_launch(*kern, bufs.data(), vars, grid, low.block);
+        runtime::emu_launch(*kern, bufs.data(), vars, grid, low.block, lim);
         CHECK(out.to_vector<float>() == want);
     }
 }
