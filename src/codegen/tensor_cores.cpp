@@ -21,7 +21,11 @@
 // 64 k a row of the tile; a tile running along M or N (MN-major) holds 64-column atoms of 64
 // rows of k each, atom after atom. Each warpgroup's accumulator thread t (warp q = t / 32,
 // lane l = t % 32) holds register r at row 16 q + l / 4 + 8 ((r >> 1) & 1) and column
-// 8 (r >> 2) + 2 (l % 4) + (r & 1), as n / 8 blocks of the mma layout above.
+// 8 (r >> 2) + 2 (l % 4) + (r & 1), as n / 8 blocks of the mma layout above. Each k-step's
+// WGMMA waits for its mma, or (TC(20000 + stage, n)) only for the previous k-step's, keeping its
+// own in flight, reading its tile, until the next k-step's; the copies then run pipe - 2 k-steps
+// ahead (into the tile whose mma was waited for before the barrier), and a WGMMA_WAIT after the
+// loop waits for the last.
 #include <algorithm>
 #include <atomic>
 #include <string>
@@ -47,6 +51,7 @@ using detail::type_of;
 using detail::with_gate;
 
 std::atomic<bool> g_single_buffer{false};
+std::atomic<bool> g_full_lead{false};
 
 UOp idx(int64_t v) { return UOp::index(v); }
 
@@ -89,12 +94,13 @@ std::pair<UOp, UOp> pair_load(const UOp& load, const std::vector<std::pair<UOp, 
 } // namespace
 
 void set_tc_single_buffer_for_testing(bool single) { g_single_buffer.store(single); }
+void set_tc_full_lead_for_testing(bool full) { g_full_lead.store(full); }
 
 UOp tensor_core_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis, int64_t stage,
                     int64_t tiles, const std::string& what) {
     // A warpgroup's 64 x n outputs are, thread by thread, 1 x n / 8 blocks of 16 x 8 (in
     // each warp's rows).
-    const bool wg_tiles = stage / 10000 == 1;
+    const bool wg_tiles = stage / 10000 == 1 || stage / 10000 == 2;
     int64_t tm = 1, tn = wg_tiles ? tiles / 8 : 1;
     if (!wg_tiles && tiles != 0) {
         tm = tiles / 16;
@@ -111,12 +117,13 @@ UOp tensor_core_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis,
     const bool staged = stage != 0;
     const TcStage st = staged ? TcStage::decode(stage) : TcStage{0, 1, 1, 1};
     const int64_t pipe = st.pipe, ks = st.ks, wm = st.wm, wn = st.wn;
-    const bool wg = st.wg;
-    if (staged && (!st.valid() || stage < 0 || stage >= 20000))
+    const bool wg = st.wg != 0, inflight = st.wg == 2;
+    if (staged && (!st.valid() || stage < 0 || stage >= 30000))
         fail("opt", what +
                         "the staging is 0 or 1000 * pipeline tiles (0, 2, 3 or 4) + 100 * "
                         "k-steps + 10 * row warps + column warps (each 1, 2 or 4), or 10000 + "
-                        "that for warpgroups (k-steps 4), got " +
+                        "that for warpgroups (k-steps 4), 20000 + that for warpgroups keeping an "
+                        "mma in flight (pipelines of 3 or 4), got " +
                         std::to_string(stage));
     if (wg && tiles != 64 && tiles != 128 && tiles != 256)
         fail("opt",
@@ -415,7 +422,10 @@ UOp tensor_core_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis,
             // The prologue's tiles, a group each (an ASYNC_WAIT that waits for nothing commits
             // one; the next tile's copies follow it), the last one committed by the loop's first
             // wait. Then k-step t's wait retires the groups of tiles 0 .. t exactly.
-            const int64_t ready = std::min(pipe - 1, steps); // tiles the prologue copies
+            // Copies run `lead` k-steps ahead: pipe - 1, or pipe - 2 where a k-step's mma is still
+            // in flight (reading its tile) while the next k-step's copies are issued.
+            const int64_t lead = pipe - 1 - (inflight && !g_full_lead.load() ? 1 : 0);
+            const int64_t ready = std::min(lead, steps); // tiles the prologue copies
             UOp commit;
             std::vector<UOp> last;
             for (int64_t st = 0; st < ready; ++st) {
@@ -439,8 +449,8 @@ UOp tensor_core_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis,
             const UOp wait =
                 UOp::make(Op::AsyncWait, DType::Void, last, std::vector<int64_t>{ready - 1});
             barrier = UOp::make(Op::Barrier, DType::Void, {wait});
-            const UOp ahead = kt + idx(pipe - 1);
-            const UOp skip = steps > pipe - 1 ? ahead < idx(steps) : UOp::constant(DType::Bool, 0);
+            const UOp ahead = kt + idx(lead);
+            const UOp skip = steps > lead ? ahead < idx(steps) : UOp::constant(DType::Bool, 0);
             const auto after = [&](const Tile& t) {
                 return UOp::make(Op::After, t.smem.dtype(), {t.smem, barrier});
             };
@@ -469,7 +479,8 @@ UOp tensor_core_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis,
                 UOp::make(Op::Wgmma, acc_t.vec(static_cast<uint16_t>(tiles / 2)),
                           {first(ta, after_a, wr * idx(64)), first(tb, after_b, wc * idx(tiles)),
                            UOp::constant_f(acc_t.vec(static_cast<uint16_t>(tiles / 2)), 0.0)},
-                          std::vector<int64_t>{tiles, ks, ta.kmajor ? 0 : 1, tb.kmajor ? 0 : 1});
+                          std::vector<int64_t>{tiles, ks, ta.kmajor ? 0 : 1, tb.kmajor ? 0 : 1,
+                                               inflight ? 1 : 0});
         }
         const auto ldmatrix = [&](const Tile& t, const UOp& after, int64_t count, const UOp& outer0,
                                   const UOp& k0, const UOp& ob, const UOp& kb) {
@@ -498,7 +509,11 @@ UOp tensor_core_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis,
     // Each block's accumulator: the k sub-steps' mma in k order, each accumulating onto the one
     // before; the first's C is zero, which linearize makes the accumulator.
     std::vector<UOp> accs;
-    if (wg) accs.push_back(UOp::make(Op::Reduce, wgmma.dtype(), {wgmma, kt}, red.arg()));
+    if (wg) {
+        // The last k-step's mma may still be in flight: waited for before the stores.
+        accs.push_back(UOp::make(Op::Reduce, wgmma.dtype(), {wgmma, kt}, red.arg()));
+        if (inflight) accs[0] = UOp::make(Op::WgmmaWait, accs[0].dtype(), {accs[0]});
+    }
     for (int64_t ti = 0; ti < tm && !wg; ++ti)
         for (int64_t tj = 0; tj < tn; ++tj) {
             UOp mma = UOp::constant_f(acc_t.vec(4), 0.0);

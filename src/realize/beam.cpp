@@ -792,18 +792,21 @@ std::vector<std::vector<Opt>> tensor_core_variants(const UOp& prepared, const De
                         k.try_apply({OptOp::Tc, TcStage{pipe, ks, wm, wn}.code(), tiles}))
                         out.push_back(k.applied());
     // Hopper (sm_90): 1 x 1, 2 x 1, 1 x 2 and 2 x 2 warpgroups of 64 x 128 or 64 x 256 outputs
-    // (wgmma), k-steps of 64 by a cp.async pipeline of 2, 3 or 4 tiles. Only with
+    // (wgmma), k-steps of 64 by a cp.async pipeline of 2, 3 or 4 tiles, each k-step's mma waited
+    // for, or (pipelines of 3 and 4) the last one kept in flight. Only with
     // TEMPURA_WGMMA=1 until they have run on a GPU: BEAM times candidates, it does not check
     // their products, and these have been checked on EMU only (against its model of the
     // hardware's descriptors and swizzle).
     if (lim.sm < 90 || !env::get_flag("TEMPURA_WGMMA")) return out;
-    for (const int64_t pipe : {2, 3, 4})
-        for (const auto& [wm, wn] :
-             {std::pair{1, 1}, std::pair{2, 1}, std::pair{1, 2}, std::pair{2, 2}})
-            for (const int64_t cols : {128, 256})
-                if (OptKernel k(prepared, lim);
-                    k.try_apply({OptOp::Tc, TcStage{pipe, 4, wm, wn, true}.code(), cols}))
-                    out.push_back(k.applied());
+    for (const int64_t wg : {1, 2})
+        for (const int64_t pipe : {2, 3, 4})
+            for (const auto& [wm, wn] :
+                 {std::pair{1, 1}, std::pair{2, 1}, std::pair{1, 2}, std::pair{2, 2}})
+                for (const int64_t cols : {128, 256})
+                    if (OptKernel k(prepared, lim);
+                        (wg == 1 || pipe >= 3) &&
+                        k.try_apply({OptOp::Tc, TcStage{pipe, 4, wm, wn, wg}.code(), cols}))
+                        out.push_back(k.applied());
     return out;
 }
 

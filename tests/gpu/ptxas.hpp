@@ -8,8 +8,10 @@
 #include <iterator>
 #include <string>
 
-// ptxas's verdict on a kernel's PTX for one arch: "" when it assembles, else its output.
-inline std::string ptxas(const std::string& ptx, const std::string& arch) {
+// What ptxas prints for a kernel's PTX for one arch (its warnings where it assembles), and
+// whether it assembled.
+inline std::string ptxas_output(const std::string& ptx, const std::string& arch,
+                                bool* ok = nullptr) {
 #ifdef TEMPURA_PTXAS
     namespace fs = std::filesystem;
     const fs::path dir = fs::temp_directory_path();
@@ -23,10 +25,19 @@ inline std::string ptxas(const std::string& ptx, const std::string& arch) {
     std::string out((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     fs::remove(src);
     fs::remove(log);
-    return rc == 0 ? "" : "ptxas -arch=" + arch + " failed: " + out;
+    if (ok != nullptr) *ok = rc == 0;
+    return out;
 #else
     (void)ptx;
     (void)arch;
+    if (ok != nullptr) *ok = true;
     return "";
 #endif
+}
+
+// ptxas's verdict on a kernel's PTX for one arch: "" when it assembles, else its output.
+inline std::string ptxas(const std::string& ptx, const std::string& arch) {
+    bool ok = false;
+    const std::string out = ptxas_output(ptx, arch, &ok);
+    return ok ? "" : "ptxas -arch=" + arch + " failed: " + out;
 }

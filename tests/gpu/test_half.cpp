@@ -70,6 +70,12 @@ std::pair<Tensor, Tensor> stored_operands(int64_t m, int64_t k, int64_t n, bool 
             Tensor::from_vector(b_values(k * n), b_t ? Shape{n, k} : Shape{k, n}, dt)};
 }
 
+// What the TC opt says of a staging it does not know, before the value.
+const std::string kBadStaging =
+    "the staging is 0 or 1000 * pipeline tiles (0, 2, 3 or 4) + 100 * k-steps + 10 * row warps "
+    "+ column warps (each 1, 2 or 4), or 10000 + that for warpgroups (k-steps 4), 20000 + that "
+    "for warpgroups keeping an mma in flight (pipelines of 3 or 4), got ";
+
 std::vector<float> on(const std::string& device, const Tensor& t) {
     return t.to(device).to_vector<float>();
 }
@@ -514,15 +520,10 @@ TEST_CASE("tensor cores: operands staged through shared memory (TC(stage, tiles)
     codegen::OptKernel k(codegen::prepare_for_opts(ks[0].ast), lim);
     CHECK(error_of([&] {
               k.apply({codegen::OptOp::Tc, 22, 0});
-          }) == "[opt] TC(22, 0): the staging is 0 or 1000 * pipeline tiles (0, 2, 3 or 4) + 100 * "
-                "k-steps + 10 * row warps + column warps (each 1, 2 or 4), or 10000 + that for "
-                "warpgroups (k-steps 4), got 22");
+          }) == "[opt] TC(22, 0): " + kBadStaging + "22");
     CHECK(error_of([&] {
               k.apply({codegen::OptOp::Tc, 1111, 0});
-          }) ==
-          "[opt] TC(1111, 0): the staging is 0 or 1000 * pipeline tiles (0, 2, 3 or 4) + 100 * "
-          "k-steps + 10 * row warps + column warps (each 1, 2 or 4), or 10000 + that for "
-          "warpgroups (k-steps 4), got 1111");
+          }) == "[opt] TC(1111, 0): " + kBadStaging + "1111");
     // A: 2 x 512 rows of 64 + 8; B (stored along N): 2 x 64 rows of 256 + 8; 2 bytes each.
     CHECK(error_of([&] {
               k.apply({codegen::OptOp::Tc, 444, 136});
@@ -556,6 +557,11 @@ TEST_CASE("tensor cores: Hopper's warpgroup mma (TC(10000 + stage, n)) on EMU as
         {100, 72, 120, 12422, 64, false, false, f16, f32}, // M, N and K padded
         {128, 192, 256, 13412, 128, false, false, f16, f16},
         {64, 64, 256, 14411, 256, false, true, bf16, f32},
+        // An mma kept in flight while the next k-step's is issued (copies 1 or 2 steps ahead)
+        {128, 192, 128, 23421, 64, false, false, f16, f32},
+        {96, 200, 120, 23411, 128, true, false, f16, f32}, // padded
+        {64, 256, 256, 24412, 128, false, true, f16, f16},
+        {64, 64, 128, 24411, 128, false, false, bf16, f32}, // fewer k-steps than the lead
     };
     // The case's matmul of a0 and b0 (as stored) on EMU: the CPU's product exactly.
     const auto check = [&](const Case& c, const Tensor& a0, const Tensor& b0) {
@@ -590,6 +596,12 @@ TEST_CASE("tensor cores: Hopper's warpgroup mma (TC(10000 + stage, n)) on EMU as
         CHECK(count_of(ptx, std::string(", p, 1, 1, ") + (c.a_t ? "1" : "0") + ", " +
                                 (c.b_t ? "0" : "1") + ";") == 4);
         CHECK(count_of(ptx, "fence.proxy.async.shared::cta") == count_of(ptx, "bar.sync"));
+        // In flight: each k-step waits for the one before; the last is waited for after the loop.
+        const bool in_flight = st.wg == 2;
+        CHECK(count_of(ptx, "wgmma.wait_group.sync.aligned 1;") == (in_flight ? 1u : 0u));
+        CHECK(count_of(ptx, "wgmma.wait_group.sync.aligned 0;") == 1);
+        // ptxas keeps the mma asynchronous: no serialization warning.
+        CHECK(ptxas_output(ptx, "sm_90a").find("wgmma") == std::string::npos);
         CHECK(count_of(ptx, "ldmatrix") == 0);
         CHECK(count_of(ptx, "mma.sync") == 0);
         CHECK(ptxas(ptx, "sm_90a") == "");
@@ -621,9 +633,10 @@ TEST_CASE("tensor cores: Hopper's warpgroup mma (TC(10000 + stage, n)) on EMU as
           }) == "[opt] TC(10411, 72): a warpgroup's columns are 64, 128 or 256, got 72");
     CHECK(error_of([&] {
               h.apply({codegen::OptOp::Tc, 10211, 64});
-          }) == "[opt] TC(10211, 64): the staging is 0 or 1000 * pipeline tiles (0, 2, 3 or 4) + "
-                "100 * k-steps + 10 * row warps + column warps (each 1, 2 or 4), or 10000 + that "
-                "for warpgroups (k-steps 4), got 10211");
+          }) == "[opt] TC(10211, 64): " + kBadStaging + "10211");
+    CHECK(error_of([&] {
+              h.apply({codegen::OptOp::Tc, 22411, 64});
+          }) == "[opt] TC(22411, 64): " + kBadStaging + "22411");
     const Tensor odd = Tensor::from_vector(std::vector<float>(64 * 60, 1), {64, 60}, f16);
     const std::vector<ScheduledKernel> ko = schedule_graph(odd.matmul(odd.transpose()).uop());
     codegen::OptKernel ho(codegen::prepare_for_opts(ko[0].ast), lim);
@@ -715,24 +728,34 @@ TEST_CASE("EMU: the race detector reports staged tensor cores with one buffer") 
     // Warpgroups (sm_90), a pipeline of 2: k-step 0 issues step 1's copies into the tile its
     // WGMMA then reads (the warpgroup's reads are its first thread's): A's row 0, k 8 .. 15 (the
     // 16-byte unit 1 ^ 0) is thread 1's copy.
-    const Tensor a2 =
-        Tensor::from_vector(std::vector<float>(64 * 128, 1), {64, 128}, DType::Float16);
-    const Tensor b2 =
-        Tensor::from_vector(std::vector<float>(128 * 64, 1), {128, 64}, DType::Float16);
-    const std::vector<ScheduledKernel> k2 = schedule_graph(a2.matmul(b2).uop());
     const codegen::DeviceLimits h100 = codegen::gpu_limits("H100", 90);
-    std::vector<codegen::Opt> opts{{codegen::OptOp::Tc, 12411, 64}};
-    codegen::set_tc_single_buffer_for_testing(true);
-    const codegen::LoweredKernel low = codegen::lower_kernel_opt("r", k2[0].ast, h100, &opts);
-    codegen::set_tc_single_buffer_for_testing(false);
-    const auto k = runtime::compile_emu_kernel("r_one_buffer_wg", low.program, 128);
-    const Tensor out =
-        Tensor::from_vector(std::vector<float>(64 * 64, NAN), {64, 64}, DType::Float16);
-    const auto bufs = matmul_buffers(k2[0], out, a2, b2);
-    CHECK(error_of([&] {
-              runtime::emu_launch(*k, bufs.data(), nullptr, low.grid, low.block, h100);
-          }) == "[emu] kernel r_one_buffer_wg: block (0, 0, 0), thread (0, 0, 0): shared-memory "
-                "race: LOAD of shared byte 16 written by thread (1, 0, 0) since the last barrier");
+    const auto wg_race = [&](int64_t stage, int64_t kk, void (*bug)(bool)) {
+        const Tensor a2 = Tensor::from_vector(std::vector<float>(static_cast<size_t>(64 * kk), 1),
+                                              {64, kk}, DType::Float16);
+        const Tensor b2 = Tensor::from_vector(std::vector<float>(static_cast<size_t>(kk * 64), 1),
+                                              {kk, 64}, DType::Float16);
+        const std::vector<ScheduledKernel> k2 = schedule_graph(a2.matmul(b2).uop());
+        std::vector<codegen::Opt> opts{{codegen::OptOp::Tc, stage, 64}};
+        bug(true);
+        const codegen::LoweredKernel low = codegen::lower_kernel_opt("r", k2[0].ast, h100, &opts);
+        bug(false);
+        const auto k = runtime::compile_emu_kernel("r_wg_race", low.program, 128);
+        const Tensor out =
+            Tensor::from_vector(std::vector<float>(64 * 64, NAN), {64, 64}, DType::Float16);
+        const auto bufs = matmul_buffers(k2[0], out, a2, b2);
+        return error_of(
+            [&] { runtime::emu_launch(*k, bufs.data(), nullptr, low.grid, low.block, h100); });
+    };
+    CHECK(wg_race(12411, 128, &codegen::set_tc_single_buffer_for_testing) ==
+          "[emu] kernel r_wg_race: block (0, 0, 0), thread (0, 0, 0): shared-memory race: LOAD of "
+          "shared byte 16 written by thread (1, 0, 0) since the last barrier");
+    // An mma kept in flight (pipeline of 3) while k-step 1's copies run 2 steps ahead (of 4),
+    // into the tile k-step 0's mma still reads: its reads count in every epoch until its wait,
+    // and thread 1's copy of A's row 0, k 8 .. 15 meets them. With the copies 1 step ahead, none.
+    CHECK(wg_race(23411, 256, &codegen::set_tc_full_lead_for_testing) ==
+          "[emu] kernel r_wg_race: block (0, 0, 0), thread (1, 0, 0): shared-memory race: STORE "
+          "of shared byte 16 read by thread (0, 0, 0) since the last barrier");
+    CHECK(wg_race(23411, 256, [](bool) {}) == "<no error>");
 }
 
 TEST_CASE("tensor cores: a fragment's two 16-bit values along K are one 32-bit load") {

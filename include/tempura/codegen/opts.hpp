@@ -136,21 +136,24 @@ bool reads_what_it_writes(const UOp& ast);
 // a block of wm x wn warps (each 1, 2 or 4) copies k-steps of 16 ks (1, 2 or 4) of both operands
 // into shared memory, through registers into two tiles taken in turn (pipe 0, one barrier a
 // k-step) or by a cp.async pipeline of pipe (2, 3 or 4) tiles, pipe - 1 k-steps in flight.
-// With 10000 added (wg), the block is wm x wn warpgroups of 128 threads (Hopper, sm_90): tiles
-// of 128-byte swizzled rows that the warpgroup's wgmma reads from shared memory itself, k-steps
-// of 64 (ks 4), and `tiles` is then a warpgroup's columns (64, 128 or 256) over its 64 rows.
+// With 10000 wg added (wg 1 or 2), the block is wm x wn warpgroups of 128 threads (Hopper,
+// sm_90): tiles of 128-byte swizzled rows that the warpgroup's wgmma reads from shared memory
+// itself, k-steps of 64 (ks 4), and `tiles` is then a warpgroup's columns (64, 128 or 256) over
+// its 64 rows. wg 1 waits for each k-step's mma before the next barrier; wg 2 (pipelines of 3 or
+// 4 tiles) keeps one k-step's mma in flight while the next is issued, the copies then running
+// pipe - 2 k-steps ahead.
 struct TcStage {
     int64_t pipe = 0, ks = 1, wm = 1, wn = 1;
-    bool wg = false;
+    int64_t wg = 0;
     static TcStage decode(int64_t stage) {
-        return {stage / 1000 % 10, stage / 100 % 10, stage / 10 % 10, stage % 10,
-                stage / 10000 == 1};
+        return {stage / 1000 % 10, stage / 100 % 10, stage / 10 % 10, stage % 10, stage / 10000};
     }
-    int64_t code() const { return 10000 * (wg ? 1 : 0) + 1000 * pipe + 100 * ks + 10 * wm + wn; }
+    int64_t code() const { return 10000 * wg + 1000 * pipe + 100 * ks + 10 * wm + wn; }
     bool valid() const {
         const auto one_two_four = [](int64_t v) { return v == 1 || v == 2 || v == 4; };
-        return (pipe == 0 || (pipe >= 2 && pipe <= 4)) && one_two_four(ks) && (!wg || ks == 4) &&
-               one_two_four(wm) && one_two_four(wn);
+        return (pipe == 0 || (pipe >= 2 && pipe <= 4)) && one_two_four(ks) && wg >= 0 && wg <= 2 &&
+               (wg == 0 || ks == 4) && (wg != 2 || pipe >= 3) && one_two_four(wm) &&
+               one_two_four(wn);
     }
 };
 
@@ -170,6 +173,9 @@ bool tc_warps_2x2(OptKernel& k);
 // Tests only: staged TC copies every k-step to the same buffer (EMU's race detector must then
 // report the write of step t + 1 over what step t's fragments read).
 void set_tc_single_buffer_for_testing(bool single);
+// Tests only: warpgroups that keep an mma in flight still copy pipe - 1 k-steps ahead, into the
+// tile that mma reads (EMU's race detector must report the copies).
+void set_tc_full_lead_for_testing(bool full);
 
 // The ast with `opts` applied in order (throws on the first invalid one).
 UOp apply_opts(const UOp& ast, const std::vector<Opt>& opts, const DeviceLimits& limits);

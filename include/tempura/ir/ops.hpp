@@ -129,14 +129,17 @@ struct OpInfo {
     /* of 16-bit values: lane 8 q + r gives row r of matrix q (an INDEX of 8 values in shared */   \
     /* memory); lane l gets 2 values of each: row l / 4, 2 (l % 4) and on (or transposed) */       \
     X(LdMatrix, "LDMATRIX", 1, 1, Memory, 0, -1, Ints)                                             \
-    /* WGMMA(a, b, c) {n, ks, a_mn, b_mn}: a warpgroup's (4 warps, 128 threads) */                 \
+    /* WGMMA(a, b, c) {n, ks, a_mn, b_mn[, 1]}: a warpgroup's (4 warps, 128 threads) */            \
     /* tensor-core multiply-add D = A B + C of 64 x n outputs over ks k-steps of 16 */             \
     /* (Hopper wgmma.mma_async, issued, committed and waited for): a and b are INDEXes */          \
     /* of the operands' first elements in shared memory, at 1024-byte boundaries, in the */        \
     /* 128-byte swizzled layouts of src/codegen/tensor_cores.cpp (a_mn, b_mn: 1 where */           \
     /* the tile runs along M or N, 0 along K); c and D are this thread's n / 2 */                  \
-    /* accumulator lanes (float32, or float16 from float16 operands) */                            \
+    /* accumulator lanes (float32, or float16 from float16 operands). {.., 1}: it returns */       \
+    /* with this mma in flight (wgmma.wait_group 1: the one before it is done) */                  \
     X(Wgmma, "WGMMA", 3, 3, Vector, 0, -1, Ints)                                                   \
+    /* WGMMA_WAIT(d): d, once the warpgroup's mma in flight are done (wgmma.wait_group 0) */       \
+    X(WgmmaWait, "WGMMA_WAIT", 1, 1, Vector, 0, -1, None)                                          \
     /* control flow */                                                                             \
     X(Range, "RANGE", kVariadic, 1, Control, 0, -1, Range)                                         \
     X(End, "END", kVariadic, 1, Control, 0, 1, None)                                               \

@@ -154,6 +154,10 @@ struct Block {
     size_t shared_size = 0;
     std::vector<Shadow> shadow;
     uint32_t epoch = 1;
+    // Per warpgroup, the shared addresses (2 bytes each) its WGMMA left in flight reads: read
+    // again (for the race detector) in every epoch until a WGMMA or WGMMA_WAIT retires it, as
+    // the hardware may read them any time until then.
+    std::vector<std::vector<int64_t>> wg_pending;
     int64_t tid = 0;         // the thread running now
     AsyncCopies solo_copies; // the running thread's cp.async when the block runs no fibers
     std::string error;
@@ -346,6 +350,25 @@ void ldmatrix_step(std::vector<Fiber>& fibers) {
     }
 }
 
+// Warpgroup g's mma in flight read their operands again now (the race detector's view of a read
+// that may happen any time until it is retired); `retire` then forgets them.
+void reread_pending(Block& b, size_t g, bool retire) {
+    if (g >= b.wg_pending.size() || b.wg_pending[g].empty()) return;
+    const int64_t saved = b.tid;
+    b.tid = static_cast<int64_t>(g * 128);
+    for (const int64_t address : b.wg_pending[g])
+        if (on_shared(address, 2, 0) == 0) break;
+    b.tid = saved;
+    if (retire) b.wg_pending[g].clear();
+}
+
+// The thread's WGMMA_WAIT: its warpgroup's mma in flight are done.
+void on_wgmma_wait(int64_t) {
+    Block* b = t_block;
+    if (b == nullptr) return;
+    reread_pending(*b, static_cast<size_t>(b->tid / 128), true);
+}
+
 // The thread's WGMMA: its descriptors and accumulator are left for the warpgroup's step.
 void on_wgmma(int64_t position, const int64_t* descriptors, int64_t shape, float* cd) {
     Block* b = t_block;
@@ -373,6 +396,7 @@ void wgmma_step(Block& b, std::vector<Fiber>& fibers) {
         const int64_t shape = lead.wg_shape, n = shape & 0xffff, ks = (shape >> 16) & 0xff;
         const bool a_mn = ((shape >> 24) & 1) != 0, b_mn = ((shape >> 25) & 1) != 0;
         const bool bf16 = ((shape >> 26) & 1) != 0, f16_acc = ((shape >> 27) & 1) != 0;
+        const bool in_flight = ((shape >> 28) & 1) != 0;
         for (size_t t = g; t < g + 128; ++t)
             if (fibers[t].wg_shape != shape ||
                 !std::equal(lead.wg_desc, lead.wg_desc + 2 * ks, fibers[t].wg_desc)) {
@@ -381,7 +405,10 @@ void wgmma_step(Block& b, std::vector<Fiber>& fibers) {
                           b.thread(static_cast<int64_t>(g)) + " of its warpgroup");
                 return;
             }
+        // This WGMMA's wait retires the one before it (in flight, its reads may happen until now).
+        reread_pending(b, g / 128, true);
         b.tid = static_cast<int64_t>(g);
+        std::vector<int64_t> reads; // kept while this one is in flight
         // Element (x, k) of an operand (x: A's row or B's column) under descriptor d.
         const auto element = [&](int64_t d, bool mn, int64_t x, int64_t k, float& out) {
             const int64_t start = (d & 0x3fff) << 4, lead_off = ((d >> 16) & 0x3fff) << 4,
@@ -392,6 +419,7 @@ void wgmma_step(Block& b, std::vector<Fiber>& fibers) {
             at ^= ((at >> 7) & 7) << 4;
             const auto host = reinterpret_cast<int64_t>(b.shared) + at;
             if (on_shared(host, 2, 0) == 0) return false;
+            if (in_flight) reads.push_back(host);
             uint16_t bits;
             std::memcpy(&bits, reinterpret_cast<const void*>(host), 2);
             out = bf16 ? detail::bf16_to_float(bits) : detail::half_to_float(bits);
@@ -435,6 +463,10 @@ void wgmma_step(Block& b, std::vector<Fiber>& fibers) {
             }
         }
         for (size_t t = g; t < g + 128; ++t) fibers[t].wg_desc = nullptr;
+        if (in_flight) {
+            if (b.wg_pending.size() <= g / 128) b.wg_pending.resize(g / 128 + 1);
+            b.wg_pending[g / 128] = std::move(reads);
+        }
     }
 }
 
@@ -516,7 +548,7 @@ void on_async_wait(int64_t n) {
 void install_hooks() {
     static const bool done = [] {
         llvm_backend::set_emu_hooks({&on_fault, &on_shared, &on_barrier, &on_mma, &on_copy_async,
-                                     &on_async_wait, &on_ldmatrix, &on_wgmma});
+                                     &on_async_wait, &on_ldmatrix, &on_wgmma, &on_wgmma_wait});
         return true;
     }();
     (void)done;
@@ -709,7 +741,13 @@ std::string run_block(const CompiledKernel& k, void* const* buffers, const int64
             continue; // no memory barrier: the epoch stays
         }
         ++b.epoch; // the barrier: what was written before it may be read after it
+        for (size_t g = 0; g < b.wg_pending.size(); ++g) reread_pending(b, g, false);
     }
+    for (size_t g = 0; g < b.wg_pending.size() && b.error.empty(); ++g)
+        if (!b.wg_pending[g].empty())
+            b.problem(b.where(static_cast<int64_t>(g * 128)) +
+                      "its warpgroup's WGMMA is still in flight at the kernel's end (no "
+                      "WGMMA_WAIT, wgmma.wait_group 0, retired it)");
     return b.error;
 }
 

@@ -47,6 +47,7 @@ std::atomic<decltype(EmuHooks::copy_async)> g_emu_copy_async{nullptr};
 std::atomic<decltype(EmuHooks::async_wait)> g_emu_async_wait{nullptr};
 std::atomic<decltype(EmuHooks::ldmatrix)> g_emu_ldmatrix{nullptr};
 std::atomic<decltype(EmuHooks::wgmma)> g_emu_wgmma{nullptr};
+std::atomic<decltype(EmuHooks::wgmma_wait)> g_emu_wgmma_wait{nullptr};
 
 // A 16-byte aligned array of shared memory (address space 3). LLVM's User classes pair a custom
 // operator new with a sized operator delete, which GCC 12 (at -O1, under the sanitizers) takes
@@ -870,6 +871,44 @@ class Renderer {
         return f16_acc ? b_.CreateFPTrunc(d, value_type(u.dtype(), u)) : d;
     }
 
+    // Inline PTX `text` that reads and writes an accumulator `acc` (its registers $0 .. $regs - 1:
+    // floats, or i32 pairs of halves, tied as inputs after `args`, whose constraints are
+    // `middle`, each after a comma), returning the accumulator as a vector of type `vec`.
+    llvm::Value* accumulator_asm(const std::string& text, const std::string& middle,
+                                 std::vector<llvm::Value*> args, llvm::Value* acc, bool f16,
+                                 llvm::Type* vec) {
+        const auto lanes = static_cast<int64_t>(
+            llvm::cast<llvm::FixedVectorType>(acc->getType())->getNumElements());
+        const int64_t regs = f16 ? lanes / 2 : lanes;
+        llvm::Type* reg_t = f16 ? b_.getInt32Ty() : b_.getFloatTy();
+        std::string cons;
+        for (int64_t r = 0; r < regs; ++r)
+            cons += std::string(r == 0 ? "=" : ",=") + (f16 ? "r" : "f");
+        cons += middle;
+        for (int64_t r = 0; r < regs; ++r) {
+            cons += "," + std::to_string(r);
+            const int lo = static_cast<int>(2 * r);
+            args.push_back(f16 ? b_.CreateBitCast(b_.CreateShuffleVector(acc, {lo, lo + 1}), reg_t)
+                               : b_.CreateExtractElement(acc, static_cast<uint64_t>(r)));
+        }
+        std::vector<llvm::Type*> outs(static_cast<size_t>(regs), reg_t);
+        llvm::Value* d = inline_asm(llvm::StructType::get(ctx_, outs), text, cons, args);
+        auto* pair = llvm::FixedVectorType::get(b_.getHalfTy(), 2);
+        llvm::Value* out = llvm::PoisonValue::get(vec);
+        for (int64_t r = 0; r < regs; ++r) {
+            llvm::Value* v = b_.CreateExtractValue(d, static_cast<unsigned>(r));
+            if (!f16) {
+                out = b_.CreateInsertElement(out, v, static_cast<uint64_t>(r));
+                continue;
+            }
+            llvm::Value* two = b_.CreateBitCast(v, pair);
+            for (unsigned e = 0; e < 2; ++e)
+                out = b_.CreateInsertElement(out, b_.CreateExtractElement(two, e),
+                                             static_cast<uint64_t>(2 * r + e));
+        }
+        return out;
+    }
+
     // PTX inline assembly (what LLVM 19's NVPTX has no intrinsic for: Hopper's wgmma, fences).
     llvm::Value* inline_asm(llvm::Type* ret, const std::string& text,
                             const std::string& constraints, llvm::ArrayRef<llvm::Value*> args) {
@@ -879,28 +918,31 @@ class Renderer {
         return b_.CreateCall(fty, llvm::InlineAsm::get(fty, text, constraints, true), args);
     }
 
-    // WGMMA(a, b, c) {n, ks, a_mn, b_mn}: the warpgroup's ks wgmma.mma_async.m64nNk16, one per
-    // 16 of k, committed and waited for. Each operand is described to the hardware by a 64-bit
-    // descriptor of its shared-memory address (bits 0-13: address >> 4; 16-29: the leading byte
-    // offset >> 4; 32-45: the stride byte offset >> 4; 62-63: 1, the 128-byte swizzle): a K-major
-    // tile has rows of 128 bytes, 8 of them (1024 bytes) apart from the next 8 (the stride), the
-    // next 16 of k 32 bytes on; an MN-major one has atoms of 64 columns 16 ks x 128 bytes apart
-    // (the leading offset), each 8 rows of k 1024 bytes from the next 8, the next 16 of k 2048
-    // bytes on.
+    // WGMMA(a, b, c) {n, ks, a_mn, b_mn[, in flight]}: the warpgroup's ks wgmma.mma_async.m64nNk16,
+    // one per 16 of k, committed and waited for (in flight: for the group before them only). Each
+    // operand is described to the hardware by a 64-bit descriptor of its shared-memory address
+    // (bits 0-13: address >> 4; 16-29: the leading byte offset >> 4; 32-45: the stride byte offset
+    // >> 4; 62-63: 1, the 128-byte swizzle): a K-major tile has rows of 128 bytes, 8 of them (1024
+    // bytes) apart from the next 8 (the stride), the next 16 of k 32 bytes on; an MN-major one has
+    // atoms of 64 columns 16 ks x 128 bytes apart (the leading offset), each 8 rows of k 1024 bytes
+    // from the next 8, the next 16 of k 2048 bytes on.
     llvm::Value* wgmma(const UOp& u) {
         const auto* a = std::get_if<std::vector<int64_t>>(&u.arg());
         const DType in = u.src(0).dtype().base(), ct = u.dtype();
-        const int64_t n = a != nullptr && a->size() == 4 ? (*a)[0] : 0;
-        const int64_t ks = a != nullptr && a->size() == 4 ? (*a)[1] : 0;
+        const bool arity = a != nullptr && (a->size() == 4 || a->size() == 5);
+        const int64_t n = arity ? (*a)[0] : 0;
+        const int64_t ks = arity ? (*a)[1] : 0;
+        const int64_t in_flight = arity && a->size() == 5 ? (*a)[4] : 0;
         const bool f16_acc = ct.scalar == Scalar::Float16;
         if (n < 8 || n > 256 || n % 8 != 0 || ks < 1 || ks > 8 || ((*a)[2] & ~1) != 0 ||
             ((*a)[3] & ~1) != 0 || !in.is_16bit_float() || in.count != 1 ||
             u.src(1).dtype().base() != in || !is_shared(u.src(0)) || !is_shared(u.src(1)) ||
             (ct.scalar != Scalar::Float32 && !f16_acc) || (f16_acc && in != DType::Float16) ||
-            ct.count != n / 2 || u.src(2).dtype() != ct)
+            ct.count != n / 2 || u.src(2).dtype() != ct || (in_flight & ~1) != 0)
             unsupported(u, "a WGMMA {n (8 .. 256, a multiple of 8), k-steps (1 .. 8), A and B "
-                           "MN-major (0 or 1)} reads 16-bit floats of shared memory and "
-                           "accumulates n / 2 lanes of float32 (or of float16 from float16)");
+                           "MN-major (0 or 1)[, in flight (0 or 1)]} reads 16-bit floats of "
+                           "shared memory and accumulates n / 2 lanes of float32 (or of float16 "
+                           "from float16)");
         const bool a_mn = (*a)[2] != 0, b_mn = (*a)[3] != 0;
         llvm::Type* i64 = b_.getInt64Ty();
         // Shared-window addresses: NVPTX's shared pointers are; EMU's are host addresses, less
@@ -934,7 +976,6 @@ class Renderer {
         llvm::Value* c = val(u, 2);
         if (target_ == Target::Nvptx) {
             const int64_t regs = f16_acc ? n / 4 : n / 2;
-            const char* rc = f16_acc ? "r" : "f";
             std::string text = "{\n.reg .pred p;\nsetp.ne.b32 p, $" +
                                std::to_string(regs + 2 * ks) + ", 0;\nwgmma.fence.sync.aligned;\n";
             std::string dlist = "{";
@@ -947,39 +988,14 @@ class Renderer {
                         ", $" + std::to_string(regs + 2 * sub) + ", $" +
                         std::to_string(regs + 2 * sub + 1) + ", p, 1, 1, " + (a_mn ? "1" : "0") +
                         ", " + (b_mn ? "1" : "0") + ";\n";
-            text += "wgmma.commit_group.sync.aligned;\nwgmma.wait_group.sync.aligned 0;\n}";
-            std::string cons;
-            for (int64_t r = 0; r < regs; ++r) cons += std::string(r == 0 ? "=" : ",=") + rc;
-            for (int64_t d = 0; d < 2 * ks; ++d) cons += ",l";
-            cons += ",r";
-            for (int64_t r = 0; r < regs; ++r) cons += "," + std::to_string(r);
-            llvm::Type* reg_t = f16_acc ? b_.getInt32Ty() : b_.getFloatTy();
+            text += "wgmma.commit_group.sync.aligned;\nwgmma.wait_group.sync.aligned " +
+                    std::to_string(in_flight) + ";\n}";
+            std::string middle;
+            for (int64_t d = 0; d < 2 * ks; ++d) middle += ",l";
             std::vector<llvm::Value*> args = descs;
             args.push_back(b_.getInt32(1));
-            auto* pair = llvm::FixedVectorType::get(b_.getHalfTy(), 2);
-            for (int64_t r = 0; r < regs; ++r) {
-                if (!f16_acc) {
-                    args.push_back(b_.CreateExtractElement(c, static_cast<uint64_t>(r)));
-                    continue;
-                }
-                const int lo = static_cast<int>(2 * r);
-                args.push_back(b_.CreateBitCast(b_.CreateShuffleVector(c, {lo, lo + 1}), reg_t));
-            }
-            std::vector<llvm::Type*> outs(static_cast<size_t>(regs), reg_t);
-            llvm::Value* d = inline_asm(llvm::StructType::get(ctx_, outs), text, cons, args);
-            llvm::Value* out = llvm::PoisonValue::get(value_type(ct, u));
-            for (int64_t r = 0; r < regs; ++r) {
-                llvm::Value* v = b_.CreateExtractValue(d, static_cast<unsigned>(r));
-                if (!f16_acc) {
-                    out = b_.CreateInsertElement(out, v, static_cast<uint64_t>(r));
-                    continue;
-                }
-                llvm::Value* two = b_.CreateBitCast(v, pair);
-                for (unsigned e = 0; e < 2; ++e)
-                    out = b_.CreateInsertElement(out, b_.CreateExtractElement(two, e),
-                                                 static_cast<uint64_t>(2 * r + e));
-            }
-            return out;
+            middle += ",r";
+            return accumulator_asm(text, middle, args, c, f16_acc, value_type(ct, u));
         }
         // EMU: the descriptors and this thread's accumulator to the warpgroup's step.
         const void* hook = emu_hook(g_emu_wgmma, "wgmma hook");
@@ -995,11 +1011,31 @@ class Renderer {
         b_.CreateAlignedStore(f16_acc ? b_.CreateFPExt(c, vf) : c, pc, four);
         const uint64_t shape = static_cast<uint64_t>(n) | static_cast<uint64_t>(ks) << 16 |
                                uint64_t{a_mn} << 24 | uint64_t{b_mn} << 25 |
-                               uint64_t{in == DType::BFloat16} << 26 | uint64_t{f16_acc} << 27;
+                               uint64_t{in == DType::BFloat16} << 26 | uint64_t{f16_acc} << 27 |
+                               static_cast<uint64_t>(in_flight) << 28;
         call_host(hook, b_.getVoidTy(),
                   {llvm::ConstantInt::get(i64, cur_), pd, llvm::ConstantInt::get(i64, shape), pc});
         llvm::Value* d = b_.CreateAlignedLoad(vf, pc, four);
         return f16_acc ? b_.CreateFPTrunc(d, value_type(ct, u)) : d;
+    }
+
+    // WGMMA_WAIT(d): wgmma.wait_group 0, d's registers tied through it (so that nothing reads
+    // them before the mma in flight have written them).
+    llvm::Value* wgmma_wait(const UOp& u) {
+        const DType ct = u.dtype();
+        if (u.src(0).dtype() != ct || ct.count < 4 || ct.count > 128 ||
+            (ct.scalar != Scalar::Float32 && ct.scalar != Scalar::Float16))
+            unsupported(u, "a WGMMA_WAIT passes a WGMMA's accumulator (float32 or float16 lanes) "
+                           "through");
+        llvm::Value* d = val(u, 0);
+        if (target_ == Target::Emu) {
+            const void* hook = emu_hook(g_emu_wgmma_wait, "wgmma wait hook");
+            call_host(hook, b_.getVoidTy(), {llvm::ConstantInt::get(b_.getInt64Ty(), cur_)});
+            return d;
+        }
+        if (target_ != Target::Nvptx) unsupported(u, "the CPU has no tensor cores");
+        return accumulator_asm("wgmma.wait_group.sync.aligned 0;", "", {}, d,
+                               ct.scalar == Scalar::Float16, value_type(ct, u));
     }
 
     // COPY_ASYNC(dst, src): cp.async of src's 4, 8 or 16 bytes to shared memory; src gated off
@@ -1535,6 +1571,7 @@ class Renderer {
         case Op::Barrier: barrier(u); return nullptr;
         case Op::Wmma: return wmma(u);
         case Op::Wgmma: return wgmma(u);
+        case Op::WgmmaWait: return wgmma_wait(u);
         case Op::DefineReg: return define_reg(u);
         case Op::Index: return index(u);
         case Op::Load: return load(u);
@@ -1607,6 +1644,7 @@ void set_emu_hooks(const EmuHooks& hooks) {
     g_emu_async_wait.store(hooks.async_wait);
     g_emu_ldmatrix.store(hooks.ldmatrix);
     g_emu_wgmma.store(hooks.wgmma);
+    g_emu_wgmma_wait.store(hooks.wgmma_wait);
 }
 
 } // namespace tempura::llvm_backend

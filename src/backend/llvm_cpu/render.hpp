@@ -49,8 +49,9 @@ enum class Target {
 // - wgmma: the thread reached the WGMMA at `position` with its k-steps' descriptors (A's and B's
 //   of each, in the PTX matrix-descriptor format, addresses in the block's shared memory) and its
 //   accumulator (n / 2 floats); shape = n | k-steps << 16 | A MN-major << 24 | B MN-major << 25 |
-//   BFloat16 << 26 | a float16 accumulator << 27. When its warpgroup's 128 threads are there, cd
-//   holds D.
+//   BFloat16 << 26 | a float16 accumulator << 27 | left in flight << 28. When its warpgroup's 128
+//   threads are there, cd holds D;
+// - wgmma_wait: the thread reached a WGMMA_WAIT: its warpgroup's mma in flight are done.
 struct EmuHooks {
     void (*fault)(int64_t slot, int64_t numel, int64_t offset, int64_t lanes, int64_t store);
     int64_t (*shared)(int64_t address, int64_t bytes, int64_t store);
@@ -61,6 +62,7 @@ struct EmuHooks {
     void (*ldmatrix)(int64_t position, int64_t address, int64_t count, int64_t trans,
                      uint16_t* out);
     void (*wgmma)(int64_t position, const int64_t* descriptors, int64_t shape, float* cd);
+    void (*wgmma_wait)(int64_t position);
 };
 void set_emu_hooks(const EmuHooks& hooks);
 
