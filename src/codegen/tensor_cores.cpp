@@ -291,7 +291,10 @@ UOp tensor_core_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis,
         // tiles, the copies are cp.async: tiles 0 .. p - 2 before the loop; k-step t waits until
         // its own tile has landed (ASYNC_WAIT leaves p - 2 groups in flight), a BARRIER, then
         // issues step t + p - 1's copies to the tile step t - 1 read (every thread is past it)
-        // and reads step t's fragments while they are in flight.
+        // and reads step t's fragments while they are in flight. Warpgroups that keep an mma in
+        // flight copy one step less far ahead (lead below): tiles 0 .. p - 3 before the loop,
+        // step t + p - 2's copies to the tile of step t - 2, whose mma every warpgroup waited for
+        // in step t - 1, before the barrier.
         const int64_t threads = (wg ? 128 : 32) * wm * wn, steps = kp / bk;
         const int64_t tiles_n = pipe == 0 ? 2 : pipe;
         const bool single = g_single_buffer.load(); // tests: every step in tile 0

@@ -726,8 +726,8 @@ TEST_CASE("EMU: the race detector reports staged tensor cores with one buffer") 
           "[emu] kernel r_one_buffer: block (0, 0, 0), thread (2, 0, 0): shared-memory race: "
           "STORE of shared byte 48 read by thread (1, 0, 0) since the last barrier");
     // Warpgroups (sm_90), a pipeline of 2: k-step 0 issues step 1's copies into the tile its
-    // WGMMA then reads (the warpgroup's reads are its first thread's): A's row 0, k 8 .. 15 (the
-    // 16-byte unit 1 ^ 0) is thread 1's copy.
+    // WGMMA then reads (the WGMMA's reads are no thread's, so thread 0's own copy of A's row 0,
+    // k 0 .. 7 races with them too).
     const codegen::DeviceLimits h100 = codegen::gpu_limits("H100", 90);
     const auto wg_race = [&](int64_t stage, int64_t kk, void (*bug)(bool)) {
         const Tensor a2 = Tensor::from_vector(std::vector<float>(static_cast<size_t>(64 * kk), 1),
@@ -746,15 +746,18 @@ TEST_CASE("EMU: the race detector reports staged tensor cores with one buffer") 
         return error_of(
             [&] { runtime::emu_launch(*k, bufs.data(), nullptr, low.grid, low.block, h100); });
     };
-    CHECK(wg_race(12411, 128, &codegen::set_tc_single_buffer_for_testing) ==
-          "[emu] kernel r_wg_race: block (0, 0, 0), thread (0, 0, 0): shared-memory race: LOAD of "
-          "shared byte 16 written by thread (1, 0, 0) since the last barrier");
+    CHECK(
+        wg_race(12411, 128, &codegen::set_tc_single_buffer_for_testing) ==
+        "[emu] kernel r_wg_race: block (0, 0, 0), the WGMMA of the warpgroup of thread (0, 0, 0): "
+        "shared-memory race: LOAD of shared byte 0 written by thread (0, 0, 0) since the last "
+        "barrier");
     // An mma kept in flight (pipeline of 3) while k-step 1's copies run 2 steps ahead (of 4),
     // into the tile k-step 0's mma still reads: its reads count in every epoch until its wait,
-    // and thread 1's copy of A's row 0, k 8 .. 15 meets them. With the copies 1 step ahead, none.
+    // and thread 0's copy of A's row 0, k 0 .. 7 meets them. With the copies 1 step ahead, none.
     CHECK(wg_race(23411, 256, &codegen::set_tc_full_lead_for_testing) ==
-          "[emu] kernel r_wg_race: block (0, 0, 0), thread (1, 0, 0): shared-memory race: STORE "
-          "of shared byte 16 read by thread (0, 0, 0) since the last barrier");
+          "[emu] kernel r_wg_race: block (0, 0, 0), thread (0, 0, 0): shared-memory race: STORE "
+          "of shared byte 0 read by the WGMMA of the warpgroup of thread (0, 0, 0) since the last "
+          "barrier");
     CHECK(wg_race(23411, 256, [](bool) {}) == "<no error>");
 }
 

@@ -173,9 +173,15 @@ struct Block {
         return triple(t % block_dims[0], t / block_dims[0] % block_dims[1],
                       t / (block_dims[0] * block_dims[1]));
     }
+    // Who `t` is: a thread, or (t <= -2) warpgroup -2 - t's WGMMA, whose shared reads are no
+    // thread's (the race detector then never takes them for the reading thread's own).
+    std::string who(int64_t t) const {
+        if (t <= -2) return "the WGMMA of the warpgroup of thread " + thread(128 * (-2 - t));
+        return "thread " + thread(t);
+    }
     std::string where(int64_t t) const {
         return "kernel " + kernel->name() + ": block " +
-               triple(block_id[0], block_id[1], block_id[2]) + ", thread " + thread(t) + ": ";
+               triple(block_id[0], block_id[1], block_id[2]) + ", " + who(t) + ": ";
     }
     void problem(const std::string& what) {
         if (error.empty()) error = what;
@@ -210,12 +216,11 @@ int64_t on_shared(int64_t address, int64_t bytes, int64_t store) {
         const auto word = [&] { return "shared byte " + std::to_string(w); };
         if (s.write_epoch == b->epoch && s.writer != tid)
             b->problem(b->where(b->tid) + "shared-memory race: " + what + " of " + word() +
-                       " written by thread " + b->thread(s.writer) + " since the last barrier");
+                       " written by " + b->who(s.writer) + " since the last barrier");
         if (store != 0) {
             if (s.read_epoch == b->epoch && (s.many_readers || s.reader != tid))
                 b->problem(b->where(b->tid) + "shared-memory race: STORE of " + word() +
-                           " read by thread " +
-                           b->thread(s.reader != tid ? s.reader : s.other_reader) +
+                           " read by " + b->who(s.reader != tid ? s.reader : s.other_reader) +
                            " since the last barrier");
             s.writer = tid;
             s.write_epoch = b->epoch;
@@ -355,7 +360,7 @@ void ldmatrix_step(std::vector<Fiber>& fibers) {
 void reread_pending(Block& b, size_t g, bool retire) {
     if (g >= b.wg_pending.size() || b.wg_pending[g].empty()) return;
     const int64_t saved = b.tid;
-    b.tid = static_cast<int64_t>(g * 128);
+    b.tid = -2 - static_cast<int64_t>(g);
     for (const int64_t address : b.wg_pending[g])
         if (on_shared(address, 2, 0) == 0) break;
     b.tid = saved;
@@ -386,8 +391,8 @@ void on_wgmma(int64_t position, const int64_t* descriptors, int64_t shape, float
 // each address, bits 4-6, XORed with bits 7-9), K-major operands (element (x, k) of row x at
 // start + (x / 8) stride + (x % 8) 128 + 2 k) and MN-major ones (at start + (x / 64) leading +
 // (x % 64) 2 + (k % 8) 128 + (k / 8) stride); every thread of the warpgroup gives the same
-// descriptors, the first k-step's addresses 1024-byte aligned. The reads are the warpgroup's
-// first thread's, for the race detector; sums in float32 in k order, as mma_step's, a float16
+// descriptors, the first k-step's addresses 1024-byte aligned. The reads are the WGMMA's own,
+// for the race detector (Block::who); sums in float32 in k order, as mma_step's, a float16
 // accumulator rounded after each k-step of 16 (as each mma's float16 D is).
 void wgmma_step(Block& b, std::vector<Fiber>& fibers) {
     for (size_t g = 0; g + 128 <= fibers.size(); g += 128) {
@@ -407,8 +412,8 @@ void wgmma_step(Block& b, std::vector<Fiber>& fibers) {
             }
         // This WGMMA's wait retires the one before it (in flight, its reads may happen until now).
         reread_pending(b, g / 128, true);
-        b.tid = static_cast<int64_t>(g);
-        std::vector<int64_t> reads; // kept while this one is in flight
+        b.tid = -2 - static_cast<int64_t>(g / 128); // the WGMMA reads, not a thread (Block::who)
+        std::vector<int64_t> reads;                 // kept while this one is in flight
         // Element (x, k) of an operand (x: A's row or B's column) under descriptor d.
         const auto element = [&](int64_t d, bool mn, int64_t x, int64_t k, float& out) {
             const int64_t start = (d & 0x3fff) << 4, lead_off = ((d >> 16) & 0x3fff) << 4,
