@@ -98,26 +98,25 @@ void set_tc_full_lead_for_testing(bool full) { g_full_lead.store(full); }
 
 UOp tensor_core_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis, int64_t stage,
                     int64_t tiles, const std::string& what) {
-    // A warpgroup's 64 x n outputs are, thread by thread, 1 x n / 8 blocks of 16 x 8 (in
-    // each warp's rows).
-    const bool wg_tiles = stage / 10000 == 1 || stage / 10000 == 2;
-    int64_t tm = 1, tn = wg_tiles ? tiles / 8 : 1;
-    if (!wg_tiles && tiles != 0) {
-        tm = tiles / 16;
-        tn = tiles % 16;
-    }
-    const auto power_of_two = [](int64_t v, int64_t most) {
-        return v >= 1 && v <= most && (v & (v - 1)) == 0;
-    };
-    if (!wg_tiles && (tiles < 0 || !power_of_two(tm, 8) || !power_of_two(tn, 8)))
-        fail("opt", what + "the warp's tiles are 16 * rows + columns, each 1, 2, 4 or 8, got " +
-                        std::to_string(tiles));
     // 0: fragments read from global memory, one warp a block (LOCAL may add more); else the
     // operands staged through shared memory (TcStage).
     const bool staged = stage != 0;
     const TcStage st = staged ? TcStage::decode(stage) : TcStage{0, 1, 1, 1};
     const int64_t pipe = st.pipe, ks = st.ks, wm = st.wm, wn = st.wn;
     const bool wg = st.wg != 0, inflight = st.wg == 2;
+    // A warpgroup's 64 x n outputs are, thread by thread, 1 x n / 8 blocks of 16 x 8 (in
+    // each warp's rows).
+    int64_t tm = 1, tn = wg ? tiles / 8 : 1;
+    if (!wg && tiles != 0) {
+        tm = tiles / 16;
+        tn = tiles % 16;
+    }
+    const auto power_of_two = [](int64_t v, int64_t most) {
+        return v >= 1 && v <= most && (v & (v - 1)) == 0;
+    };
+    if (!wg && (tiles < 0 || !power_of_two(tm, 8) || !power_of_two(tn, 8)))
+        fail("opt", what + "the warp's tiles are 16 * rows + columns, each 1, 2, 4 or 8, got " +
+                        std::to_string(tiles));
     if (staged && (!st.valid() || stage < 0 || stage >= 30000))
         fail("opt", what +
                         "the staging is 0 or 1000 * pipeline tiles (0, 2, 3 or 4) + 100 * "

@@ -803,8 +803,7 @@ std::vector<std::vector<Opt>> tensor_core_variants(const UOp& prepared, const De
             for (const auto& [wm, wn] :
                  {std::pair{1, 1}, std::pair{2, 1}, std::pair{1, 2}, std::pair{2, 2}})
                 for (const int64_t cols : {128, 256})
-                    if (OptKernel k(prepared, lim);
-                        (wg == 1 || pipe >= 3) &&
+                    if (OptKernel k(prepared, lim); // (no mma in flight in a pipeline of 2)
                         k.try_apply({OptOp::Tc, TcStage{pipe, 4, wm, wn, wg}.code(), cols}))
                         out.push_back(k.applied());
     return out;

@@ -70,6 +70,34 @@ std::pair<Tensor, Tensor> stored_operands(int64_t m, int64_t k, int64_t n, bool 
             Tensor::from_vector(b_values(k * n), b_t ? Shape{n, k} : Shape{k, n}, dt)};
 }
 
+// The matmul of a0 and b0 (as stored: read transposed where a_t, b_t) with `acc` accumulation,
+// lowered with TC(stage, tiles) for a device of limits `lim` and run on EMU under them into an
+// output of NaN: the lowered kernel, its EMU kernel, and EMU's product beside the CPU's.
+struct TcOnEmu {
+    codegen::LoweredKernel low;
+    std::shared_ptr<const runtime::CompiledKernel> kernel;
+    std::vector<float> got, want;
+};
+TcOnEmu tc_on_emu(const Tensor& a0, const Tensor& b0, bool a_t, bool b_t, DType acc, int64_t stage,
+                  int64_t tiles, const codegen::DeviceLimits& lim, const std::string& name) {
+    const Tensor a = a_t ? a0.transpose() : a0, b = b_t ? b0.transpose() : b0;
+    const Tensor prod = a.matmul(b, acc);
+    TcOnEmu r;
+    r.want = prod.to_vector<float>();
+    const std::vector<ScheduledKernel> ks = schedule_graph(prod.uop());
+    REQUIRE(ks.size() == 1);
+    std::vector<codegen::Opt> opts{{codegen::OptOp::Tc, stage, tiles}};
+    r.low = codegen::lower_kernel_opt("r", ks[0].ast, lim, &opts);
+    r.kernel = runtime::compile_emu_kernel(name, r.low.program,
+                                           r.low.block[0] * r.low.block[1] * r.low.block[2]);
+    const Tensor out =
+        Tensor::from_vector(std::vector<float>(r.want.size(), NAN), prod.shape(), a0.dtype());
+    const auto bufs = matmul_buffers(ks[0], out, a0, b0);
+    runtime::emu_launch(*r.kernel, bufs.data(), nullptr, r.low.grid, r.low.block, lim);
+    r.got = out.to_vector<float>();
+    return r;
+}
+
 // What the TC opt says of a staging it does not know, before the value.
 const std::string kBadStaging =
     "the staging is 0 or 1000 * pipeline tiles (0, 2, 3 or 4) + 100 * k-steps + 10 * row warps "
@@ -449,14 +477,10 @@ TEST_CASE("tensor cores: operands staged through shared memory (TC(stage, tiles)
         INFO(c.m << " x " << c.k << " x " << c.n << ", TC(" << c.stage << ", " << c.tiles
                  << "), A^T " << c.a_t << ", B^T " << c.b_t << ", acc " << c.acc.name());
         const auto [a0, b0] = stored_operands(c.m, c.k, c.n, c.a_t, c.b_t, DType::Float16);
-        const Tensor a = c.a_t ? a0.transpose() : a0, b = c.b_t ? b0.transpose() : b0;
         // Small whole numbers over 8 and 4: every product and sum is exact, in float16 too.
-        const Tensor prod = a.matmul(b, c.acc);
-        const std::vector<float> want = prod.to_vector<float>();
-        const std::vector<ScheduledKernel> ks = schedule_graph(prod.uop());
-        REQUIRE(ks.size() == 1);
-        std::vector<codegen::Opt> opts{{codegen::OptOp::Tc, c.stage, c.tiles}};
-        const codegen::LoweredKernel low = codegen::lower_kernel_opt("r", ks[0].ast, lim, &opts);
+        const TcOnEmu run =
+            tc_on_emu(a0, b0, c.a_t, c.b_t, c.acc, c.stage, c.tiles, lim, "r_staged");
+        const codegen::LoweredKernel& low = run.low;
         const int64_t tm = c.tiles == 0 ? 1 : c.tiles / 16, tn = c.tiles == 0 ? 1 : c.tiles % 16;
         const int64_t pipe = c.stage / 1000, sk = c.stage / 100 % 10, wm = c.stage / 10 % 10,
                       wn = c.stage % 10;
@@ -465,12 +489,8 @@ TEST_CASE("tensor cores: operands staged through shared memory (TC(stage, tiles)
         CHECK(low.block[1] * low.block[2] == wm * wn);
         CHECK(low.grid[0] * low.grid[1] == (c.m + 16 * tm * wm - 1) / (16 * tm * wm) *
                                                ((c.n + 8 * tn * wn - 1) / (8 * tn * wn)));
-        const auto k = runtime::compile_emu_kernel("r_staged", low.program, 32 * wm * wn);
-        const Tensor out = Tensor::from_vector(
-            std::vector<float>(static_cast<size_t>(c.m * c.n), NAN), {c.m, c.n}, DType::Float16);
-        const auto bufs = matmul_buffers(ks[0], out, a0, b0);
-        runtime::emu_launch(*k, bufs.data(), nullptr, low.grid, low.block);
-        CHECK(out.to_vector<float>() == want);
+        CHECK(run.got == run.want);
+        const auto& k = run.kernel;
         // One barrier a k-step; ks x tm x tn mma; the fragments come from shared memory.
         const std::string& ptx = k->source();
         CHECK(count_of(ptx, "bar.sync") == 1);
@@ -568,23 +588,14 @@ TEST_CASE("tensor cores: Hopper's warpgroup mma (TC(10000 + stage, n)) on EMU as
         INFO(c.m << " x " << c.k << " x " << c.n << ", TC(" << c.stage << ", " << c.cols
                  << "), A^T " << c.a_t << ", B^T " << c.b_t << ", " << c.in.name() << ", acc "
                  << c.acc.name());
-        const Tensor a = c.a_t ? a0.transpose() : a0, b = c.b_t ? b0.transpose() : b0;
-        const Tensor prod = a.matmul(b, c.acc);
-        const std::vector<float> want = prod.to_vector<float>();
-        const std::vector<ScheduledKernel> ks = schedule_graph(prod.uop());
-        REQUIRE(ks.size() == 1);
-        std::vector<codegen::Opt> opts{{codegen::OptOp::Tc, c.stage, c.cols}};
-        const codegen::LoweredKernel low = codegen::lower_kernel_opt("r", ks[0].ast, lim, &opts);
+        const TcOnEmu run = tc_on_emu(a0, b0, c.a_t, c.b_t, c.acc, c.stage, c.cols, lim, "r_wgmma");
+        const codegen::LoweredKernel& low = run.low;
         const codegen::TcStage st = codegen::TcStage::decode(c.stage);
         CHECK(low.block[0] * low.block[1] * low.block[2] == 128 * st.wm * st.wn);
         CHECK(low.grid[0] * low.grid[1] == (c.m + 64 * st.wm - 1) / (64 * st.wm) *
                                                ((c.n + c.cols * st.wn - 1) / (c.cols * st.wn)));
-        const auto k = runtime::compile_emu_kernel("r_wgmma", low.program, 128 * st.wm * st.wn);
-        const Tensor out = Tensor::from_vector(
-            std::vector<float>(static_cast<size_t>(c.m * c.n), NAN), {c.m, c.n}, c.in);
-        const auto bufs = matmul_buffers(ks[0], out, a0, b0);
-        runtime::emu_launch(*k, bufs.data(), nullptr, low.grid, low.block, lim);
-        CHECK(out.to_vector<float>() == want);
+        CHECK(run.got == run.want);
+        const auto& k = run.kernel;
         // One WGMMA a k-step: 4 wgmma.mma_async of m64nNk16, each operand transposed where
         // its tile runs across K; a proxy fence before each barrier.
         const std::string& ptx = k->source();

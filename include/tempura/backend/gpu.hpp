@@ -29,14 +29,15 @@ std::string render_ptx(const std::string& name, const std::vector<UOp>& linear, 
 // Shared memory a kernel may declare statically, on every GPU since sm_20.
 inline constexpr int64_t kStaticSharedBytes = 48 * 1024;
 
-// The bytes a shared array of `bytes` takes in a block's shared memory: each starts 16-byte
-// aligned (the renderer's layout, static and dynamic, and EMU's).
-constexpr int64_t shared_slot_bytes(int64_t bytes) { return (bytes + 15) / 16 * 16; }
-// Where a shared array aligned to `align` bytes (16, or 1024 for the swizzled tiles that
-// warpgroup mma reads: DEFINE_LOCAL's optional third arg) starts after `used` bytes.
-constexpr int64_t shared_slot_at(int64_t used, int64_t align) {
-    return (used + align - 1) / align * align;
-}
+// A DEFINE_LOCAL's alignment in bytes: 16, or its optional third arg (1024 for the swizzled
+// tiles that warpgroup mma reads).
+int64_t shared_alignment(const UOp& define_local);
+// Where the DEFINE_LOCAL `define_local` of `bytes` bytes starts in a block's shared memory after
+// `used` bytes of earlier ones, `used` then moving past it: at a multiple of its alignment, its
+// bytes rounded up to 16 (the renderer's layout, static and dynamic, and EMU's).
+int64_t place_shared(int64_t& used, const UOp& define_local, int64_t bytes);
+// Whether a GPU program has a WGMMA (Hopper's warpgroup mma: PTX for sm_90a).
+bool uses_wgmma(const std::vector<UOp>& linear);
 
 // The shared memory a GPU program takes dynamically (at launch, opted into above 48 KiB): its
 // DEFINE_LOCALs' bytes, each rounded up to 16 and placed at its alignment, when they total more

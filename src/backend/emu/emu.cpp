@@ -47,8 +47,9 @@ std::string triple(int64_t x, int64_t y, int64_t z) {
 }
 
 // A shared byte's accesses since the last barrier (epoch): who wrote it, who read it (threads of
-// a block, at most 1024). Per byte, not per word: neighbouring threads may write the two halves
-// of a word (16-bit tiles with an odd row length), which is no race on a GPU.
+// a block, at most 32767; -2 - g: warpgroup g's WGMMA, Block::who). Per byte, not per word:
+// neighbouring threads may write the two halves of a word (16-bit tiles with an odd row length),
+// which is no race on a GPU.
 struct Shadow {
     int16_t writer = -1, reader = -1, other_reader = -1; // other_reader: a second one
     bool many_readers = false;
@@ -122,14 +123,29 @@ struct AsyncCopies {
     int64_t committed = 0; // groups committed so far; a copy joins group `committed`
 };
 
+// The warp- and warpgroup-wide steps a thread waits at as at a barrier: the scheduler runs one
+// (its *_step) once every thread of the block has reached it. By Collective: the op, the PTX
+// instruction, and the threads that take part together.
+enum class Collective { None, Mma, Ldmatrix, Wgmma };
+struct CollectiveInfo {
+    const char *op, *instruction;
+    int64_t group;
+    const char* unit;
+};
+constexpr CollectiveInfo kCollectives[] = {{"", "", 1, ""},
+                                           {"WMMA", "an mma", 32, "warp"},
+                                           {"LDMATRIX", "an ldmatrix", 32, "warp"},
+                                           {"WGMMA", "a wgmma", 128, "warpgroup"}};
+
 struct Fiber {
     ucontext_t ctx{};
     char* stack = nullptr; // in this host thread's StackRegion
     std::vector<int64_t> vars;
     int64_t tid = 0;
     bool done = false;
-    int64_t barrier_at = -1; // the program position of the barrier it waits at
-    int64_t barriers = 0;    // barriers passed so far
+    int64_t barrier_at = -1;          // the program position of the barrier it waits at
+    int64_t barriers = 0;             // barriers passed so far
+    Collective at = Collective::None; // the step it waits at, if any (its operands below)
     float *a = nullptr, *b = nullptr, *cd = nullptr; // waiting at a WMMA: its fragments
     // Waiting at an LDMATRIX: its row's address, the matrices (1, 2, 4), transposed, and where
     // its registers go (2 16-bit values a matrix).
@@ -266,6 +282,12 @@ void on_barrier(int64_t position) {
 #endif
 }
 
+// The running fiber waits at collective step `c` (its operands recorded already).
+void wait_at(Fiber* f, Collective c, int64_t position) {
+    f->at = c;
+    on_barrier(position);
+}
+
 // The thread's WMMA: its fragments are left for the warp's step, which the scheduler computes
 // when the warp's 32 threads have arrived (mma_step).
 void on_mma(int64_t position, float* a, float* bf, float* cd) {
@@ -275,7 +297,7 @@ void on_mma(int64_t position, float* a, float* bf, float* cd) {
     f->a = a;
     f->b = bf;
     f->cd = cd;
-    on_barrier(position);
+    wait_at(f, Collective::Mma, position);
 }
 
 // D = A B + C for each warp of the block whose threads wait at a WMMA, from their fragments
@@ -284,7 +306,6 @@ void on_mma(int64_t position, float* a, float* bf, float* cd) {
 // to Float16 by the kernel).
 void mma_step(std::vector<Fiber>& fibers) {
     for (size_t w = 0; w + 32 <= fibers.size(); w += 32) {
-        if (fibers[w].a == nullptr) continue;
         float A[16][16], B[16][8], C[16][8];
         for (size_t l = 0; l < 32; ++l) {
             const Fiber& f = fibers[w + l];
@@ -303,7 +324,6 @@ void mma_step(std::vector<Fiber>& fibers) {
                 for (size_t x = 0; x < 16; ++x) d += A[row][x] * B[x][col];
                 f.cd[r] = d;
             }
-            f.a = f.b = f.cd = nullptr;
         }
     }
 }
@@ -329,7 +349,7 @@ void on_ldmatrix(int64_t position, int64_t address, int64_t count, int64_t trans
     f->ldm_address = address;
     f->ldm_count = count;
     f->ldm_trans = trans;
-    on_barrier(position);
+    wait_at(f, Collective::Ldmatrix, position);
 }
 
 // PTX ldmatrix.m8n8.b16 for each warp waiting at one: lane 8 q + r gives the address of row r of
@@ -337,7 +357,6 @@ void on_ldmatrix(int64_t position, int64_t address, int64_t count, int64_t trans
 // and 2 (l % 4) + 1, or transposed, rows 2 (l % 4) and 2 (l % 4) + 1 of column l / 4.
 void ldmatrix_step(std::vector<Fiber>& fibers) {
     for (size_t w = 0; w + 32 <= fibers.size(); w += 32) {
-        if (fibers[w].ldm_out == nullptr) continue;
         uint16_t m[4][8][8];
         const auto count = static_cast<size_t>(fibers[w].ldm_count);
         for (size_t q = 0; q < count; ++q)
@@ -350,7 +369,6 @@ void ldmatrix_step(std::vector<Fiber>& fibers) {
                 for (size_t e = 0; e < 2; ++e)
                     f.ldm_out[2 * q + e] = fibers[w].ldm_trans != 0 ? m[q][2 * (l % 4) + e][l / 4]
                                                                     : m[q][l / 4][2 * (l % 4) + e];
-            f.ldm_out = nullptr;
         }
     }
 }
@@ -382,7 +400,7 @@ void on_wgmma(int64_t position, const int64_t* descriptors, int64_t shape, float
     f->wg_desc = descriptors;
     f->wg_shape = shape;
     f->wg_cd = cd;
-    on_barrier(position);
+    wait_at(f, Collective::Wgmma, position);
 }
 
 // PTX wgmma.mma_async.m64nNk16 (then committed and waited for) for each warpgroup (128
@@ -397,7 +415,6 @@ void on_wgmma(int64_t position, const int64_t* descriptors, int64_t shape, float
 void wgmma_step(Block& b, std::vector<Fiber>& fibers) {
     for (size_t g = 0; g + 128 <= fibers.size(); g += 128) {
         const Fiber& lead = fibers[g];
-        if (lead.wg_desc == nullptr) continue;
         const int64_t shape = lead.wg_shape, n = shape & 0xffff, ks = (shape >> 16) & 0xff;
         const bool a_mn = ((shape >> 24) & 1) != 0, b_mn = ((shape >> 25) & 1) != 0;
         const bool bf16 = ((shape >> 26) & 1) != 0, f16_acc = ((shape >> 27) & 1) != 0;
@@ -414,13 +431,20 @@ void wgmma_step(Block& b, std::vector<Fiber>& fibers) {
         reread_pending(b, g / 128, true);
         b.tid = -2 - static_cast<int64_t>(g / 128); // the WGMMA reads, not a thread (Block::who)
         std::vector<int64_t> reads;                 // kept while this one is in flight
-        // Element (x, k) of an operand (x: A's row or B's column) under descriptor d.
-        const auto element = [&](int64_t d, bool mn, int64_t x, int64_t k, float& out) {
-            const int64_t start = (d & 0x3fff) << 4, lead_off = ((d >> 16) & 0x3fff) << 4,
-                          stride = ((d >> 32) & 0x3fff) << 4;
-            int64_t at =
-                mn ? start + (x / 64) * lead_off + (x % 64) * 2 + (k % 8) * 128 + (k / 8) * stride
-                   : start + (x / 8) * stride + (x % 8) * 128 + 2 * k;
+        // An operand's descriptor: its start, leading and stride byte offsets.
+        struct Operand {
+            int64_t start, lead, stride;
+            bool mn;
+        };
+        const auto operand = [](int64_t d, bool mn) {
+            return Operand{(d & 0x3fff) << 4, ((d >> 16) & 0x3fff) << 4, ((d >> 32) & 0x3fff) << 4,
+                           mn};
+        };
+        // Element (x, k) of an operand (x: A's row or B's column).
+        const auto element = [&](const Operand& o, int64_t x, int64_t k, float& out) {
+            int64_t at = o.mn ? o.start + (x / 64) * o.lead + (x % 64) * 2 + (k % 8) * 128 +
+                                    (k / 8) * o.stride
+                              : o.start + (x / 8) * o.stride + (x % 8) * 128 + 2 * k;
             at ^= ((at >> 7) & 7) << 4;
             const auto host = reinterpret_cast<int64_t>(b.shared) + at;
             if (on_shared(host, 2, 0) == 0) return false;
@@ -430,6 +454,7 @@ void wgmma_step(Block& b, std::vector<Fiber>& fibers) {
             out = bf16 ? detail::bf16_to_float(bits) : detail::half_to_float(bits);
             return true;
         };
+        std::vector<float> A(64 * 16), B(static_cast<size_t>(16 * n));
         for (int64_t sub = 0; sub < ks; ++sub) {
             const int64_t da = lead.wg_desc[2 * sub], db = lead.wg_desc[2 * sub + 1];
             if (sub == 0 && (((da | db) & 0x3fff) << 4) % 1024 != 0) {
@@ -445,13 +470,13 @@ void wgmma_step(Block& b, std::vector<Fiber>& fibers) {
                                            "with base offset 0, which EMU does not model");
                 return;
             }
-            std::vector<float> A(64 * 16), B(static_cast<size_t>(16 * n));
+            const Operand oa = operand(da, a_mn), ob = operand(db, b_mn);
             for (int64_t r = 0; r < 64; ++r)
                 for (int64_t k = 0; k < 16; ++k)
-                    if (!element(da, a_mn, r, k, A[static_cast<size_t>(r * 16 + k)])) return;
+                    if (!element(oa, r, k, A[static_cast<size_t>(r * 16 + k)])) return;
             for (int64_t c = 0; c < n; ++c)
                 for (int64_t k = 0; k < 16; ++k)
-                    if (!element(db, b_mn, c, k, B[static_cast<size_t>(k * n + c)])) return;
+                    if (!element(ob, c, k, B[static_cast<size_t>(k * n + c)])) return;
             for (size_t t = 0; t < 128; ++t) {
                 Fiber& f = fibers[g + t];
                 const int64_t q = static_cast<int64_t>(t) / 32, l = static_cast<int64_t>(t) % 32;
@@ -467,7 +492,6 @@ void wgmma_step(Block& b, std::vector<Fiber>& fibers) {
                 }
             }
         }
-        for (size_t t = g; t < g + 128; ++t) fibers[t].wg_desc = nullptr;
         if (in_flight) {
             if (b.wg_pending.size() <= g / 128) b.wg_pending.resize(g / 128 + 1);
             b.wg_pending[g / 128] = std::move(reads);
@@ -591,9 +615,8 @@ compile_emu_kernel(const std::string& name, const std::vector<UOp>& linear, int6
     const auto t0 = std::chrono::steady_clock::now();
     // A program of Hopper's warpgroup mma (lowered for an sm_90 device's limits, run on EMU
     // under them) is PTX for sm_90a.
-    const bool hopper =
-        std::any_of(linear.begin(), linear.end(), [](const UOp& u) { return u.op() == Op::Wgmma; });
-    std::string ptx = render_ptx(name, linear, hopper ? 90 : emu_limits().sm, block_threads);
+    std::string ptx =
+        render_ptx(name, linear, uses_wgmma(linear) ? 90 : emu_limits().sm, block_threads);
     const double ptx_ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     const std::shared_ptr<const CompiledKernel> host =
@@ -705,44 +728,30 @@ std::string run_block(const CompiledKernel& k, void* const* buffers, const int64
                           " " + std::to_string(waiting->barriers) +
                           " times (loop trip counts differ across the block, with a barrier "
                           "inside the loop)");
-        if (waiting->wg_desc != nullptr) {
-            // A warpgroup-wide step: every thread of the block is at the same WGMMA.
-            if (threads % 128 != 0) {
-                b.problem(b.where(waiting->tid) + "reached a WGMMA in a block of " +
-                          std::to_string(threads) +
-                          " threads, not whole warpgroups of 128 (a wgmma reached by part of a "
-                          "warpgroup)");
+        if (waiting->at != Collective::None) {
+            // A warp- or warpgroup-wide step: every thread of the block is at the same one.
+            const CollectiveInfo& c = kCollectives[static_cast<size_t>(waiting->at)];
+            if (threads % c.group != 0) {
+                b.problem(b.where(waiting->tid) + "reached a " + c.op + " in a block of " +
+                          std::to_string(threads) + " threads, not whole " + c.unit + "s of " +
+                          std::to_string(c.group) + " (" + c.instruction +
+                          " reached by part of a " + c.unit + ")");
                 break;
             }
             for (const Fiber& f : fibers)
-                if (f.wg_desc == nullptr)
-                    b.problem(b.where(f.tid) +
-                              "waits at a barrier while its warpgroup's WGMMA runs");
+                if (f.at != waiting->at ||
+                    (f.at == Collective::Ldmatrix &&
+                     (f.ldm_count != waiting->ldm_count || f.ldm_trans != waiting->ldm_trans)))
+                    b.problem(b.where(f.tid) + "waits at a barrier while its " + c.unit + "'s " +
+                              c.op + " runs");
             if (!b.error.empty()) break;
-            wgmma_step(b, fibers);
-            continue; // no memory barrier: the epoch stays
-        }
-        if (waiting->a != nullptr || waiting->ldm_out != nullptr) {
-            // A warp-wide step (WMMA, LDMATRIX): every thread of the block is at the same one.
-            const bool mma = waiting->a != nullptr;
-            const char* what = mma ? "WMMA" : "LDMATRIX";
-            if (threads % 32 != 0) {
-                b.problem(b.where(waiting->tid) + "reached a " + what + " in a block of " +
-                          std::to_string(threads) + " threads, not whole warps of 32 (an " +
-                          (mma ? "mma" : "ldmatrix") + " reached by part of a warp)");
-                break;
+            switch (waiting->at) {
+            case Collective::Mma: mma_step(fibers); break;
+            case Collective::Ldmatrix: ldmatrix_step(fibers); break;
+            case Collective::Wgmma: wgmma_step(b, fibers); break;
+            case Collective::None: break;
             }
-            for (const Fiber& f : fibers)
-                if (mma ? f.a == nullptr
-                        : f.ldm_out == nullptr || f.ldm_count != waiting->ldm_count ||
-                              f.ldm_trans != waiting->ldm_trans)
-                    b.problem(b.where(f.tid) + "waits at a barrier while its warp's " + what +
-                              " runs");
-            if (!b.error.empty()) break;
-            if (mma)
-                mma_step(fibers);
-            else
-                ldmatrix_step(fibers);
+            for (Fiber& f : fibers) f.at = Collective::None;
             continue; // no memory barrier: the epoch stays
         }
         ++b.epoch; // the barrier: what was written before it may be read after it

@@ -88,8 +88,7 @@ class Renderer {
         // What the signature needs to know first: the buffer slots (and which are written)
         // and the number of variables.
         if (target_ == Target::Nvptx) dynamic_shared_ = runtime::dynamic_shared_bytes(linear) > 0;
-        wgmma_ = std::any_of(linear.begin(), linear.end(),
-                             [](const UOp& u) { return !u.is_null() && u.op() == Op::Wgmma; });
+        wgmma_ = runtime::uses_wgmma(linear);
         std::vector<bool> stored;
         for (const UOp& u : linear) {
             if (u.is_null()) continue;
@@ -739,8 +738,8 @@ class Renderer {
         return b_.CreateZExtOrTrunc(v, ty);
     }
 
-    // DEFINE_LOCAL {count, id}: the block's shared memory. NVPTX: an addrspace(3) array; EMU: a
-    // slice of the block memory whose address is vars[n + 6].
+    // DEFINE_LOCAL {count, id[, alignment]}: the block's shared memory. NVPTX: an addrspace(3)
+    // array; EMU: a slice of the block memory whose address is vars[n + 6].
     llvm::Value* define_local(const UOp& u) {
         if (!u.dtype().is_ptr || u.dtype().addrspace != AddrSpace::Local)
             unsupported(u, "a DEFINE_LOCAL is a pointer to local (shared) memory");
@@ -749,7 +748,6 @@ class Renderer {
             (a->size() > 2 && (*a)[2] != 16 && (*a)[2] != 1024))
             unsupported(u, "its arg must be {count (1 .. 262144), id} or {count, id, alignment "
                            "(16 or 1024)}");
-        const int64_t align = a->size() > 2 ? (*a)[2] : 16;
         auto* arr = llvm::ArrayType::get(mem_type(u.dtype(), u), static_cast<uint64_t>((*a)[0]));
         const uint64_t bytes = mod_.getDataLayout().getTypeAllocSize(arr);
         if (target_ == Target::Nvptx && dynamic_shared_) {
@@ -760,21 +758,16 @@ class Renderer {
             if (dynamic_smem_ == nullptr)
                 dynamic_smem_ = shared_array(mod_, llvm::ArrayType::get(b_.getInt8Ty(), 0),
                                              llvm::GlobalValue::ExternalLinkage, nullptr, "dsmem");
-            if (align > 16) dynamic_smem_->setAlignment(llvm::Align(1024));
-            shared_bytes_ = static_cast<uint64_t>(
-                runtime::shared_slot_at(static_cast<int64_t>(shared_bytes_), align));
-            llvm::Constant* p = llvm::ConstantExpr::getInBoundsGetElementPtr(
-                b_.getInt8Ty(), dynamic_smem_, b_.getInt64(shared_bytes_));
-            shared_bytes_ +=
-                static_cast<uint64_t>(runtime::shared_slot_bytes(static_cast<int64_t>(bytes)));
-            return p;
+            if (runtime::shared_alignment(u) > 16) dynamic_smem_->setAlignment(llvm::Align(1024));
+            return llvm::ConstantExpr::getInBoundsGetElementPtr(
+                b_.getInt8Ty(), dynamic_smem_, b_.getInt64(place_shared(u, bytes)));
         }
         if (target_ == Target::Nvptx) {
             shared_bytes_ += bytes;
             llvm::GlobalVariable* gv =
                 shared_array(mod_, arr, llvm::GlobalValue::InternalLinkage,
                              llvm::UndefValue::get(arr), "smem" + std::to_string(cur_));
-            gv->setAlignment(llvm::Align(static_cast<uint64_t>(align)));
+            gv->setAlignment(llvm::Align(static_cast<uint64_t>(runtime::shared_alignment(u))));
             return gv;
         }
         if (target_ != Target::Emu) unsupported(u, "the CPU has no shared memory");
@@ -782,12 +775,16 @@ class Renderer {
         llvm::Value* base = b_.CreateIntToPtr(b_.CreateLoad(b_.getInt64Ty(), at, "shared"),
                                               llvm::PointerType::get(ctx_, 0));
         // (EMU's block memory is 1024-byte aligned.)
-        shared_bytes_ = static_cast<uint64_t>(
-            runtime::shared_slot_at(static_cast<int64_t>(shared_bytes_), align));
-        llvm::Value* p = b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), base, shared_bytes_);
-        shared_bytes_ +=
-            static_cast<uint64_t>(runtime::shared_slot_bytes(static_cast<int64_t>(bytes)));
-        return p;
+        return b_.CreateConstInBoundsGEP1_64(b_.getInt8Ty(), base, place_shared(u, bytes));
+    }
+
+    // The offset of DEFINE_LOCAL `u` of `bytes` bytes in the block's shared memory (dynamic, or
+    // EMU's), past the ones placed before it.
+    uint64_t place_shared(const UOp& u, uint64_t bytes) {
+        auto used = static_cast<int64_t>(shared_bytes_);
+        const int64_t at = runtime::place_shared(used, u, static_cast<int64_t>(bytes));
+        shared_bytes_ = static_cast<uint64_t>(used);
+        return static_cast<uint64_t>(at);
     }
 
     void barrier(const UOp& u) {

@@ -50,14 +50,29 @@ const llvm::Target& nvptx_target() {
 
 } // namespace
 
+int64_t shared_alignment(const UOp& define_local) {
+    const auto& a = define_local.arg_as<std::vector<int64_t>>();
+    return a.size() > 2 ? a[2] : 16;
+}
+
+int64_t place_shared(int64_t& used, const UOp& define_local, int64_t bytes) {
+    const int64_t align = shared_alignment(define_local);
+    const int64_t at = (used + align - 1) / align * align;
+    used = at + (bytes + 15) / 16 * 16;
+    return at;
+}
+
+bool uses_wgmma(const std::vector<UOp>& linear) {
+    return std::any_of(linear.begin(), linear.end(),
+                       [](const UOp& u) { return !u.is_null() && u.op() == Op::Wgmma; });
+}
+
 int64_t dynamic_shared_bytes(const std::vector<UOp>& linear) {
     int64_t total = 0;
     for (const UOp& u : linear)
-        if (u.op() == Op::DefineLocal) {
-            const auto& a = u.arg_as<std::vector<int64_t>>();
-            total = shared_slot_at(total, a.size() > 2 ? a[2] : 16) +
-                    shared_slot_bytes(a.at(0) * u.dtype().base().itemsize());
-        }
+        if (u.op() == Op::DefineLocal)
+            place_shared(total, u,
+                         u.arg_as<std::vector<int64_t>>().at(0) * u.dtype().base().itemsize());
     return total > kStaticSharedBytes ? total : 0;
 }
 
@@ -69,8 +84,7 @@ std::string render_ptx(const std::string& name, const std::vector<UOp>& linear, 
         fail("nvptx", "kernel " + name + ": sm_" + std::to_string(sm) +
                           " is outside the archs supported (sm_80 .. sm_90)");
     // Warpgroup mma (WGMMA) is Hopper's own: sm_90a, which runs on sm_90 parts only.
-    const bool wgmma =
-        std::any_of(linear.begin(), linear.end(), [](const UOp& u) { return u.op() == Op::Wgmma; });
+    const bool wgmma = uses_wgmma(linear);
     if (wgmma && sm != 90)
         fail("nvptx", "kernel " + name + ": warpgroup mma (WGMMA) needs sm_90, not sm_" +
                           std::to_string(sm));
