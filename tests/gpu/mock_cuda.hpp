@@ -13,7 +13,8 @@ struct TempuraMockCounters {
     size_t allocs, frees, live_allocs, live_bytes;
     size_t htod, htod_bytes, dtoh, dtoh_bytes, dtod, memsets;
     size_t modules_loaded, modules_unloaded, launches, syncs;
-    size_t bad_calls; // calls the mock refused (an unknown address, a copy out of bounds, ...)
+    size_t attributes_set; // cuFuncSetAttribute calls it accepted
+    size_t bad_calls;      // calls the mock refused (an unknown address, a copy out of bounds, ...)
 };
 
 // One launch as cuLaunchKernel got it.

@@ -474,5 +474,6 @@ MOCK_API CUresult cuFuncSetAttribute(void* function, int attribute_id, int value
     if (known == nullptr) return refuse(s, kInvalidHandle, "cuFuncSetAttribute of no function");
     if (attribute_id != 8 || value < 0 || value > attribute(97)) return kInvalidValue;
     known->max_dynamic_shared = value;
+    ++s.counters.attributes_set;
     return kSuccess;
 }

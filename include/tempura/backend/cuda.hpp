@@ -119,9 +119,13 @@ class Context {
     // Another function of a loaded module.
     CUfunction get_function(const Module& module, const std::string& name);
 
+    // Lets `function` take up to `bytes` of dynamic shared memory at launch: more than 48 KiB
+    // needs this opt-in (cuFuncSetAttribute) first. Once per function: the amount a kernel
+    // declares is its own, so the runtime opts in when it loads the kernel, not at each launch.
+    void opt_in_shared(CUfunction function, const std::string& kernel_name, unsigned bytes);
     // Queues `function` on the stream. `args[i]` points at the i-th kernel parameter's value.
-    // Dynamic shared memory above 48 KiB is opted into first (cuFuncSetAttribute). Errors of the
-    // kernel itself surface at the next synchronizing call.
+    // A launch over 48 KiB of dynamic shared memory needs opt_in_shared first (the driver
+    // refuses it otherwise). Errors of the kernel itself surface at the next synchronizing call.
     void launch(CUfunction function, const std::string& kernel_name,
                 const std::array<unsigned, 3>& grid, const std::array<unsigned, 3>& block,
                 unsigned shared_bytes, void** args);

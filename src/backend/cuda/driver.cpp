@@ -381,20 +381,20 @@ CUfunction Context::get_function(const Module& module, const std::string& name) 
     return f;
 }
 
+void Context::opt_in_shared(CUfunction function, const std::string& kernel_name, unsigned bytes) {
+    if (bytes <= kSharedWithoutOptin) return;
+    make_current();
+    if (const CUresult r = driver_.api().cuFuncSetAttribute(
+            function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(bytes));
+        r != CUDA_SUCCESS)
+        fail_call(driver_, r, "cuFuncSetAttribute", "kernel " + kernel_name);
+}
+
 void Context::launch(CUfunction function, const std::string& kernel_name,
                      const std::array<unsigned, 3>& grid, const std::array<unsigned, 3>& block,
                      unsigned shared_bytes, void** args) {
     make_current();
     const Driver::Api& api = driver_.api();
-    if (shared_bytes > kSharedWithoutOptin) {
-        // More dynamic shared memory than 48 KiB needs the kernel's opt-in, every launch being
-        // free to ask for a different amount.
-        if (const CUresult r =
-                api.cuFuncSetAttribute(function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                       static_cast<int>(shared_bytes));
-            r != CUDA_SUCCESS)
-            fail_call(driver_, r, "cuFuncSetAttribute", "kernel " + kernel_name);
-    }
     if (const CUresult r =
             api.cuLaunchKernel(function, grid[0], grid[1], grid[2], block[0], block[1], block[2],
                                shared_bytes, stream_, args, nullptr);

@@ -187,6 +187,8 @@ std::shared_ptr<const CompiledKernel> compile_cuda_kernel(const std::string& nam
     loaded->linear = linear;
     loaded->block_threads = block_threads;
     loaded->dynamic_shared = dynamic_shared_bytes(linear);
+    cuda::driver().context(ordinal).opt_in_shared(loaded->module.function(), loaded->entry,
+                                                  static_cast<unsigned>(loaded->dynamic_shared));
     const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     // The PTX's parameters, as the renderer declares them: a pointer per buffer slot up to the
