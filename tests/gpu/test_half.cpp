@@ -705,7 +705,7 @@ TEST_CASE("tensor cores: staged, with batch axes that stay loops in every thread
     }
 }
 
-TEST_CASE("EMU: the race detector reports staged tensor cores with one buffer") {
+TEST_CASE("EMU: reports staged tensor cores with one buffer, and an mma left in flight") {
     // k-step t + 1's copies overwrite what k-step t's fragments read, with no barrier between
     // (two buffers taken in turn are what makes one barrier a k-step enough).
     const Tensor a = Tensor::from_vector(std::vector<float>(32 * 64, 1), {32, 64}, DType::Float16);
@@ -770,6 +770,41 @@ TEST_CASE("EMU: the race detector reports staged tensor cores with one buffer") 
           "of shared byte 0 read by the WGMMA of the warpgroup of thread (0, 0, 0) since the last "
           "barrier");
     CHECK(wg_race(23411, 256, [](bool) {}) == "<no error>");
+    // The same kernel with its WGMMA_WAIT taken out (its uses read the accumulator it tied):
+    // the last k-step's mma is still in flight when the threads store and exit.
+    {
+        const Tensor a2 =
+            Tensor::from_vector(std::vector<float>(64 * 256, 1), {64, 256}, DType::Float16);
+        const Tensor b2 =
+            Tensor::from_vector(std::vector<float>(256 * 64, 1), {256, 64}, DType::Float16);
+        const std::vector<ScheduledKernel> k2 = schedule_graph(a2.matmul(b2).uop());
+        std::vector<codegen::Opt> opts{{codegen::OptOp::Tc, 23411, 64}};
+        const codegen::LoweredKernel low = codegen::lower_kernel_opt("r", k2[0].ast, h100, &opts);
+        std::vector<UOp> program;
+        UOpMap<UOp> now;
+        size_t waits = 0;
+        for (const UOp& u : low.program) {
+            std::vector<UOp> srcs;
+            for (const UOp& s : u.srcs()) srcs.push_back(now.at(s));
+            if (u.op() == Op::WgmmaWait) {
+                ++waits;
+                now.emplace(u, srcs.at(0));
+                continue;
+            }
+            program.push_back(with_srcs(u, std::move(srcs)));
+            now.emplace(u, program.back());
+        }
+        CHECK(waits == 1);
+        const auto k = runtime::compile_emu_kernel("r_no_wait", program, 128);
+        const Tensor out =
+            Tensor::from_vector(std::vector<float>(64 * 64, NAN), {64, 64}, DType::Float16);
+        const auto bufs = matmul_buffers(k2[0], out, a2, b2);
+        CHECK(error_of([&] {
+                  runtime::emu_launch(*k, bufs.data(), nullptr, low.grid, low.block, h100);
+              }) == "[emu] kernel r_no_wait: block (0, 0, 0), thread (0, 0, 0): its warpgroup's "
+                    "WGMMA is still in flight at the kernel's end (no WGMMA_WAIT, "
+                    "wgmma.wait_group 0, retired it)");
+    }
 }
 
 TEST_CASE("tensor cores: a fragment's two 16-bit values along K are one 32-bit load") {
