@@ -44,6 +44,11 @@ export TEMPURA_TEST_CUDA=1
 step cuda_cases "${LIMIT_CASES:-90}" "$bin/test_gpu" "-tc=cuda device:*,cuda realize:*"
 step bench "${LIMIT_BENCH:-150}" "$bin/bench_gpu" --benchmark_min_time=0.3 \
     --benchmark_repetitions=3 --benchmark_counters_tabular=true "$@"
+# The float16 matmuls again with TEMPURA_WGMMA=1: on an sm_90 GPU the heuristics' choice is then
+# Hopper's warpgroup mma (TC(24421, 256) at 4096^3), beside cuBLAS in the same run.
+step bench_wgmma "${LIMIT_WGMMA:-60}" env TEMPURA_WGMMA=1 "$bin/bench_gpu" \
+    --benchmark_min_time=0.3 --benchmark_repetitions=3 --benchmark_counters_tabular=true \
+    "--benchmark_filter=MatmulF16"
 # BEAM on the GPU (TEMPURA_BEAM=2: its candidates timed on CUDA:0) for the memory-bound rows.
 if [ "${LIMIT_BEAM:-0}" -gt 0 ]; then
     step beam "$LIMIT_BEAM" env TEMPURA_BEAM=2 "$bin/bench_gpu" --benchmark_min_time=0.3 \

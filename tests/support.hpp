@@ -12,6 +12,30 @@
 
 #include "tempura/error.hpp"
 
+// Sets an environment variable for its lifetime, then restores what was there (or unsets it).
+class ScopedEnv {
+  public:
+    ScopedEnv(const char* name, const char* value) : name_(name) {
+        if (const char* was = std::getenv(name)) {
+            had_ = true;
+            was_ = was;
+        }
+        setenv(name, value, 1);
+    }
+    ~ScopedEnv() {
+        if (had_)
+            setenv(name_.c_str(), was_.c_str(), 1);
+        else
+            unsetenv(name_.c_str());
+    }
+    ScopedEnv(const ScopedEnv&) = delete;
+    ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+  private:
+    std::string name_, was_;
+    bool had_ = false;
+};
+
 // How many times `needle` occurs in `hay` (overlapping occurrences too).
 inline size_t count_of(const std::string& hay, const std::string& needle) {
     size_t n = 0;

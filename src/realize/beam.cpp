@@ -718,6 +718,8 @@ std::string beam_cache_key(const UOp& ast, const DeviceLimits& limits, int width
            std::to_string(limits.vector_bytes) + "\nthreads " + std::to_string(limits.threads) +
            "\nshared " + std::to_string(limits.has_shared) + "\nupcast " +
            std::to_string(limits.max_upcast);
+    // TEMPURA_WGMMA=1 widens the search: a pick made with it is not one made without.
+    if (wgmma_offered(limits)) key += "\nwgmma";
     // What ran the timings: this CPU, or the GPU's model (not its ordinal).
     key += cuda < 0 ? "\ncpu " + runtime::host_cpu_name() + " " + runtime::host_cpu_features()
                     : "\ngpu " + runtime::cuda_device_tag(cuda);
@@ -797,7 +799,7 @@ std::vector<std::vector<Opt>> tensor_core_variants(const UOp& prepared, const De
     // TEMPURA_WGMMA=1 until they have run on a GPU: BEAM times candidates, it does not check
     // their products, and these have been checked on EMU only (against its model of the
     // hardware's descriptors and swizzle).
-    if (lim.sm < 90 || !env::get_flag("TEMPURA_WGMMA")) return out;
+    if (!wgmma_offered(lim)) return out;
     for (const int64_t wg : {1, 2})
         for (const int64_t pipe : {2, 3, 4})
             for (const auto& [wm, wn] :

@@ -269,20 +269,12 @@ std::tuple<Tensor, codegen::BeamStats, codegen::BeamStats> with_beam(const char*
     return {t, before, after};
 }
 
-// TEMPURA_WGMMA=1 while it lives: BEAM's variants include the warpgroup (wgmma) ones on sm_90.
-struct WgmmaVariants {
-    WgmmaVariants() { setenv("TEMPURA_WGMMA", "1", 1); }
-    ~WgmmaVariants() { unsetenv("TEMPURA_WGMMA"); }
-    WgmmaVariants(const WgmmaVariants&) = delete;
-    WgmmaVariants& operator=(const WgmmaVariants&) = delete;
-};
-
 // Every tensor-core variant (BEAM's starting points: tiles, warps, staging, pipelines, and on
 // sm_90 warpgroups) of an m x k x n float16 matmul's kernel, compiled for CUDA:0 and launched on
 // its buffers: small whole numbers, so every sum is exact and the product is the CPU's bit for
 // bit.
 void check_tensor_core_variants(int64_t m, int64_t k, int64_t n) {
-    const WgmmaVariants wgmma;
+    const ScopedEnv wgmma("TEMPURA_WGMMA", "1"); // the warpgroup variants too, on sm_90
     const Tensor a =
         Tensor::from_vector(ints(static_cast<size_t>(m * k), 11, 3), {m, k}, DType::Float16);
     const Tensor b =
@@ -535,7 +527,10 @@ TEST_CASE("cuda mock: BEAM starts a float16 matmul from its tensor-core variants
     // Without TEMPURA_WGMMA=1, no warpgroup variants (they have not run on a GPU yet).
     const size_t without =
         codegen::tensor_core_variants(codegen::prepare_for_opts(ks[0].ast), lim).size();
-    const WgmmaVariants wgmma;
+    const std::string key_without = codegen::beam_cache_key(ks[0].ast, lim, 1);
+    const ScopedEnv wgmma("TEMPURA_WGMMA", "1"); // the warpgroup variants too, on sm_90
+    // A search with them is cached apart from one without.
+    CHECK(codegen::beam_cache_key(ks[0].ast, lim, 1) != key_without);
     const std::vector<std::vector<codegen::Opt>> variants =
         codegen::tensor_core_variants(codegen::prepare_for_opts(ks[0].ast), lim);
     CHECK(without == 103);

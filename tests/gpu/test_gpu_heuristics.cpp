@@ -29,12 +29,13 @@ std::vector<float> ramp(int64_t n, float scale) {
     return v;
 }
 
-// The heuristics' opts for t's last kernel under EMU's limits.
-std::string gpu_heuristics(const Tensor& t) {
+// The heuristics' opts for t's last kernel under `lim` (EMU's limits by default).
+std::string gpu_heuristics(const Tensor& t,
+                           const codegen::DeviceLimits& lim = runtime::emu_limits()) {
     const auto ks = schedule_graph(t.uop());
     REQUIRE(!ks.empty());
     return codegen::to_string(
-        codegen::heuristic_opts(codegen::prepare_for_opts(ks.back().ast), runtime::emu_limits()));
+        codegen::heuristic_opts(codegen::prepare_for_opts(ks.back().ast), lim));
 }
 
 } // namespace
@@ -151,4 +152,26 @@ TEST_CASE("GPU heuristics: a float16 matmul takes tensor cores, staged where blo
         e.realize();
         check_close(e.to_vector<float>(), a.matmul(b).to_vector<float>(), 1e-2f);
     }
+}
+
+TEST_CASE("GPU heuristics: with TEMPURA_WGMMA=1, an sm_90 GPU takes warpgroup mma where it tiles") {
+    const auto half = [](int64_t r, int64_t c) {
+        return Tensor::from_vector(ramp(r * c, 0.01f), {r, c}, DType::Float16);
+    };
+    codegen::DeviceLimits h100 = codegen::gpu_limits("H100", 90);
+    h100.shared_bytes = 227 * 1024; // an H100's opt-in maximum, as its CUDA limits say
+    const Tensor wide = half(4096, 64), tall = half(64, 4096);
+    // Without the flag: warps of mma.sync, staged.
+    CHECK(gpu_heuristics(wide.matmul(tall), h100) == "[TC(3442, 72)]");
+    const ScopedEnv on("TEMPURA_WGMMA", "1");
+    // Blocks of 128 x 256 (two warpgroups of 64 x 256) by a pipeline of 4 tiles, an mma in
+    // flight, for either accumulator; 3 tiles where the device has 163 KiB.
+    CHECK(gpu_heuristics(wide.matmul(tall), h100) == "[TC(24421, 256)]");
+    CHECK(gpu_heuristics(wide.matmul(tall, DType::Float16), h100) == "[TC(24421, 256)]");
+    CHECK(gpu_heuristics(wide.matmul(tall), codegen::gpu_limits("H100", 90)) == "[TC(23421, 256)]");
+    // Fewer than 128 such blocks (32 here), or N not a multiple of 256 (4224): as before.
+    CHECK(gpu_heuristics(half(1024, 64).matmul(half(64, 1024)), h100) == "[TC(3422, 72)]");
+    CHECK(gpu_heuristics(wide.matmul(half(64, 4224)), h100) == "[TC(3442, 72)]");
+    // EMU (sm_80) has no wgmma.
+    CHECK(gpu_heuristics(wide.matmul(tall)) == "[TC(3442, 72)]");
 }

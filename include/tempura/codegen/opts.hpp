@@ -83,6 +83,12 @@ DeviceLimits gpu_limits(const std::string& name, int sm);
 // True when TEMPURA_NOOPT=1: kernels are lowered with no opts at all.
 bool noopt_requested();
 
+// True on an sm_90 GPU when TEMPURA_WGMMA=1: the heuristics then pick, and BEAM also starts
+// from, Hopper's warpgroup-mma kernels (TC(10000 + ...) and TC(20000 + ...)). The TC opt takes
+// them on any sm_90 device; the flag keeps them out of the automatic choices until they have
+// run on a GPU (they have run on EMU, against its model of the hardware, only).
+bool wgmma_offered(const DeviceLimits& lim);
+
 // A kernel AST with opts applied one at a time. Each apply() checks the opt against the kernel
 // and the device and throws tempura::Error ("[opt] UPCAST(1, 3): ...") when it is invalid,
 // leaving the kernel unchanged.
