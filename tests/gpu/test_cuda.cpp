@@ -609,6 +609,31 @@ TEST_CASE("cuda mock: a kernel over 48 KiB of shared memory opts in and takes it
     CHECK(m.counters().bad_calls == 0);
 }
 
+TEST_CASE("cuda mock: with TEMPURA_WGMMA=1 a float16 matmul realizes on warpgroup mma") {
+    Mock m;
+    if (!mock_or_skip(m)) return;
+    const ScopedEnv wgmma("TEMPURA_WGMMA", "1");
+    clear_caches(); // no plan made without it
+    // The smallest output 128 blocks of 128 x 256 tile: the heuristics' TC(24421, 256) on the
+    // mock's H100 (227 KiB), through realize, the opt-in of 192 KiB, the launch and EMU.
+    const Tensor a = Tensor::from_vector(ints(2048 * 64, 21, 3), {2048, 64}, DType::Float16);
+    const Tensor b = Tensor::from_vector(ints(64 * 2048, 22, 3), {64, 2048}, DType::Float16);
+    Tensor r = a.to("CUDA").matmul(b.to("CUDA"));
+    r.realize();
+    REQUIRE(r.kernels().size() == 1);
+    check_ptx(r, "sm_90a");
+    CHECK(count_of(r.kernels()[0].source, "wgmma.mma_async.sync.aligned.m64n256k16.f32.f16.f16") ==
+          4);
+    const TempuraMockLaunch l = m.last_launch();
+    CHECK(std::array<unsigned, 3>{l.grid[0], l.grid[1], l.grid[2]} ==
+          std::array<unsigned, 3>{8, 16, 1});
+    CHECK(l.block[0] * l.block[1] * l.block[2] == 256);
+    CHECK(l.shared_bytes == 4 * (128 + 256) * 64 * 2);
+    CHECK(r.to_vector<float>() == a.matmul(b).to_vector<float>());
+    CHECK(m.counters().bad_calls == 0);
+    clear_caches(); // no plan made with it
+}
+
 TEST_CASE("cuda mock: every tensor-core variant computes the product") {
     Mock m;
     if (!mock_or_skip(m)) return;
