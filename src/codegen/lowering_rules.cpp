@@ -20,6 +20,9 @@ UOp cos32_of(const UOp& u) { return sin_cos_f32(u.src(0), true); }
 UOp sin64_of(const UOp& u) { return sin_cos_f64(u.src(0), false); }
 UOp cos64_of(const UOp& u) { return sin_cos_f64(u.src(0), true); }
 UOp erf_of(const UOp& u) { return erf_f32(u.src(0)); }
+UOp exp2_64_of(const UOp& u) { return exp2_f64(u.src(0)); }
+UOp log2_64_of(const UOp& u) { return log2_f64(u.src(0)); }
+UOp erf64_of(const UOp& u) { return erf_f64(u.src(0)); }
 UOp pow_float_of(const UOp& u) { return pow_float(u.src(0), u.src(1)); }
 // A 16-bit float's transcendental in float32, rounded once: what a GPU without 16-bit units for
 // them does, and then the float32 decomposition (the same ulp bounds) on every device.
@@ -114,6 +117,9 @@ inline constexpr auto early = rules(
     rule(op<Op::Sin>(x), sin64_of, is_float64(x)),
     rule(op<Op::Cos>(x), cos64_of, is_float64(x)),
     rule(op<Op::Erf>(x), erf_of, is_float32(x)),                              // series + erfc
+    rule(op<Op::Exp2>(x), exp2_64_of, is_float64(x)),                         // Taylor, 2^n
+    rule(op<Op::Log2>(x), log2_64_of, is_float64(x)),                         // atanh series
+    rule(op<Op::Erf>(x), erf64_of, is_float64(x)),                            // x P(x^2), erfc
     rule(op<Op::Exp2>(x), in_float32, is_16bit_float(x)),                         // 16-bit floats:
     rule(op<Op::Log2>(x), in_float32, is_16bit_float(x)),                         // in float32,
     rule(op<Op::Sin>(x), in_float32, is_16bit_float(x)),                          // rounded once

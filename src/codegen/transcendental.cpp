@@ -1,6 +1,7 @@
 // Transcendental functions as plain ALU ops (no libm call per vector lane, so kernels
-// vectorize): float32 EXP2 and LOG2 (Cephes polynomials), float32 and float64 SIN and COS with
-// full-range argument reduction. The decomposition rule groups (lowering_rules.cpp) use them.
+// vectorize, and GPU kernels need no library): float32 EXP2 and LOG2 (Cephes polynomials),
+// float64 EXP2, LOG2 and ERF, float32 and float64 SIN and COS with full-range argument
+// reduction. The decomposition rule groups (lowering_rules.cpp) use them.
 #include "codegen/transcendental.hpp"
 
 #include <cmath>
@@ -440,6 +441,142 @@ UOp erf_f32_impl(const UOp& x0) {
     return F::sel(neg, UOp::alu(Op::Neg, {r}), r); // a NaN goes through both halves as NaN
 }
 
+// float64 EXP2, LOG2 and ERF as plain ALU ops: GPU kernels call no C library, and CPU kernels
+// of them vectorize. One rounding each at the end where it can be had: the scalings by powers of
+// two are exact, and LOG2 carries its result as a sum of two doubles until the last add.
+struct F64 {
+    using F = F32;
+    static UOp c(double v) { return UOp::constant_f(DType::Float64, v); }
+    static UOp i(int64_t v) { return UOp::constant(DType::Int64, v); }
+    static UOp bits_to_f(const UOp& a) { return UOp::make(Op::BitCast, DType::Float64, {a}); }
+    static UOp f_to_bits(const UOp& a) { return UOp::make(Op::BitCast, DType::Int64, {a}); }
+    static UOp poly(const UOp& x, std::initializer_list<double> coefs) {
+        UOp acc;
+        for (double k : coefs) acc = acc.is_null() ? c(k) : F::add(F::mul(acc, x), c(k));
+        return acc;
+    }
+    // p * 2^n for an int64 n in [-1080, 1025] and p in [0.7, 1.5], by two exact powers of two
+    // (each exponent stays normal), p scaled by the first: one rounding, the last (a subnormal
+    // or an overflow to inf).
+    static UOp ldexp(const UOp& p, const UOp& n) {
+        const UOp n1 = UOp::alu(Op::Shr, {n, i(1)});
+        const UOp n2 = F::sub(n, n1);
+        auto scale = [](const UOp& k) {
+            return bits_to_f(UOp::alu(Op::Shl, {F::add(k, i(1023)), i(52)}));
+        };
+        return F::mul(F::mul(p, scale(n1)), scale(n2));
+    }
+};
+
+// 2^x: x = n + f with n = round(x) and f in [-0.5, 0.5] (exact), 2^f by its Taylor series
+// sum (f ln 2)^k / k! to k = 13 (the first term left out is below 2^-57 relative), 2^n by the
+// exponent bits. x is clamped to [-1080, 1025] first: below, 2^x rounds to 0; above, it is inf.
+// A NaN passes the clamps (its comparisons are false) and every step after them.
+UOp exp2_f64_impl(const UOp& x0) {
+    using F = F32;
+    using D = F64;
+    const UOp x = F::sel(F::lt(x0, D::c(-1080.0)), D::c(-1080.0),
+                         F::sel(F::lt(D::c(1025.0), x0), D::c(1025.0), x0));
+    // n = round(x) by adding 1.5 * 2^52 (whose unit is the last bit), n as an integer by the
+    // sum's bits less those of 1.5 * 2^52.
+    const UOp big = F::add(x, D::c(0x1.8p52));
+    const UOp n = F::sub(big, D::c(0x1.8p52));
+    const UOp ni = F::sub(D::f_to_bits(big), D::i(0x4338000000000000));
+    const UOp f = F::sub(x, n);
+    const UOp p = F::add(
+        F::mul(D::poly(f, {1.3691488853904128e-12, 2.5678435993488206e-11, 4.4455382718708116e-10,
+                           7.054911620801123e-09, 1.01780860092397e-07, 1.321548679014431e-06,
+                           1.5252733804059841e-05, 0.0001540353039338161, 0.0013333558146428443,
+                           0.009618129107628477, 0.05550410866482158, 0.24022650695910072,
+                           0.6931471805599453}),
+               f),
+        D::c(1.0));
+    return D::ldexp(p, ni);
+}
+
+// log2 x: x = m * 2^e with m in [sqrt(2)/2, sqrt(2)) (subnormals scaled by 2^54 first), and
+// with f = m - 1 (exact) and s = f / (2 + f), log(m) = log((1 + s) / (1 - s)) = 2 s + 2 s^3 / 3
+// + ... = f - f^2/2 + s (f^2/2 + R), R = sum 2 s^2k / (2k + 1) to k = 10 (|s| < 0.172: the next
+// term is below 2^-60 relative). log(m) is split into hi (its top 21 bits) + lo, and 1 / log 2
+// into Lh (32 bits) + Ll, so that hi * Lh is exact; e + hi * Lh is kept as a sum of two doubles
+// (Fast2Sum) and the small terms are added to it last.
+UOp log2_f64_impl(const UOp& x0) {
+    using F = F32;
+    using D = F64;
+    const UOp denormal = F::lt(x0, D::c(0x1p-1022));
+    const UOp x = F::sel(denormal, F::mul(x0, D::c(0x1p54)), x0);
+    const UOp bits = D::f_to_bits(x);
+    UOp e =
+        F::sub(UOp::alu(Op::And, {UOp::alu(Op::Shr, {bits, D::i(52)}), D::i(0x7ff)}), D::i(1023));
+    e = F::sel(denormal, F::sub(e, D::i(54)), e);
+    UOp m = D::bits_to_f(UOp::alu(Op::Or, {UOp::alu(Op::And, {bits, D::i(0x000fffffffffffff)}),
+                                           D::i(0x3ff0000000000000)})); // in [1, 2)
+    const UOp high = F::lt(D::c(1.4142135623730951), m);
+    m = F::sel(high, F::mul(m, D::c(0.5)), m);
+    e = F::sel(high, F::add(e, D::i(1)), e);
+    const UOp f = F::sub(m, D::c(1.0));
+    const UOp s = UOp::alu(Op::Fdiv, {f, F::add(D::c(2.0), f)});
+    const UOp z = F::mul(s, s);
+    const UOp r = F::mul(z, D::poly(z, {2.0 / 21, 2.0 / 19, 2.0 / 17, 2.0 / 15, 2.0 / 13, 2.0 / 11,
+                                        2.0 / 9, 2.0 / 7, 2.0 / 5, 2.0 / 3}));
+    const UOp hfsq = F::mul(D::c(0.5), F::mul(f, f));
+    const UOp hi = D::bits_to_f(UOp::alu(
+        Op::And, {D::f_to_bits(F::sub(f, hfsq)), D::i(static_cast<int64_t>(0xffffffff00000000u))}));
+    const UOp lo = F::add(F::sub(F::sub(f, hi), hfsq), F::mul(s, F::add(hfsq, r)));
+    const UOp lh = D::c(0x1.71547652p+0), ll = D::c(1.6751713164886512e-10);
+    const UOp vhi = F::mul(hi, lh);
+    const UOp ef = UOp::make(Op::Cast, DType::Float64, {e});
+    const UOp w = F::add(ef, vhi);
+    const UOp vlo =
+        F::add(F::add(F::mul(F::add(lo, hi), ll), F::mul(lo, lh)), F::add(F::sub(ef, w), vhi));
+    const UOp res = F::add(vlo, w);
+    const double inf = std::numeric_limits<double>::infinity();
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    // log2(+inf) = inf, log2(+-0) = -inf, log2(x < 0) = NaN, NaN stays NaN.
+    return F::sel(UOp::alu(Op::CmpEq, {x0, D::c(inf)}), D::c(inf),
+                  F::sel(UOp::alu(Op::CmpEq, {x0, D::c(0.0)}), D::c(-inf),
+                         F::sel(F::lt(x0, D::c(0.0)), D::c(nan),
+                                F::sel(UOp::alu(Op::CmpNe, {x0, x0}), x0, res))));
+}
+
+// float64 ERF. Below |x| = 1: x + x P(x^2), P of degree 12 (erf(x)/x - 1 interpolated at
+// Chebyshev nodes of x^2 in [0, 1], error below 2^-62). From 1 on: 1 - exp(-x^2) g(x), with
+// g(x) = exp(x^2) erfc(x) of degree 24 in s = 2.4/x - 1.4 (Chebyshev nodes of 1/x in [1/6, 1],
+// error below 2^-58 of erf), x held at 6 beyond (erf rounds to 1 there). The coefficients were
+// made for this file with mpmath (50 digits): scripts/fit_float64.py. Both halves are computed
+// and one is selected: no branch, so the kernel vectorizes. erf(-x) = -erf(x), erf(-0) = -0,
+// NaN stays NaN, erf(+-inf) = +-1. Within 1 ulp (test_transcendental).
+UOp erf_f64_impl(const UOp& x0) {
+    using F = F32;
+    using D = F64;
+    const UOp neg = F::lt(x0, D::c(0.0));
+    const UOp z = F::sel(neg, UOp::alu(Op::Neg, {x0}), x0);
+    const UOp y = D::poly(F::mul(z, z),
+                          {5.957176147748911e-11, -1.1372848856791674e-09, 1.4659775274047436e-08,
+                           -1.6350312701054695e-07, 1.6461000484121368e-06, -1.4925595266831182e-05,
+                           0.0001205533111164271, -0.000854832698083379, 0.0052239776248180145,
+                           -0.026866170645076792, 0.11283791670954879, -0.3761263890318375,
+                           0.1283791670955126});
+    const UOp small = F::add(z, F::mul(z, y));
+    const UOp zc =
+        F::sel(F::lt(z, D::c(1.0)), D::c(1.0), F::sel(F::lt(D::c(6.0), z), D::c(6.0), z));
+    const UOp s = F::sub(F::mul(UOp::alu(Op::Fdiv, {D::c(1.0), zc}), D::c(2.4)), D::c(1.4));
+    const UOp g =
+        D::poly(s, {2.3536979572445124e-10, -2.3141125612785943e-10, -1.5967918453108467e-09,
+                    2.828024790048224e-09,  4.507664335137243e-10,   -2.7983497703309644e-09,
+                    2.3173165145718272e-09, -1.4585572765297821e-08, 4.980945987466356e-08,
+                    -9.821320495249197e-08, 1.2488260283637228e-07,  3.3003779342775526e-09,
+                    -6.62787417422296e-07,  2.582429042121849e-06,   -6.498242897250973e-06,
+                    1.0882793978525845e-05, -4.046598181654776e-06,  -5.528651391918668e-05,
+                    0.0002656054665609539,  -0.0007383867417931075,  0.0010344322263503756,
+                    0.002821131897847166,   -0.03083105050843015,    0.16536269001261483,
+                    0.28972211632346423});
+    const UOp ex = exp2_f64_impl(F::mul(F::mul(zc, zc), D::c(-1.4426950408889634)));
+    const UOp large = F::sub(D::c(1.0), F::mul(ex, g));
+    const UOp r = F::sel(F::lt(z, D::c(1.0)), small, large);
+    return F::sel(neg, UOp::alu(Op::Neg, {r}), r); // a NaN goes through both halves as NaN
+}
+
 } // namespace
 
 // POW on floats: 2^(y * log2|x|), then std::pow's special cases. A negative base (by its sign
@@ -497,6 +634,9 @@ UOp pow_int(const UOp& x, const UOp& y) {
 }
 
 UOp erf_f32(const UOp& x) { return erf_f32_impl(x); }
+UOp exp2_f64(const UOp& x) { return exp2_f64_impl(x); }
+UOp log2_f64(const UOp& x) { return log2_f64_impl(x); }
+UOp erf_f64(const UOp& x) { return erf_f64_impl(x); }
 UOp exp2_f32(const UOp& x) { return exp2_f32_impl(x); }
 UOp log2_f32(const UOp& x) { return log2_f32_impl(x); }
 UOp sin_cos_f32(const UOp& x, bool cos) { return SinCos::build(x, cos); }

@@ -1360,9 +1360,9 @@ class Renderer {
                                            : op == Op::Sin  ? llvm::Intrinsic::sin
                                            : op == Op::Cos  ? llvm::Intrinsic::cos
                                                             : llvm::Intrinsic::sqrt;
-            // The GPU has sqrt.rn in hardware; EXP2, LOG2, SIN and COS reach here undecomposed
-            // only for float64 EXP2/LOG2 (the rest is decomposed), which the NVPTX target would
-            // turn into a call of a library that GPU kernels do not link.
+            // The GPU has sqrt.rn in hardware; EXP2, LOG2, SIN and COS are decomposed for every
+            // float dtype (the decompositions stage) and reach here only in a program built
+            // without it, where the NVPTX target would call a library GPU kernels do not link.
             if (target_ == Target::Nvptx && op != Op::Sqrt)
                 fail("nvptx", where(cur_) + "no GPU lowering of " + describe(u) +
                                   " (it would call the C library, and GPU kernels link no "
@@ -1370,8 +1370,8 @@ class Renderer {
             return intrinsic(id, {a[0]});
         }
         case Op::Erf:
-            // float32 ERF is decomposed (early_decompositions); float64 and 16-bit floats call
-            // libm's erf/erff once per lane.
+            // ERF is decomposed for every float dtype (early_decompositions); a program built
+            // without that stage calls libm's erf/erff once per lane.
             same(0, dt);
             if (!f) return not_for("non-float dtypes");
             return libm_per_lane(dt.bits() == 64 ? "erf" : "erff", a[0]);
