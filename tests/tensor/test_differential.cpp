@@ -1253,3 +1253,35 @@ TEST_CASE("differential regressions: max propagates NaN like the reference") {
     const Tensor e = Tensor::from_vector(std::vector<float>{}, {0, 2});
     CHECK(disagreement(tempura::maximum(e.mean(0), Tensor::full({2}, 0.5f))) == "");
 }
+
+TEST_CASE("differential regressions: a kernel LLVM 19's SLP vectorizer miscompiled") {
+    // TEMPURA_DIFF_SEED=777001, program 26660. The last kernel, min(v11 * v12, v11) + v15 over
+    // [4, 3, 2], had its loops fully unrolled by LLVM, and the SLP vectorizer then built a
+    // shuffle that read a poison lane for the min of the j = 1 column (llvm-project issue
+    // 117170): 6 of 24 elements were v11 + v15 instead of v15. The CPU backend no longer runs
+    // the SLP vectorizer (the codegen's expander and LLVM's loop vectorizer make the vectors).
+    const auto f = [](std::vector<float> v, Shape s) { return Tensor::from_vector(v, s); };
+    const Tensor v0 = f({-0.0282609034f, 0.33430478f, 0.765474617f, -0.595175385f, -0.469996631f,
+                         -1.66778195f, -1.23193944f, -1.31468713f, 0.579815388f, -0.924101353f},
+                        {5, 2, 1});
+    const Tensor v2 =
+        f({1, -1.5, -1.5, 0, -1, 0.5, 0, 1, 1.5, -1.5, -0.5, 1, -1, -2, 1, -1.5}, {2, 2, 4});
+    const Tensor v4 =
+        f({1.35094893f, -1.47681665f, -0.553648293f, 1.70082605f, -0.859324038f, -1.27933979f,
+           -1.60189879f, -1.84418714f, -1.95103824f, -1.71014857f, -1.09657216f, -0.627054095f,
+           -1.85272002f, -1.38065279f, -0.185976416f, -1.50484312f},
+          {2, 2, 4});
+    const Tensor v5 = (v0.max(0) - v2) / (v4.abs() + 1.0f);
+    const Tensor v11 = tempura::maximum(v5, v2).exp().slice(
+        {{1, 2, 3}, {tempura::Slice::end, tempura::Slice::end, -3}, {0, -1, 3}});
+    const Tensor v12 = f({0.5, 0, 2}, {1, 3, 1});
+    const Tensor v15 = f({1.79850793f, 1.43409848f, 1.60341084f, -0.458187342f, -1.33100367f,
+                          -0.0534256138f, -1.26667964f, 1.70411038f},
+                         {4, 1, 2});
+    const Tensor v16 = tempura::minimum(v11 * v12, v11) + v15;
+    CHECK(disagreement(v16) == "");
+    // The j = 1 column is v15 itself (v11 > 0, times 0).
+    const std::vector<float> got = v16.to_vector<float>(), b = v15.to_vector<float>();
+    for (size_t i = 0; i < 4; ++i)
+        for (size_t k = 0; k < 2; ++k) CHECK(got[i * 6 + 2 + k] == b[i * 2 + k]);
+}

@@ -80,6 +80,11 @@ llvm::ModulePassManager light_pipeline() {
 // `expanded`: the codegen's expander already vectorized and unrolled the kernel (it has vector
 // dtypes). LLVM's own loop vectorizer and unroller then only add compile time (a fully unrolled
 // reduce loop of 16 accumulators took ~100 ms to compile) and code size.
+// The SLP vectorizer never runs: LLVM 19's miscompiles (llvm-project issue 117170, a shuffle
+// that reads a poison lane where a reused scalar's lane belongs; found by the differential
+// fuzzer in a fully unrolled 4 x 3 x 2 kernel, 6 of 24 elements wrong). Loops are vectorized by
+// the codegen's expander or LLVM's loop vectorizer; what SLP added was straight-line code of
+// tiny kernels.
 void optimize(llvm::Module& m, llvm::TargetMachine& tm, bool expanded) {
     llvm::LoopAnalysisManager lam;
     llvm::FunctionAnalysisManager fam;
@@ -87,7 +92,7 @@ void optimize(llvm::Module& m, llvm::TargetMachine& tm, bool expanded) {
     llvm::ModuleAnalysisManager mam;
     llvm::PipelineTuningOptions pto; // vectorizers are off unless asked for (clang asks at O2)
     pto.LoopVectorization = !expanded;
-    pto.SLPVectorization = !expanded;
+    pto.SLPVectorization = false; // see above
     pto.LoopUnrolling = !expanded;
     llvm::PassBuilder pb(&tm, pto);
     pb.registerModuleAnalyses(mam);
