@@ -543,8 +543,11 @@ struct Rangeifier {
                     continue;
                 }
                 // Reductions of one source at one index over one axis share the loop (a max
-                // and a sum of x: one pass over x).
-                std::vector<const UOpNode*> rkey{node.src(0).get(), nullptr};
+                // and a sum of x: one pass over x), under one gate: a PAD's gate pushed into a
+                // reduce's loads makes it another reduce, which may sit inside the loops the
+                // gate reads while the ungated one does not (sum(x) padded and summed, times
+                // sum(x)), and one range cannot be two loops.
+                std::vector<const UOpNode*> rkey{node.src(0).get(), t.gate.get()};
                 rkey.push_back(reinterpret_cast<const UOpNode*>(static_cast<uintptr_t>(d) + 1));
                 for (const UOp& i : idx) rkey.push_back(i.get());
                 UOp& shared = reduce_ranges[rkey];

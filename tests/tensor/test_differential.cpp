@@ -1285,3 +1285,17 @@ TEST_CASE("differential regressions: a kernel LLVM 19's SLP vectorizer miscompil
     for (size_t i = 0; i < 4; ++i)
         for (size_t k = 0; k < 2; ++k) CHECK(got[i * 6 + 2 + k] == b[i * 2 + k]);
 }
+
+TEST_CASE("differential regressions: one reduce gated by a PAD and ungated in one kernel") {
+    // TEMPURA_DIFF_SEED=91127, program 2196, reduced: c = -sum(x) padded and reduced again,
+    // times c. The PAD's gate went into the inner sum's loads, making a second reduce of x
+    // that shared the first one's range although it sits inside the outer reduce's loop:
+    // "[linearize] an op uses a range outside its loop".
+    const Tensor x =
+        Tensor::from_vector(std::vector<float>{1.91428387f, 1.65745664f, -0.718340993f});
+    const Tensor c = -x.sum(0);
+    CHECK(disagreement(c.reshape({1}).pad({{0, 1}}).sum(0) * c) == "");
+    CHECK(disagreement(c.reshape({1}).pad({{1, 2}}).max(0) + c) == "");
+    const Tensor m = x.min(0); // -max(-x): an op after the reduce
+    CHECK(disagreement(m.expand({1}).gelu().pad({{1, 2}}).mean(0, true) * 2.0f * m) == "");
+}
