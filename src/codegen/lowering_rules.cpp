@@ -20,7 +20,18 @@ UOp cos32_of(const UOp& u) { return sin_cos_f32(u.src(0), true); }
 UOp sin64_of(const UOp& u) { return sin_cos_f64(u.src(0), false); }
 UOp cos64_of(const UOp& u) { return sin_cos_f64(u.src(0), true); }
 UOp erf_of(const UOp& u) { return erf_f32(u.src(0)); }
-UOp exp2_64_of(const UOp& u) { return exp2_f64(u.src(0)); }
+// EXP2(y * (1/ln 2)) is e^y (Tensor::exp): the product's rounding compensated. Any other
+// EXP2 as it stands.
+UOp exp2_64_of(const UOp& u) {
+    const UOp& x = u.src(0);
+    if (x.op() == Op::Mul)
+        for (size_t i = 0; i < 2; ++i)
+            if (const UOp& k = x.src(i); k.is_const() && k.dtype() == DType::Float64)
+                if (const double* v = std::get_if<double>(&k.arg());
+                    v != nullptr && *v == 1.4426950408889634) // (double)(1 / ln 2)
+                    return exp_f64(x.src(1 - i));
+    return exp2_f64(x);
+}
 UOp log2_64_of(const UOp& u) { return log2_f64(u.src(0)); }
 UOp erf64_of(const UOp& u) { return erf_f64(u.src(0)); }
 UOp pow_float_of(const UOp& u) { return pow_float(u.src(0), u.src(1)); }

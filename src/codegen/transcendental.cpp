@@ -468,11 +468,13 @@ struct F64 {
     }
 };
 
-// 2^x: x = n + f with n = round(x) and f in [-0.5, 0.5] (exact), 2^f by its Taylor series
-// sum (f ln 2)^k / k! to k = 13 (the first term left out is below 2^-57 relative), 2^n by the
-// exponent bits. x is clamped to [-1080, 1025] first: below, 2^x rounds to 0; above, it is inf.
-// A NaN passes the clamps (its comparisons are false) and every step after them.
-UOp exp2_f64_impl(const UOp& x0) {
+// 2^(x + c): x = n + f with n = round(x) and f in [-0.5, 0.5] (exact), 2^f by its Taylor
+// series sum (f ln 2)^k / k! to k = 13 (the first term left out is below 2^-57 relative), 2^n by
+// the exponent bits. x is clamped to [-1080, 1025] first: below, 2^x rounds to 0; above, it is
+// inf. c (null: 0) is a correction far below x's last bit: 2^c = 1 + c ln 2 to 2^-80 then, and
+// 2^f (1 + c ln 2) = 1 + (q + c ln 2 (1 + q)) with q = 2^f - 1 keeps it to one rounding. A NaN
+// passes the clamps (its comparisons are false) and every step after them.
+UOp exp2_f64_impl(const UOp& x0, const UOp& c = UOp()) {
     using F = F32;
     using D = F64;
     const UOp x = F::sel(F::lt(x0, D::c(-1080.0)), D::c(-1080.0),
@@ -483,15 +485,41 @@ UOp exp2_f64_impl(const UOp& x0) {
     const UOp n = F::sub(big, D::c(0x1.8p52));
     const UOp ni = F::sub(D::f_to_bits(big), D::i(0x4338000000000000));
     const UOp f = F::sub(x, n);
-    const UOp p = F::add(
+    const UOp q =
         F::mul(D::poly(f, {1.3691488853904128e-12, 2.5678435993488206e-11, 4.4455382718708116e-10,
                            7.054911620801123e-09, 1.01780860092397e-07, 1.321548679014431e-06,
                            1.5252733804059841e-05, 0.0001540353039338161, 0.0013333558146428443,
                            0.009618129107628477, 0.05550410866482158, 0.24022650695910072,
                            0.6931471805599453}),
-               f),
-        D::c(1.0));
-    return D::ldexp(p, ni);
+               f);
+    UOp inner = q;
+    if (!c.is_null()) {
+        const UOp cl = F::mul(c, D::c(0.6931471805599453));
+        inner = F::add(q, F::add(cl, F::mul(cl, q)));
+    }
+    return D::ldexp(F::add(inner, D::c(1.0)), ni);
+}
+
+// e^y = 2^(y / ln 2), the product y * (1 / ln 2) kept to ~106 bits as t + c: t its rounded
+// double, c what the rounding and 1 / ln 2's own rounding left out (y and the constant split
+// into halves of 26 and 27 bits, whose products are exact, as in Dekker's product). 2^t alone is
+// off by t's rounding, up to |y| / 2 ulp (431 ulp at y = 700); with c, within 1 ulp. y is held
+// to [-800, 800] first (beyond, e^y is 0 or inf, and the split stays finite).
+UOp exp_f64_impl(const UOp& y0) {
+    using F = F32;
+    using D = F64;
+    const UOp y = F::sel(F::lt(y0, D::c(-800.0)), D::c(-800.0),
+                         F::sel(F::lt(D::c(800.0), y0), D::c(800.0), y0));
+    const UOp l = D::c(1.4426950408889634), lh = D::c(0x1.715476p+0),
+              ll = D::c(1.92596298909109e-08), lt = D::c(2.0355273740931033e-17);
+    const UOp t = F::mul(y, l);
+    const UOp yh = SinCos64::top26(y);
+    const UOp yl = F::sub(y, yh);
+    const UOp c =
+        F::add(F::add(F::add(F::add(F::sub(F::mul(yh, lh), t), F::mul(yh, ll)), F::mul(yl, lh)),
+                      F::mul(yl, ll)),
+               F::mul(y, lt));
+    return exp2_f64_impl(t, c);
 }
 
 // log2 x: x = m * 2^e with m in [sqrt(2)/2, sqrt(2)) (subnormals scaled by 2^54 first), and
@@ -635,6 +663,7 @@ UOp pow_int(const UOp& x, const UOp& y) {
 
 UOp erf_f32(const UOp& x) { return erf_f32_impl(x); }
 UOp exp2_f64(const UOp& x) { return exp2_f64_impl(x); }
+UOp exp_f64(const UOp& y) { return exp_f64_impl(y); }
 UOp log2_f64(const UOp& x) { return log2_f64_impl(x); }
 UOp erf_f64(const UOp& x) { return erf_f64_impl(x); }
 UOp exp2_f32(const UOp& x) { return exp2_f32_impl(x); }

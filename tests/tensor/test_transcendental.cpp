@@ -290,7 +290,7 @@ TEST_CASE("float64 sin and cos decompositions: within 1 ulp over the whole doubl
     }
 }
 
-TEST_CASE("float64 exp2, log2 and erf decompositions: within 1 ulp, exact specials") {
+TEST_CASE("float64 exp2, exp, log2 and erf decompositions: within 1 ulp, exact specials") {
     // Against long double (64-bit significand on x86) rounded to double, so that the
     // reference's own error does not count.
     const auto worst_of = [](const std::vector<double>& xs, const std::vector<double>& got,
@@ -324,12 +324,35 @@ TEST_CASE("float64 exp2, log2 and erf decompositions: within 1 ulp, exact specia
                                       [](long double x) { return log2l(x); });
     const auto [wf, wf_at] = worst_of(f, Tensor::from_vector(f).erf().to_vector<double>(),
                                       [](long double x) { return erfl(x); });
+    // exp = EXP2(x * (1/ln 2)) with the product's rounding compensated: without it, up to
+    // |x| / 2 ulp (431 at 700).
+    std::vector<double> ex;
+    for (double v = -745.5; v < 709.8; v += 0.00513) ex.push_back(v);
+    const auto [wx, wx_at] = worst_of(ex, Tensor::from_vector(ex).exp().to_vector<double>(),
+                                      [](long double v) { return expl(v); });
     MESSAGE("float64 exp2: " << e.size() << " inputs, worst " << we << " ulp at " << we_at
                              << "; log2: " << l.size() << ", worst " << wl << " at " << wl_at
-                             << "; erf: " << f.size() << ", worst " << wf << " at " << wf_at);
+                             << "; erf: " << f.size() << ", worst " << wf << " at " << wf_at
+                             << "; exp: " << ex.size() << ", worst " << wx << " at " << wx_at);
     CHECK(we <= 1);
     CHECK(wl <= 1);
     CHECK(wf <= 1);
+    CHECK(wx <= 1);
+    const std::vector<double> xs =
+        Tensor::from_vector(std::vector<double>{0.0, 1.0, 709.78, 709.79, -745.0, -746.0,
+                                                std::numeric_limits<double>::infinity(),
+                                                -std::numeric_limits<double>::infinity(), NAN})
+            .exp()
+            .to_vector<double>();
+    CHECK(xs[0] == 1.0);
+    CHECK(ulps64(xs[1], static_cast<double>(expl(1.0L))) <= 1);
+    CHECK(ulps64(xs[2], static_cast<double>(expl(static_cast<long double>(709.78)))) <= 1);
+    CHECK(xs[3] == std::numeric_limits<double>::infinity());
+    CHECK(xs[4] == std::numeric_limits<double>::denorm_min());
+    CHECK(xs[5] == 0.0);
+    CHECK(xs[6] == std::numeric_limits<double>::infinity());
+    CHECK(xs[7] == 0.0);
+    CHECK(std::isnan(xs[8]));
 
     const double inf = std::numeric_limits<double>::infinity();
     const double dmin = std::numeric_limits<double>::denorm_min();
@@ -383,7 +406,7 @@ TEST_CASE("float64 exp2, log2 and erf decompositions: within 1 ulp, exact specia
     // Vector code with no libm call.
     const bool avx512 = tempura::runtime::host_cpu_features().find("+avx512f") != std::string::npos;
     const Tensor x = Tensor::from_vector(std::vector<double>(4096, 1.5));
-    for (const Tensor& t : {x.exp2(), x.log2(), x.erf()}) {
+    for (const Tensor& t : {x.exp2(), x.exp(), x.log2(), x.erf()}) {
         Tensor r = t;
         r.realize();
         REQUIRE(r.kernels().size() == 1);
