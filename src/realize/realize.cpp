@@ -747,8 +747,11 @@ std::vector<RealizeResult> realize_graphs(const std::vector<UOp>& roots, int dev
             results[i].buffer = runtime::lookup_buffer(g.arg_as<std::vector<int64_t>>().at(0));
             continue;
         }
-        if (g.op() == Op::Reshape && g.src(0).op() == Op::Buffer) {
-            const UOp& leaf = g.src(0); // a buffer an earlier realize computed, or a view of one
+        // A buffer an earlier realize computed, or a reshape of one (a reshape of a realized
+        // tensor made before it was realized: RESHAPE(RESHAPE(BUFFER))): the same memory.
+        UOp leaf = g;
+        while (leaf.op() == Op::Reshape) leaf = leaf.src(0);
+        if (g.op() == Op::Reshape && leaf.op() == Op::Buffer) {
             results[i].buffer = runtime::lookup_buffer(leaf.arg_as<std::vector<int64_t>>().at(0));
             results[i].dims = leaf.srcs();
             continue;

@@ -1299,3 +1299,21 @@ TEST_CASE("differential regressions: one reduce gated by a PAD and ungated in on
     const Tensor m = x.min(0); // -max(-x): an op after the reduce
     CHECK(disagreement(m.expand({1}).gelu().pad({{1, 2}}).mean(0, true) * 2.0f * m) == "");
 }
+
+TEST_CASE("differential regressions: a reshape made before its source was realized") {
+    // TEMPURA_DIFF_SEED=5150, program 18014, reduced: b = a.reshape(...) then a.realize().
+    // b's graph became RESHAPE(RESHAPE(BUFFER)), which realize took for a kernel's result
+    // ("[realize] internal: a root has no buffer"); it is the buffer itself.
+    const Tensor x = Tensor::from_vector(std::vector<float>{1.5f, -1.0f, -0.5f, 2.0f});
+    Tensor a = x.sum(0);
+    const Tensor b = a.reshape({1}), c = a.reshape({1, 1}), p = a.prod(tempura::Shape{});
+    a.realize();
+    CHECK(b.to_vector<float>() == std::vector<float>{2.0f});
+    CHECK(c.to_vector<float>() == std::vector<float>{2.0f});
+    CHECK(p.reshape({1}).to_vector<float>() == std::vector<float>{2.0f});
+    CHECK((b + c.reshape({1})).to_vector<float>() == std::vector<float>{4.0f});
+    Tensor m = x * 2.0f;
+    const Tensor t = m.reshape({2, 2}).reshape({4, 1});
+    m.realize();
+    CHECK(t.to_vector<float>() == std::vector<float>{3.0f, -2.0f, -1.0f, 4.0f});
+}
