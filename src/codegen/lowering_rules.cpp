@@ -13,7 +13,6 @@ namespace {
 using namespace tempura::pattern;
 
 // The right sides that are algorithms: functions of the matched root.
-UOp exp2_of(const UOp& u) { return exp2_f32(u.src(0)); }
 UOp log2_of(const UOp& u) { return log2_f32(u.src(0)); }
 UOp sin32_of(const UOp& u) { return sin_cos_f32(u.src(0), false); }
 UOp cos32_of(const UOp& u) { return sin_cos_f32(u.src(0), true); }
@@ -22,16 +21,20 @@ UOp cos64_of(const UOp& u) { return sin_cos_f64(u.src(0), true); }
 UOp erf_of(const UOp& u) { return erf_f32(u.src(0)); }
 // EXP2(y * (1/ln 2)) is e^y (Tensor::exp): the product's rounding compensated. Any other
 // EXP2 as it stands.
-UOp exp2_64_of(const UOp& u) {
+UOp exp2_of_any(const UOp& u, UOp (*exp2)(const UOp&), UOp (*exp)(const UOp&)) {
     const UOp& x = u.src(0);
+    const bool f64 = x.dtype() == DType::Float64;
     if (x.op() == Op::Mul)
         for (size_t i = 0; i < 2; ++i)
-            if (const UOp& k = x.src(i); k.is_const() && k.dtype() == DType::Float64)
+            if (const UOp& k = x.src(i); k.is_const())
                 if (const double* v = std::get_if<double>(&k.arg());
-                    v != nullptr && *v == 1.4426950408889634) // (double)(1 / ln 2)
-                    return exp_f64(x.src(1 - i));
-    return exp2_f64(x);
+                    v != nullptr && (f64 ? *v == 1.4426950408889634 // (double)(1 / ln 2)
+                                         : static_cast<float>(*v) == 0x1.715476p+0f))
+                    return exp(x.src(1 - i));
+    return exp2(x);
 }
+UOp exp2_of(const UOp& u) { return exp2_of_any(u, exp2_f32, exp_f32); }
+UOp exp2_64_of(const UOp& u) { return exp2_of_any(u, exp2_f64, exp_f64); }
 UOp log2_64_of(const UOp& u) { return log2_f64(u.src(0)); }
 UOp erf64_of(const UOp& u) { return erf_f64(u.src(0)); }
 UOp pow_float_of(const UOp& u) { return pow_float(u.src(0), u.src(1)); }

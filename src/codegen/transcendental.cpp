@@ -49,7 +49,9 @@ struct F32 {
     }
 };
 
-UOp exp2_f32_impl(const UOp& x0) {
+// 2^(x + c), c (null: 0) a correction far below x's last bit, folded in as for float64 below:
+// 2^f (1 + c ln 2) = 1 + (q + c ln 2 (1 + q)), q = 2^f - 1.
+UOp exp2_f32_impl(const UOp& x0, const UOp& c = UOp()) {
     using F = F32;
     // Clamp so the scale stays in range (2^129 overflows to inf, 2^-151 underflows to 0).
     const UOp x = F::sel(F::lt(x0, F::c(-151.0)), F::c(-151.0),
@@ -62,14 +64,18 @@ UOp exp2_f32_impl(const UOp& x0) {
     const UOp n = F::sub(big, F::c(12582912.0));
     const UOp ni = F::sub(F::f_to_bits(big), F::i(0x4B400000));
     const UOp f = F::sub(x, n);
-    const UOp p = F::add(
+    const UOp q =
         F::mul(F::poly(f, {1.535336188319500e-4, 1.339887440266574e-3, 9.618437357674640e-3,
                            5.550332471162809e-2, 2.402264791363012e-1, 6.931472028550421e-1}),
-               f),
-        F::c(1.0));
+               f);
+    UOp inner = q;
+    if (!c.is_null()) {
+        const UOp cl = F::mul(c, F::c(0.6931471805599453));
+        inner = F::add(q, F::add(cl, F::mul(cl, q)));
+    }
     // A NaN passes both clamps (its comparisons are false) and every step after them: p is NaN,
     // and so is p times any scale. No select for it.
-    return F::ldexp(p, ni);
+    return F::ldexp(F::add(inner, F::c(1.0)), ni);
 }
 
 UOp log2_f32_impl(const UOp& x0) {
@@ -412,6 +418,25 @@ struct SinCos64 : SinCos {
     }
 };
 
+// e^y = 2^(y / ln 2) in float32, the product y * (1 / ln 2) kept as t + c as for float64
+// (exp_f64_impl): y and the constant split into 12-bit halves, whose products are exact. 2^t
+// alone is off by t's rounding, up to 62 ulp near y = 80; with c, within 2 ulp (the EXP2
+// decomposition's own bound). y is held to [-110, 100] first (beyond, e^y is 0 or inf).
+UOp exp_f32_impl(const UOp& y0) {
+    using F = F32;
+    const UOp y = F::sel(F::lt(y0, F::c(-110.0)), F::c(-110.0),
+                         F::sel(F::lt(F::c(100.0), y0), F::c(100.0), y0));
+    const UOp t = F::mul(y, F::c(0x1.715476p+0));
+    const UOp yh = SinCos::top12(y);
+    const UOp yl = F::sub(y, yh);
+    const UOp lh = F::c(0x1.714p+0), ll = F::c(0x1.476p-12);
+    const UOp c =
+        F::add(F::add(F::add(F::add(F::sub(F::mul(yh, lh), t), F::mul(yh, ll)), F::mul(yl, lh)),
+                      F::mul(yl, ll)),
+               F::mul(y, F::c(1.9259629911266175e-08)));
+    return exp2_f32_impl(t, c);
+}
+
 // float32 ERF: for |x| < 0.5 the Taylor series of erf(x)/x in x^2 (8 terms: the next one is
 // below 2^-30 relative); above, 1 - erfc(|x|) with erfc a rational function P(u)/Q(u) of
 // degrees 7 and 6 in u = (|x| - 0.5) / 3.42, fitted here (Loeb and Lawson iterations in long
@@ -667,6 +692,7 @@ UOp exp_f64(const UOp& y) { return exp_f64_impl(y); }
 UOp log2_f64(const UOp& x) { return log2_f64_impl(x); }
 UOp erf_f64(const UOp& x) { return erf_f64_impl(x); }
 UOp exp2_f32(const UOp& x) { return exp2_f32_impl(x); }
+UOp exp_f32(const UOp& y) { return exp_f32_impl(y); }
 UOp log2_f32(const UOp& x) { return log2_f32_impl(x); }
 UOp sin_cos_f32(const UOp& x, bool cos) { return SinCos::build(x, cos); }
 UOp sin_cos_f64(const UOp& x, bool cos) { return SinCos64::build(x, cos); }

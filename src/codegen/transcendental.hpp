@@ -6,6 +6,7 @@
 namespace tempura::codegen {
 
 UOp exp2_f32(const UOp& x);                // within 2 ulp; NaN stays NaN
+UOp exp_f32(const UOp& y);                 // e^y (EXP2(y * (1/ln 2))), within 2 ulp
 UOp log2_f32(const UOp& x);                // within 2 ulp; log2(0) = -inf, log2(x < 0) = NaN
 UOp sin_cos_f32(const UOp& x, bool cos);   // full range, within 0.8 ulp
 UOp sin_cos_f64(const UOp& x, bool cos);   // full range, within 0.74 ulp

@@ -372,6 +372,27 @@ Arr eval_node(const UOp& u, const std::vector<const Arr*>& s, const Shape& shape
     bad(u, "is not a tensor-level op");
 }
 
+// EXP2(y * (1/ln 2)), the constant in y's float32 or float64 dtype (broadcast), is e^y: y, or
+// null. Tensor::exp builds it, and the codegen computes it as e^y with the product's rounding
+// compensated (src/codegen/lowering_rules.cpp); 2^(the rounded product) would be up to |y| / 2
+// ulp off. 16-bit floats keep the plain composition, as their kernels do.
+UOp exp_operand(const UOp& u) {
+    if (u.op() != Op::Exp2 || u.src(0).op() != Op::Mul) return UOp();
+    const DType dt = u.dtype();
+    if (dt != DType::Float32 && dt != DType::Float64) return UOp();
+    const UOp& m = u.src(0);
+    for (size_t i = 0; i < 2; ++i) {
+        UOp k = m.src(i);
+        while (k.op() == Op::Expand || k.op() == Op::Reshape) k = k.src(0);
+        const double* v = k.op() == Op::Const ? std::get_if<double>(&k.arg()) : nullptr;
+        if (v != nullptr && (dt == DType::Float64 ? *v == 1.4426950408889634
+                                                  : static_cast<float>(*v) ==
+                                                        static_cast<float>(1.4426950408889634)))
+            return m.src(1 - i);
+    }
+    return UOp();
+}
+
 } // namespace
 
 ReferenceArray reference_eval_array(const UOp& root) {
@@ -379,10 +400,15 @@ ReferenceArray reference_eval_array(const UOp& root) {
     const std::vector<UOp> order = root.toposort();
     // Users left per node, so intermediate arrays are freed once consumed.
     std::unordered_map<const UOpNode*, int64_t> users;
-    for (const UOp& u : order)
+    for (const UOp& u : order) {
         for (const UOp& s : u.srcs()) ++users[s.get()];
+        if (const UOp y = exp_operand(u); !y.is_null()) ++users[y.get()]; // e^y reads y
+    }
     std::unordered_map<const UOpNode*, Arr> values;
     std::vector<const Arr*> srcs;
+    const auto consumed = [&](const UOp& s) {
+        if (--users[s.get()] == 0) values.erase(s.get());
+    };
     for (const UOp& u : order) {
         // A BUFFER's symbolic dims (Index expressions, no shape) are not values.
         if (!u.has_shape() && u.dtype() == DType::Index && !u.same(root)) continue;
@@ -390,10 +416,18 @@ ReferenceArray reference_eval_array(const UOp& root) {
         if (u.op() != Op::Buffer)
             for (const UOp& s : u.srcs()) srcs.push_back(&values.at(s.get()));
         const Shape shape = tensor_shape(u);
-        Arr v = eval_node(u, srcs, shape);
+        Arr v;
+        if (const UOp y = exp_operand(u); !y.is_null()) {
+            const Arr& in = values.at(y.get());
+            v = make_arr(u.dtype(), shape);
+            for (int64_t i = 0; i < in.size(); ++i)
+                v.floats[i] = detail::round_float(u.dtype(), std::exp(in.floats[i]));
+            consumed(y);
+        } else {
+            v = eval_node(u, srcs, shape);
+        }
         if (u.op() != Op::Buffer)
-            for (const UOp& s : u.srcs())
-                if (--users[s.get()] == 0) values.erase(s.get());
+            for (const UOp& s : u.srcs()) consumed(s);
         values.emplace(u.get(), std::move(v));
     }
     return std::move(values.at(root.get()));
