@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
-"""Prints the constants of the float64 EXP2, LOG2 and ERF decompositions
-(src/codegen/transcendental.cpp) and the error of each approximation, with mpmath at 50 digits.
+"""Prints the constants of the float64 EXP2, LOG2 and ERF decompositions and of exp (float32
+and float64) in src/codegen/transcendental.cpp, and the error of each approximation, with
+mpmath at 50 digits.
 A development tool, not part of the build: `apt-get install python3-mpmath`, then
 `python3 scripts/fit_float64.py`.
 
 EXP2: 2^f = sum (f ln 2)^k / k!, k = 0 .. 13, on f in [-0.5, 0.5].
 LOG2: 1 / ln 2 split into a 32-bit head and a tail (the Taylor series of
       log((1 + s) / (1 - s)) needs no constants beyond 2 / (2k + 1)).
+EXP:  e^r on r in [-ln 2 / 2, ln 2 / 2], degree 6 (float32) and 11 (float64), interpolated at
+      Chebyshev nodes; ln 2 split for Cody-Waite into a head of 16 (float32) or 42 (float64)
+      bits, so that n * head is exact, and a tail.
 ERF:  |x| < 1: erf(x) = x + x P(x^2), P of degree 12 interpolating erf(x)/x - 1 at Chebyshev
       nodes of t = x^2 in [0, 1]; 1 <= |x| <= 6: erf(x) = 1 - exp(-x^2) g(x),
       g(x) = exp(x^2) erfc(x) of degree 24 in s = 2.4 / x - 1.4, interpolated at Chebyshev nodes
@@ -65,6 +69,18 @@ def main():
     e = mp.floor(mp.log(inv, 2))
     head = mp.floor(inv * 2 ** (31 - e)) / 2 ** (31 - e)
     print("LOG2: 1/ln 2 =", float(head).hex(), "+", repr(float(inv - head)))
+
+    half = ln2 / 2
+    for name, degree, bits in (("float32", 6, 16), ("float64", 11, 42)):
+        exp_r = shifted(chebyshev_monomials(mp.exp, -half, half, degree), 1 / half, 0)
+        worst = max(abs(mp.polyval(exp_r[::-1], r) - mp.exp(r)) / mp.exp(r)
+                    for r in (-half + 2 * half * mp.mpf(i) / 2000 for i in range(2001)))
+        print("EXP (%s), e^r (r^%d .. r^0), relative error %s:" % (name, degree,
+                                                                 mp.nstr(worst, 3)))
+        print(highest_first(exp_r))
+        e = mp.floor(mp.log(ln2, 2))
+        head = mp.floor(ln2 * 2 ** (bits - 1 - e)) / 2 ** (bits - 1 - e)
+        print("  ln 2 =", float(head).hex(), "+", repr(float(ln2 - head)))
 
     def erf_over_x_less_1(t):
         return (mp.erf(mp.sqrt(t)) / mp.sqrt(t) if t else 2 / mp.sqrt(mp.pi)) - 1

@@ -19,8 +19,8 @@ UOp cos32_of(const UOp& u) { return sin_cos_f32(u.src(0), true); }
 UOp sin64_of(const UOp& u) { return sin_cos_f64(u.src(0), false); }
 UOp cos64_of(const UOp& u) { return sin_cos_f64(u.src(0), true); }
 UOp erf_of(const UOp& u) { return erf_f32(u.src(0)); }
-// EXP2(y * (1/ln 2)) is e^y (Tensor::exp): the product's rounding compensated. Any other
-// EXP2 as it stands.
+// EXP2(y * (1/ln 2)) is e^y (Tensor::exp), computed from y itself (exp_f32, exp_f64): rounding
+// the product first would cost up to |y| / 2 ulp. Any other EXP2 as it stands.
 UOp exp2_of_any(const UOp& u, UOp (*exp2)(const UOp&), UOp (*exp)(const UOp&)) {
     const UOp& x = u.src(0);
     const bool f64 = x.dtype() == DType::Float64;

@@ -49,9 +49,7 @@ struct F32 {
     }
 };
 
-// 2^(x + c), c (null: 0) a correction far below x's last bit, folded in as for float64 below:
-// 2^f (1 + c ln 2) = 1 + (q + c ln 2 (1 + q)), q = 2^f - 1.
-UOp exp2_f32_impl(const UOp& x0, const UOp& c = UOp()) {
+UOp exp2_f32_impl(const UOp& x0) {
     using F = F32;
     // Clamp so the scale stays in range (2^129 overflows to inf, 2^-151 underflows to 0).
     const UOp x = F::sel(F::lt(x0, F::c(-151.0)), F::c(-151.0),
@@ -64,18 +62,14 @@ UOp exp2_f32_impl(const UOp& x0, const UOp& c = UOp()) {
     const UOp n = F::sub(big, F::c(12582912.0));
     const UOp ni = F::sub(F::f_to_bits(big), F::i(0x4B400000));
     const UOp f = F::sub(x, n);
-    const UOp q =
+    const UOp p = F::add(
         F::mul(F::poly(f, {1.535336188319500e-4, 1.339887440266574e-3, 9.618437357674640e-3,
                            5.550332471162809e-2, 2.402264791363012e-1, 6.931472028550421e-1}),
-               f);
-    UOp inner = q;
-    if (!c.is_null()) {
-        const UOp cl = F::mul(c, F::c(0.6931471805599453));
-        inner = F::add(q, F::add(cl, F::mul(cl, q)));
-    }
+               f),
+        F::c(1.0));
     // A NaN passes both clamps (its comparisons are false) and every step after them: p is NaN,
     // and so is p times any scale. No select for it.
-    return F::ldexp(F::add(inner, F::c(1.0)), ni);
+    return F::ldexp(p, ni);
 }
 
 UOp log2_f32_impl(const UOp& x0) {
@@ -418,25 +412,6 @@ struct SinCos64 : SinCos {
     }
 };
 
-// e^y = 2^(y / ln 2) in float32, the product y * (1 / ln 2) kept as t + c as for float64
-// (exp_f64_impl): y and the constant split into 12-bit halves, whose products are exact. 2^t
-// alone is off by t's rounding, up to 62 ulp near y = 80; with c, within 2 ulp (the EXP2
-// decomposition's own bound). y is held to [-110, 100] first (beyond, e^y is 0 or inf).
-UOp exp_f32_impl(const UOp& y0) {
-    using F = F32;
-    const UOp y = F::sel(F::lt(y0, F::c(-110.0)), F::c(-110.0),
-                         F::sel(F::lt(F::c(100.0), y0), F::c(100.0), y0));
-    const UOp t = F::mul(y, F::c(0x1.715476p+0));
-    const UOp yh = SinCos::top12(y);
-    const UOp yl = F::sub(y, yh);
-    const UOp lh = F::c(0x1.714p+0), ll = F::c(0x1.476p-12);
-    const UOp c =
-        F::add(F::add(F::add(F::add(F::sub(F::mul(yh, lh), t), F::mul(yh, ll)), F::mul(yl, lh)),
-                      F::mul(yl, ll)),
-               F::mul(y, F::c(1.9259629911266175e-08)));
-    return exp2_f32_impl(t, c);
-}
-
 // float32 ERF: for |x| < 0.5 the Taylor series of erf(x)/x in x^2 (8 terms: the next one is
 // below 2^-30 relative); above, 1 - erfc(|x|) with erfc a rational function P(u)/Q(u) of
 // degrees 7 and 6 in u = (|x| - 0.5) / 3.42, fitted here (Loeb and Lawson iterations in long
@@ -493,13 +468,11 @@ struct F64 {
     }
 };
 
-// 2^(x + c): x = n + f with n = round(x) and f in [-0.5, 0.5] (exact), 2^f by its Taylor
+// 2^x: x = n + f with n = round(x) and f in [-0.5, 0.5] (exact), 2^f by its Taylor
 // series sum (f ln 2)^k / k! to k = 13 (the first term left out is below 2^-57 relative), 2^n by
 // the exponent bits. x is clamped to [-1080, 1025] first: below, 2^x rounds to 0; above, it is
-// inf. c (null: 0) is a correction far below x's last bit: 2^c = 1 + c ln 2 to 2^-80 then, and
-// 2^f (1 + c ln 2) = 1 + (q + c ln 2 (1 + q)) with q = 2^f - 1 keeps it to one rounding. A NaN
-// passes the clamps (its comparisons are false) and every step after them.
-UOp exp2_f64_impl(const UOp& x0, const UOp& c = UOp()) {
+// inf. A NaN passes the clamps (its comparisons are false) and every step after them.
+UOp exp2_f64_impl(const UOp& x0) {
     using F = F32;
     using D = F64;
     const UOp x = F::sel(F::lt(x0, D::c(-1080.0)), D::c(-1080.0),
@@ -517,34 +490,43 @@ UOp exp2_f64_impl(const UOp& x0, const UOp& c = UOp()) {
                            0.009618129107628477, 0.05550410866482158, 0.24022650695910072,
                            0.6931471805599453}),
                f);
-    UOp inner = q;
-    if (!c.is_null()) {
-        const UOp cl = F::mul(c, D::c(0.6931471805599453));
-        inner = F::add(q, F::add(cl, F::mul(cl, q)));
-    }
-    return D::ldexp(F::add(inner, D::c(1.0)), ni);
+    return D::ldexp(F::add(q, D::c(1.0)), ni);
 }
 
-// e^y = 2^(y / ln 2), the product y * (1 / ln 2) kept to ~106 bits as t + c: t its rounded
-// double, c what the rounding and 1 / ln 2's own rounding left out (y and the constant split
-// into halves of 26 and 27 bits, whose products are exact, as in Dekker's product). 2^t alone is
-// off by t's rounding, up to |y| / 2 ulp (431 ulp at y = 700); with c, within 1 ulp. y is held
-// to [-800, 800] first (beyond, e^y is 0 or inf, and the split stays finite).
-UOp exp_f64_impl(const UOp& y0) {
+// e^y for exp's EXP2(y * (1/ln 2)): rounding that product first would cost up to |y| / 2 ulp
+// (float32: 62 ulp near y = 80; float64: 431 near 700), so y is reduced itself, as libm does:
+// n = round(y / ln 2), r = y - n ln 2 in [-ln 2 / 2, ln 2 / 2] (Cody-Waite: ln 2 = Lh + Ll, n Lh
+// exact, each step an FMA), e^r by a polynomial (Chebyshev interpolants of degree 6 and 11 made
+// for this file, relative error 2.5e-9 and 4.2e-18: scripts/fit_float64.py), e^y = e^r 2^n by
+// the exponent bits as EXP2 does. No more work than EXP2's own decomposition. y is held where
+// e^y is 0 or inf already (the scale then stays in range); a NaN passes the clamps.
+template <class T>
+UOp exp_of(const UOp& y0, double lo, double hi, double magic, int64_t magic_bits, double lh,
+           double ll, std::initializer_list<double> coefs) {
     using F = F32;
-    using D = F64;
-    const UOp y = F::sel(F::lt(y0, D::c(-800.0)), D::c(-800.0),
-                         F::sel(F::lt(D::c(800.0), y0), D::c(800.0), y0));
-    const UOp l = D::c(1.4426950408889634), lh = D::c(0x1.715476p+0),
-              ll = D::c(1.92596298909109e-08), lt = D::c(2.0355273740931033e-17);
-    const UOp t = F::mul(y, l);
-    const UOp yh = SinCos64::top26(y);
-    const UOp yl = F::sub(y, yh);
-    const UOp c =
-        F::add(F::add(F::add(F::add(F::sub(F::mul(yh, lh), t), F::mul(yh, ll)), F::mul(yl, lh)),
-                      F::mul(yl, ll)),
-               F::mul(y, lt));
-    return exp2_f64_impl(t, c);
+    const UOp y = F::sel(F::lt(y0, T::c(lo)), T::c(lo), F::sel(F::lt(T::c(hi), y0), T::c(hi), y0));
+    const UOp big = F::add(F::mul(y, T::c(1.4426950408889634)), T::c(magic));
+    const UOp n = F::sub(big, T::c(magic));
+    const UOp ni = F::sub(T::f_to_bits(big), T::i(magic_bits));
+    const UOp neg_n = UOp::alu(Op::Neg, {n});
+    const UOp r =
+        UOp::alu(Op::MulAcc, {neg_n, T::c(ll), UOp::alu(Op::MulAcc, {neg_n, T::c(lh), y})});
+    return T::ldexp(T::poly(r, coefs), ni);
+}
+
+UOp exp_f32_impl(const UOp& y) {
+    return exp_of<F32>(y, -104.0, 89.0, 12582912.0, 0x4B400000, 0x1.62e4p-1, 1.4286068203094173e-06,
+                       {0.0013941108433972674, 0.008375126398153335, 0.04166635289677516,
+                        0.16666415514653277, 0.5000000047117757, 1.000000037716214, 1.0});
+}
+
+UOp exp_f64_impl(const UOp& y) {
+    return exp_of<F64>(y, -750.0, 710.0, 0x1.8p52, 0x4338000000000000, 0x1.62e42fefa38p-1,
+                       5.497923018708371e-14,
+                       {2.5110037605963777e-08, 2.763263963904103e-07, 2.755724091857897e-06,
+                        2.4801485482328494e-05, 0.00019841269890047113, 0.0013888888952314775,
+                        0.008333333333319601, 0.0416666666664881, 0.1666666666666668,
+                        0.5000000000000019, 1.0, 1.0});
 }
 
 // log2 x: x = m * 2^e with m in [sqrt(2)/2, sqrt(2)) (subnormals scaled by 2^54 first), and

@@ -373,9 +373,9 @@ Arr eval_node(const UOp& u, const std::vector<const Arr*>& s, const Shape& shape
 }
 
 // EXP2(y * (1/ln 2)), the constant in y's float32 or float64 dtype (broadcast), is e^y: y, or
-// null. Tensor::exp builds it, and the codegen computes it as e^y with the product's rounding
-// compensated (src/codegen/lowering_rules.cpp); 2^(the rounded product) would be up to |y| / 2
-// ulp off. 16-bit floats keep the plain composition, as their kernels do.
+// null. Tensor::exp builds it, and the codegen computes e^y from y itself (exp_f32, exp_f64 in
+// src/codegen/transcendental.cpp); 2^(the rounded product) would be up to |y| / 2 ulp off.
+// 16-bit floats keep the plain composition, as their kernels do.
 UOp exp_operand(const UOp& u) {
     if (u.op() != Op::Exp2 || u.src(0).op() != Op::Mul) return UOp();
     const DType dt = u.dtype();
