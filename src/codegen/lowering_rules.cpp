@@ -5,6 +5,7 @@
 #include "codegen/transcendental.hpp"
 #include "tempura/codegen/rules.hpp"
 #include "tempura/error.hpp"
+#include "tempura/ir/scalar.hpp"
 
 namespace tempura::codegen {
 
@@ -23,13 +24,11 @@ UOp erf_of(const UOp& u) { return erf_f32(u.src(0)); }
 // the product first would cost up to |y| / 2 ulp. Any other EXP2 as it stands.
 UOp exp2_of_any(const UOp& u, UOp (*exp2)(const UOp&), UOp (*exp)(const UOp&)) {
     const UOp& x = u.src(0);
-    const bool f64 = x.dtype() == DType::Float64;
     if (x.op() == Op::Mul)
         for (size_t i = 0; i < 2; ++i)
             if (const UOp& k = x.src(i); k.is_const())
                 if (const double* v = std::get_if<double>(&k.arg());
-                    v != nullptr && (f64 ? *v == 1.4426950408889634 // (double)(1 / ln 2)
-                                         : static_cast<float>(*v) == 0x1.715476p+0f))
+                    v != nullptr && is_exp_factor(x.dtype(), *v))
                     return exp(x.src(1 - i));
     return exp2(x);
 }

@@ -60,6 +60,13 @@ std::optional<int64_t> exec_int_alu(Op op, DType dt, const int64_t* v, size_t n)
     }
 }
 
+bool is_exp_factor(DType dt, double v) {
+    constexpr double k = 1.4426950408889634; // (double)(1 / ln 2)
+    if (dt == DType::Float64) return v == k;
+    if (dt == DType::Float32) return static_cast<float>(v) == static_cast<float>(k);
+    return false; // 16-bit floats keep the plain composition, as their kernels do
+}
+
 std::optional<double> exec_float_alu(Op op, DType dt, const double* v, size_t) {
     if (!dt.is_float()) return std::nullopt;
     double r;

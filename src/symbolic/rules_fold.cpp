@@ -49,6 +49,10 @@ std::optional<UOp> fold_constants(const UOp& u) {
                                                            : static_cast<double>(s.const_value());
         }
         if (u.op() == Op::Where) return v[0] != 0 ? u.src(1) : u.src(2);
+        // c * (1/ln 2) stays for the EXP2 above it, which fold_exp makes e^c: the rewrite is
+        // bottom-up, and 2^(the folded product) would be up to |c| / 2 ulp off.
+        if (u.op() == Op::Mul && (is_exp_factor(u.dtype(), v[0]) || is_exp_factor(u.dtype(), v[1])))
+            return std::nullopt;
         auto r = exec_float_alu(u.op(), operand_dt, v, n);
         if (r && is_comparison(u.op())) return UOp::boolean(*r != 0.0);
         if (!r) return std::nullopt;
@@ -59,6 +63,24 @@ std::optional<UOp> fold_constants(const UOp& u) {
     auto r = exec_int_alu(u.op(), is_comparison(u.op()) ? u.src(0).dtype() : u.dtype(), v, n);
     if (!r) return std::nullopt;
     return UOp::constant(u.dtype(), *r);
+}
+
+// EXP2(c * (1/ln 2)) of a constant c is e^c (is_exp_factor, tempura/ir/scalar.hpp), so that a
+// folded exp agrees with a computed one (fold_constants leaves that product to this rule).
+std::optional<UOp> fold_exp(const UOp& u) {
+    const UOp& m = u.src(0);
+    if (u.dtype().count != 1 || m.op() != Op::Mul || !m.src(0).is_const() || !m.src(1).is_const())
+        return std::nullopt;
+    for (size_t i = 0; i < 2; ++i) {
+        const double* k = std::get_if<double>(&m.src(i).arg());
+        const double* y = std::get_if<double>(&m.src(1 - i).arg());
+        if (k != nullptr && y != nullptr && is_exp_factor(u.dtype(), *k)) {
+            const double e = std::exp(*y);
+            return UOp::constant_f(u.dtype(),
+                                   u.dtype() == DType::Float32 ? static_cast<float>(e) : e);
+        }
+    }
+    return std::nullopt;
 }
 
 // An integer or bool ALU node whose bounds are a single value is that value.
@@ -89,6 +111,7 @@ constexpr OpSet kReorderable = [] {
 // Rule tables: one rule per line with the algebra it states.
 // clang-format off
 inline constexpr auto folding = rules(
+    rule(op<Op::Exp2>(x), fold_exp).named("fold exp"),       // 2^(c / ln 2) -> e^c
     rule(alu_any, fold_constants).named("fold constants"),   // op(c, ...) -> its value
     rule(alu_any, fold_by_bounds).named("fold by bounds"));  // vmin == vmax -> that value
 

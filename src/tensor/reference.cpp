@@ -378,17 +378,12 @@ Arr eval_node(const UOp& u, const std::vector<const Arr*>& s, const Shape& shape
 // 16-bit floats keep the plain composition, as their kernels do.
 UOp exp_operand(const UOp& u) {
     if (u.op() != Op::Exp2 || u.src(0).op() != Op::Mul) return UOp();
-    const DType dt = u.dtype();
-    if (dt != DType::Float32 && dt != DType::Float64) return UOp();
     const UOp& m = u.src(0);
     for (size_t i = 0; i < 2; ++i) {
         UOp k = m.src(i);
         while (k.op() == Op::Expand || k.op() == Op::Reshape) k = k.src(0);
         const double* v = k.op() == Op::Const ? std::get_if<double>(&k.arg()) : nullptr;
-        if (v != nullptr && (dt == DType::Float64 ? *v == 1.4426950408889634
-                                                  : static_cast<float>(*v) ==
-                                                        static_cast<float>(1.4426950408889634)))
-            return m.src(1 - i);
+        if (v != nullptr && is_exp_factor(u.dtype(), *v)) return m.src(1 - i);
     }
     return UOp();
 }

@@ -322,6 +322,24 @@ TEST_CASE("exp (float32): e^x from x itself, not 2^(x * (1/ln 2) rounded)") {
     CHECK(std::isnan(sp[7]));
 }
 
+TEST_CASE("exp of a constant folds to e^c, the value a kernel computes") {
+    // Folding 2^(c * (1/ln 2)) would be the rounded product's value (float32 exp(80): 27 ulp
+    // off); the fold of EXP2(c * (1/ln 2)) is e^c, as the reference interpreter's and within
+    // the kernels' bound of it.
+    for (const double c : {3.0, 80.0, -87.0, 700.0}) {
+        CAPTURE(c);
+        const float f = Tensor::full({1}, static_cast<float>(c)).exp().item<float>();
+        const float fk =
+            Tensor::from_vector(std::vector<float>{static_cast<float>(c)}).exp().item<float>();
+        CHECK(f == static_cast<float>(std::exp(static_cast<double>(static_cast<float>(c)))));
+        CHECK(ulps(f, fk) <= 1);
+        const double d = Tensor::full({1}, c, tempura::DType::Float64).exp().item<double>();
+        const double dk = Tensor::from_vector(std::vector<double>{c}).exp().item<double>();
+        CHECK(d == std::exp(c));
+        CHECK(ulps64(d, dk) <= 1);
+    }
+}
+
 TEST_CASE("float64 exp2, exp, log2 and erf decompositions: within 1 ulp, exact specials") {
     // Against long double (64-bit significand on x86) rounded to double, so that the
     // reference's own error does not count.

@@ -56,4 +56,10 @@ std::optional<int64_t> exec_int_alu(Op op, DType dtype, const int64_t* operands,
 // Floating-point folding: nullopt for ops that are not float ALU ops.
 std::optional<double> exec_float_alu(Op op, DType dtype, const double* operands, size_t n);
 
+// Tensor::exp(y) is EXP2(y * (1/ln 2)). In float32 and float64 that composition means e^y
+// (computed from y itself, not from the rounded product, which would be up to |y| / 2 ulp off)
+// wherever it is evaluated: the codegen's decomposition, the reference interpreter, constant
+// folding. True when `value`, a constant of dtype `dtype`, is that factor 1/ln 2.
+bool is_exp_factor(DType dtype, double value);
+
 } // namespace tempura
