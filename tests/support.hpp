@@ -12,27 +12,32 @@
 
 #include "tempura/error.hpp"
 
-// Sets an environment variable for its lifetime, then restores what was there (or unsets it).
-class ScopedEnv {
+// Sets an environment variable for its lifetime (nullptr: unsets it), then restores what was
+// there (or unsets it).
+class EnvVar {
   public:
-    ScopedEnv(const char* name, const char* value) : name_(name) {
-        if (const char* was = std::getenv(name)) {
+    EnvVar(const char* name, const char* value) : name_(name) {
+        if (const char* old = std::getenv(name)) {
             had_ = true;
-            was_ = was;
+            old_ = old;
         }
-        setenv(name, value, 1);
+        if (value != nullptr)
+            setenv(name, value, 1);
+        else
+            unsetenv(name);
     }
-    ~ScopedEnv() {
+    EnvVar(const char* name, const std::string& value) : EnvVar(name, value.c_str()) {}
+    ~EnvVar() {
         if (had_)
-            setenv(name_.c_str(), was_.c_str(), 1);
+            setenv(name_.c_str(), old_.c_str(), 1);
         else
             unsetenv(name_.c_str());
     }
-    ScopedEnv(const ScopedEnv&) = delete;
-    ScopedEnv& operator=(const ScopedEnv&) = delete;
+    EnvVar(const EnvVar&) = delete;
+    EnvVar& operator=(const EnvVar&) = delete;
 
   private:
-    std::string name_, was_;
+    std::string name_, old_;
     bool had_ = false;
 };
 

@@ -23,14 +23,8 @@ UOp erf_of(const UOp& u) { return erf_f32(u.src(0)); }
 // EXP2(y * (1/ln 2)) is e^y (Tensor::exp), computed from y itself (exp_f32, exp_f64): rounding
 // the product first would cost up to |y| / 2 ulp. Any other EXP2 as it stands.
 UOp exp2_of_any(const UOp& u, UOp (*exp2)(const UOp&), UOp (*exp)(const UOp&)) {
-    const UOp& x = u.src(0);
-    if (x.op() == Op::Mul)
-        for (size_t i = 0; i < 2; ++i)
-            if (const UOp& k = x.src(i); k.is_const())
-                if (const double* v = std::get_if<double>(&k.arg());
-                    v != nullptr && is_exp_factor(x.dtype(), *v))
-                    return exp(x.src(1 - i));
-    return exp2(x);
+    const UOp y = exp_operand(u);
+    return y.is_null() ? exp2(u.src(0)) : exp(y);
 }
 UOp exp2_of(const UOp& u) { return exp2_of_any(u, exp2_f32, exp_f32); }
 UOp exp2_64_of(const UOp& u) { return exp2_of_any(u, exp2_f64, exp_f64); }

@@ -31,37 +31,67 @@ struct F32 {
     static UOp to_f(const UOp& a) { return UOp::make(Op::Cast, DType::Float32, {a}); }
     static UOp bits_to_f(const UOp& a) { return UOp::make(Op::BitCast, DType::Float32, {a}); }
     static UOp f_to_bits(const UOp& a) { return UOp::make(Op::BitCast, DType::Int32, {a}); }
+    // The polynomial with these coefficients (highest power first) at x, by Horner's rule, in
+    // x's dtype (float32 or float64).
     static UOp poly(const UOp& x, std::initializer_list<double> coefs) {
         UOp acc;
-        for (double k : coefs) acc = acc.is_null() ? c(k) : add(mul(acc, x), c(k));
+        for (double k : coefs) {
+            const UOp kc = UOp::constant_f(x.dtype(), k);
+            acc = acc.is_null() ? kc : add(mul(acc, x), kc);
+        }
         return acc;
     }
-    // p * 2^n for integer n in [-252, 254], by two exact powers (each exponent stays normal),
-    // p scaled by the first before the second: 2^n itself overflows for n = 128, where p < 1
-    // brings the product back below the largest float (exp2(127.7)). One rounding, the last.
+    // x held to [lo, hi] in x's dtype; a NaN passes (its comparisons are false).
+    static UOp clamp(const UOp& x, double lo, double hi) {
+        const UOp l = UOp::constant_f(x.dtype(), lo), h = UOp::constant_f(x.dtype(), hi);
+        return sel(lt(x, l), l, sel(lt(h, x), h, x));
+    }
+    // p * 2^n (p float32 with an int32 n in [-252, 254], or float64 with an int64 n in
+    // [-2044, 2046]), by two exact powers (each exponent stays normal), p scaled by the first
+    // before the second: 2^n itself overflows for n = 128 (float32), where p < 1 brings the
+    // product back below the largest float (exp2(127.7)). One rounding, the last.
     static UOp ldexp(const UOp& p, const UOp& n) {
-        const UOp n1 = UOp::alu(Op::Shr, {n, i(1)});
+        const bool f64 = p.dtype() == DType::Float64;
+        const auto k = [&](int64_t v) { return UOp::constant(n.dtype(), v); };
+        const UOp n1 = UOp::alu(Op::Shr, {n, k(1)});
         const UOp n2 = sub(n, n1);
-        auto scale = [](const UOp& k) {
-            return bits_to_f(UOp::alu(Op::Shl, {add(k, i(127)), i(23)}));
+        auto scale = [&](const UOp& e) {
+            return UOp::make(Op::BitCast, p.dtype(),
+                             {UOp::alu(Op::Shl, {add(e, k(f64 ? 1023 : 127)), k(f64 ? 52 : 23)})});
         };
         return mul(mul(p, scale(n1)), scale(n2));
+    }
+    // n = round(x) (ties to even) as a float and as an integer (int32 or int64), for |x| below
+    // 2^22 (float32) or 2^51 (float64): x + 1.5 * 2^23 (2^52) has the unit as its last bit, so the
+    // addition rounds; the integer is the sum's bits less those of the constant, so no
+    // float -> int conversion (its saturation costs selects).
+    static std::pair<UOp, UOp> round_int(const UOp& x) {
+        const bool f64 = x.dtype() == DType::Float64;
+        const UOp magic = UOp::constant_f(x.dtype(), f64 ? 0x1.8p52 : 0x1.8p23);
+        const UOp big = add(x, magic);
+        const DType it = f64 ? DType::Int64 : DType::Int32;
+        const UOp ni = sub(UOp::make(Op::BitCast, it, {big}),
+                           UOp::constant(it, f64 ? 0x4338000000000000 : 0x4B400000));
+        return {sub(big, magic), ni};
+    }
+    // log2's special values around its result r for x: log2(+inf) = inf, log2(+-0) = -inf,
+    // log2(x < 0) = NaN, NaN stays NaN.
+    static UOp log2_specials(const UOp& x, const UOp& r) {
+        const auto k = [&](double v) { return UOp::constant_f(x.dtype(), v); };
+        const double inf = std::numeric_limits<double>::infinity();
+        return sel(UOp::alu(Op::CmpEq, {x, k(inf)}), k(inf),
+                   sel(UOp::alu(Op::CmpEq, {x, k(0.0)}), k(-inf),
+                       sel(lt(x, k(0.0)), k(std::numeric_limits<double>::quiet_NaN()),
+                           sel(UOp::alu(Op::CmpNe, {x, x}), x, r))));
     }
 };
 
 UOp exp2_f32_impl(const UOp& x0) {
     using F = F32;
     // Clamp so the scale stays in range (2^129 overflows to inf, 2^-151 underflows to 0).
-    const UOp x = F::sel(F::lt(x0, F::c(-151.0)), F::c(-151.0),
-                         F::sel(F::lt(F::c(129.0), x0), F::c(129.0), x0));
-    // n = round(x) by adding 1.5 * 2^23 (the sum's last bit is the unit: the addition rounds
-    // to the nearest integer, ties to even, for |x| < 2^22); n as an integer is the sum's bits
-    // minus those of 1.5 * 2^23, so no float -> int conversion (its saturation costs selects);
-    // f = x - n in [-0.5, 0.5].
-    const UOp big = F::add(x, F::c(12582912.0));
-    const UOp n = F::sub(big, F::c(12582912.0));
-    const UOp ni = F::sub(F::f_to_bits(big), F::i(0x4B400000));
-    const UOp f = F::sub(x, n);
+    const UOp x = F::clamp(x0, -151.0, 129.0);
+    const auto [n, ni] = F::round_int(x);
+    const UOp f = F::sub(x, n); // in [-0.5, 0.5]
     const UOp p = F::add(
         F::mul(F::poly(f, {1.535336188319500e-4, 1.339887440266574e-3, 9.618437357674640e-3,
                            5.550332471162809e-2, 2.402264791363012e-1, 6.931472028550421e-1}),
@@ -94,13 +124,7 @@ UOp log2_f32_impl(const UOp& x0) {
     const UOp log2ea = F::c(0.44269504088896340735992);
     const UOp r =
         F::add(F::add(F::add(F::add(F::mul(y, log2ea), F::mul(m, log2ea)), y), m), F::to_f(e));
-    const double inf = std::numeric_limits<double>::infinity();
-    const double nan = std::numeric_limits<double>::quiet_NaN();
-    // log2(+inf) = inf, log2(0) = -inf, log2(x < 0) = NaN, NaN stays NaN.
-    return F::sel(UOp::alu(Op::CmpEq, {x0, F::c(inf)}), F::c(inf),
-                  F::sel(UOp::alu(Op::CmpEq, {x0, F::c(0.0)}), F::c(-inf),
-                         F::sel(F::lt(x0, F::c(0.0)), F::c(nan),
-                                F::sel(UOp::alu(Op::CmpNe, {x0, x0}), x0, r))));
+    return F::log2_specials(x0, r);
 }
 
 // float32 SIN and COS with full-range argument reduction, as plain integer and float ALU ops
@@ -259,11 +283,6 @@ struct SinCos {
 // samples of the whole range and on the hardest case, 6381956970095103 * 2^797.
 struct SinCos64 : SinCos {
     static UOp c(double v) { return UOp::constant_f(DType::Float64, v); }
-    static UOp poly(const UOp& x, std::initializer_list<double> coefs) {
-        UOp acc;
-        for (double k : coefs) acc = acc.is_null() ? c(k) : F::add(F::mul(acc, x), c(k));
-        return acc;
-    }
     // The top 26 of a double's 53 significand bits: their products with 26- or 27-bit numbers
     // are exact.
     static UOp top26(const UOp& a) {
@@ -383,9 +402,9 @@ struct SinCos64 : SinCos {
         // k_sin: rh - ((z * (rl/2 - v * p) - rl) - v * S1), v = rh^3.
         const UOp z = F::mul(rh, rh);
         const UOp v = F::mul(z, rh);
-        const UOp ps = poly(z, {1.58969099521155010221e-10, -2.50507602534068634195e-08,
-                                2.75573137070700676789e-06, -1.98412698298579493134e-04,
-                                8.33333333332248946124e-03});
+        const UOp ps = F::poly(z, {1.58969099521155010221e-10, -2.50507602534068634195e-08,
+                                   2.75573137070700676789e-06, -1.98412698298579493134e-04,
+                                   8.33333333332248946124e-03});
         const UOp sin_r =
             F::sub(rh, F::sub(F::sub(F::mul(z, F::sub(F::mul(c(0.5), rl), F::mul(v, ps))), rl),
                               F::mul(v, c(-1.66666666666666324348e-01))));
@@ -396,9 +415,9 @@ struct SinCos64 : SinCos {
         const UOp hz = F::mul(c(0.5), zh);
         const UOp w = F::sub(c(1.0), hz);
         const UOp pc =
-            F::mul(z, poly(z, {-1.13596475577881948265e-11, 2.08757232129817482790e-09,
-                               -2.75573143513906633035e-07, 2.48015872894767294178e-05,
-                               -1.38888888888741095749e-03, 4.16666666666666019037e-02}));
+            F::mul(z, F::poly(z, {-1.13596475577881948265e-11, 2.08757232129817482790e-09,
+                                  -2.75573143513906633035e-07, 2.48015872894767294178e-05,
+                                  -1.38888888888741095749e-03, 4.16666666666666019037e-02}));
         const UOp tail = F::sub(F::mul(z, pc), F::add(F::mul(c(0.5), zl), F::mul(rh, rl)));
         const UOp cos_r = F::add(w, F::add(F::sub(F::sub(c(1.0), w), hz), tail));
 
@@ -450,22 +469,6 @@ struct F64 {
     static UOp i(int64_t v) { return UOp::constant(DType::Int64, v); }
     static UOp bits_to_f(const UOp& a) { return UOp::make(Op::BitCast, DType::Float64, {a}); }
     static UOp f_to_bits(const UOp& a) { return UOp::make(Op::BitCast, DType::Int64, {a}); }
-    static UOp poly(const UOp& x, std::initializer_list<double> coefs) {
-        UOp acc;
-        for (double k : coefs) acc = acc.is_null() ? c(k) : F::add(F::mul(acc, x), c(k));
-        return acc;
-    }
-    // p * 2^n for an int64 n in [-1080, 1025] and p in [0.7, 1.5], by two exact powers of two
-    // (each exponent stays normal), p scaled by the first: one rounding, the last (a subnormal
-    // or an overflow to inf).
-    static UOp ldexp(const UOp& p, const UOp& n) {
-        const UOp n1 = UOp::alu(Op::Shr, {n, i(1)});
-        const UOp n2 = F::sub(n, n1);
-        auto scale = [](const UOp& k) {
-            return bits_to_f(UOp::alu(Op::Shl, {F::add(k, i(1023)), i(52)}));
-        };
-        return F::mul(F::mul(p, scale(n1)), scale(n2));
-    }
 };
 
 // 2^x: x = n + f with n = round(x) and f in [-0.5, 0.5] (exact), 2^f by its Taylor
@@ -475,22 +478,17 @@ struct F64 {
 UOp exp2_f64_impl(const UOp& x0) {
     using F = F32;
     using D = F64;
-    const UOp x = F::sel(F::lt(x0, D::c(-1080.0)), D::c(-1080.0),
-                         F::sel(F::lt(D::c(1025.0), x0), D::c(1025.0), x0));
-    // n = round(x) by adding 1.5 * 2^52 (whose unit is the last bit), n as an integer by the
-    // sum's bits less those of 1.5 * 2^52.
-    const UOp big = F::add(x, D::c(0x1.8p52));
-    const UOp n = F::sub(big, D::c(0x1.8p52));
-    const UOp ni = F::sub(D::f_to_bits(big), D::i(0x4338000000000000));
+    const UOp x = F::clamp(x0, -1080.0, 1025.0);
+    const auto [n, ni] = F::round_int(x);
     const UOp f = F::sub(x, n);
     const UOp q =
-        F::mul(D::poly(f, {1.3691488853904128e-12, 2.5678435993488206e-11, 4.4455382718708116e-10,
+        F::mul(F::poly(f, {1.3691488853904128e-12, 2.5678435993488206e-11, 4.4455382718708116e-10,
                            7.054911620801123e-09, 1.01780860092397e-07, 1.321548679014431e-06,
                            1.5252733804059841e-05, 0.0001540353039338161, 0.0013333558146428443,
                            0.009618129107628477, 0.05550410866482158, 0.24022650695910072,
                            0.6931471805599453}),
                f);
-    return D::ldexp(F::add(q, D::c(1.0)), ni);
+    return F::ldexp(F::add(q, D::c(1.0)), ni);
 }
 
 // e^y for exp's EXP2(y * (1/ln 2)): rounding that product first would cost up to |y| / 2 ulp
@@ -500,33 +498,29 @@ UOp exp2_f64_impl(const UOp& x0) {
 // for this file, relative error 2.5e-9 and 4.2e-18: scripts/fit_float64.py), e^y = e^r 2^n by
 // the exponent bits as EXP2 does. No more work than EXP2's own decomposition. y is held where
 // e^y is 0 or inf already (the scale then stays in range); a NaN passes the clamps.
-template <class T>
-UOp exp_of(const UOp& y0, double lo, double hi, double magic, int64_t magic_bits, double lh,
-           double ll, std::initializer_list<double> coefs) {
+UOp exp_of(const UOp& y0, double lo, double hi, double lh, double ll,
+           std::initializer_list<double> coefs) {
     using F = F32;
-    const UOp y = F::sel(F::lt(y0, T::c(lo)), T::c(lo), F::sel(F::lt(T::c(hi), y0), T::c(hi), y0));
-    const UOp big = F::add(F::mul(y, T::c(1.4426950408889634)), T::c(magic));
-    const UOp n = F::sub(big, T::c(magic));
-    const UOp ni = F::sub(T::f_to_bits(big), T::i(magic_bits));
+    const auto k = [&](double v) { return UOp::constant_f(y0.dtype(), v); };
+    const UOp y = F::clamp(y0, lo, hi);
+    const auto [n, ni] = F::round_int(F::mul(y, k(1.4426950408889634)));
     const UOp neg_n = UOp::alu(Op::Neg, {n});
-    const UOp r =
-        UOp::alu(Op::MulAcc, {neg_n, T::c(ll), UOp::alu(Op::MulAcc, {neg_n, T::c(lh), y})});
-    return T::ldexp(T::poly(r, coefs), ni);
+    const UOp r = UOp::alu(Op::MulAcc, {neg_n, k(ll), UOp::alu(Op::MulAcc, {neg_n, k(lh), y})});
+    return F::ldexp(F::poly(r, coefs), ni);
 }
 
 UOp exp_f32_impl(const UOp& y) {
-    return exp_of<F32>(y, -104.0, 89.0, 12582912.0, 0x4B400000, 0x1.62e4p-1, 1.4286068203094173e-06,
-                       {0.0013941108433972674, 0.008375126398153335, 0.04166635289677516,
-                        0.16666415514653277, 0.5000000047117757, 1.000000037716214, 1.0});
+    return exp_of(y, -104.0, 89.0, 0x1.62e4p-1, 1.4286068203094173e-06,
+                  {0.0013941108433972674, 0.008375126398153335, 0.04166635289677516,
+                   0.16666415514653277, 0.5000000047117757, 1.000000037716214, 1.0});
 }
 
 UOp exp_f64_impl(const UOp& y) {
-    return exp_of<F64>(y, -750.0, 710.0, 0x1.8p52, 0x4338000000000000, 0x1.62e42fefa38p-1,
-                       5.497923018708371e-14,
-                       {2.5110037605963777e-08, 2.763263963904103e-07, 2.755724091857897e-06,
-                        2.4801485482328494e-05, 0.00019841269890047113, 0.0013888888952314775,
-                        0.008333333333319601, 0.0416666666664881, 0.1666666666666668,
-                        0.5000000000000019, 1.0, 1.0});
+    return exp_of(y, -750.0, 710.0, 0x1.62e42fefa38p-1, 5.497923018708371e-14,
+                  {2.5110037605963777e-08, 2.763263963904103e-07, 2.755724091857897e-06,
+                   2.4801485482328494e-05, 0.00019841269890047113, 0.0013888888952314775,
+                   0.008333333333319601, 0.0416666666664881, 0.1666666666666668, 0.5000000000000019,
+                   1.0, 1.0});
 }
 
 // log2 x: x = m * 2^e with m in [sqrt(2)/2, sqrt(2)) (subnormals scaled by 2^54 first), and
@@ -552,7 +546,7 @@ UOp log2_f64_impl(const UOp& x0) {
     const UOp f = F::sub(m, D::c(1.0));
     const UOp s = UOp::alu(Op::Fdiv, {f, F::add(D::c(2.0), f)});
     const UOp z = F::mul(s, s);
-    const UOp r = F::mul(z, D::poly(z, {2.0 / 21, 2.0 / 19, 2.0 / 17, 2.0 / 15, 2.0 / 13, 2.0 / 11,
+    const UOp r = F::mul(z, F::poly(z, {2.0 / 21, 2.0 / 19, 2.0 / 17, 2.0 / 15, 2.0 / 13, 2.0 / 11,
                                         2.0 / 9, 2.0 / 7, 2.0 / 5, 2.0 / 3}));
     const UOp hfsq = F::mul(D::c(0.5), F::mul(f, f));
     const UOp hi = D::bits_to_f(UOp::alu(
@@ -564,14 +558,7 @@ UOp log2_f64_impl(const UOp& x0) {
     const UOp w = F::add(ef, vhi);
     const UOp vlo =
         F::add(F::add(F::mul(F::add(lo, hi), ll), F::mul(lo, lh)), F::add(F::sub(ef, w), vhi));
-    const UOp res = F::add(vlo, w);
-    const double inf = std::numeric_limits<double>::infinity();
-    const double nan = std::numeric_limits<double>::quiet_NaN();
-    // log2(+inf) = inf, log2(+-0) = -inf, log2(x < 0) = NaN, NaN stays NaN.
-    return F::sel(UOp::alu(Op::CmpEq, {x0, D::c(inf)}), D::c(inf),
-                  F::sel(UOp::alu(Op::CmpEq, {x0, D::c(0.0)}), D::c(-inf),
-                         F::sel(F::lt(x0, D::c(0.0)), D::c(nan),
-                                F::sel(UOp::alu(Op::CmpNe, {x0, x0}), x0, res))));
+    return F::log2_specials(x0, F::add(vlo, w));
 }
 
 // float64 ERF. Below |x| = 1: x + x P(x^2), P of degree 12 (erf(x)/x - 1 interpolated at
@@ -586,18 +573,17 @@ UOp erf_f64_impl(const UOp& x0) {
     using D = F64;
     const UOp neg = F::lt(x0, D::c(0.0));
     const UOp z = F::sel(neg, UOp::alu(Op::Neg, {x0}), x0);
-    const UOp y = D::poly(F::mul(z, z),
+    const UOp y = F::poly(F::mul(z, z),
                           {5.957176147748911e-11, -1.1372848856791674e-09, 1.4659775274047436e-08,
                            -1.6350312701054695e-07, 1.6461000484121368e-06, -1.4925595266831182e-05,
                            0.0001205533111164271, -0.000854832698083379, 0.0052239776248180145,
                            -0.026866170645076792, 0.11283791670954879, -0.3761263890318375,
                            0.1283791670955126});
     const UOp small = F::add(z, F::mul(z, y));
-    const UOp zc =
-        F::sel(F::lt(z, D::c(1.0)), D::c(1.0), F::sel(F::lt(D::c(6.0), z), D::c(6.0), z));
+    const UOp zc = F::clamp(z, 1.0, 6.0);
     const UOp s = F::sub(F::mul(UOp::alu(Op::Fdiv, {D::c(1.0), zc}), D::c(2.4)), D::c(1.4));
     const UOp g =
-        D::poly(s, {2.3536979572445124e-10, -2.3141125612785943e-10, -1.5967918453108467e-09,
+        F::poly(s, {2.3536979572445124e-10, -2.3141125612785943e-10, -1.5967918453108467e-09,
                     2.828024790048224e-09,  4.507664335137243e-10,   -2.7983497703309644e-09,
                     2.3173165145718272e-09, -1.4585572765297821e-08, 4.980945987466356e-08,
                     -9.821320495249197e-08, 1.2488260283637228e-07,  3.3003779342775526e-09,

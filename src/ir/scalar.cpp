@@ -2,6 +2,8 @@
 // evaluate() and the reference interpreter compute.
 #include "tempura/ir/scalar.hpp"
 
+#include "tempura/ir/uop.hpp"
+
 #include <cmath>
 #include <limits>
 
@@ -65,6 +67,18 @@ bool is_exp_factor(DType dt, double v) {
     if (dt == DType::Float64) return v == k;
     if (dt == DType::Float32) return static_cast<float>(v) == static_cast<float>(k);
     return false; // 16-bit floats keep the plain composition, as their kernels do
+}
+
+UOp exp_operand(const UOp& u) {
+    if (u.op() != Op::Exp2 || u.src(0).op() != Op::Mul) return UOp();
+    const UOp& m = u.src(0);
+    for (size_t i = 0; i < 2; ++i) {
+        UOp k = m.src(i);
+        while (k.op() == Op::Expand || k.op() == Op::Reshape) k = k.src(0);
+        const double* v = k.op() == Op::Const ? std::get_if<double>(&k.arg()) : nullptr;
+        if (v != nullptr && is_exp_factor(u.dtype(), *v)) return m.src(1 - i);
+    }
+    return UOp();
 }
 
 std::optional<double> exec_float_alu(Op op, DType dt, const double* v, size_t) {

@@ -68,19 +68,12 @@ std::optional<UOp> fold_constants(const UOp& u) {
 // EXP2(c * (1/ln 2)) of a constant c is e^c (is_exp_factor, tempura/ir/scalar.hpp), so that a
 // folded exp agrees with a computed one (fold_constants leaves that product to this rule).
 std::optional<UOp> fold_exp(const UOp& u) {
-    const UOp& m = u.src(0);
-    if (u.dtype().count != 1 || m.op() != Op::Mul || !m.src(0).is_const() || !m.src(1).is_const())
-        return std::nullopt;
-    for (size_t i = 0; i < 2; ++i) {
-        const double* k = std::get_if<double>(&m.src(i).arg());
-        const double* y = std::get_if<double>(&m.src(1 - i).arg());
-        if (k != nullptr && y != nullptr && is_exp_factor(u.dtype(), *k)) {
-            const double e = std::exp(*y);
-            return UOp::constant_f(u.dtype(),
-                                   u.dtype() == DType::Float32 ? static_cast<float>(e) : e);
-        }
-    }
-    return std::nullopt;
+    if (u.dtype().count != 1) return std::nullopt;
+    const UOp y = exp_operand(u);
+    const double* c = !y.is_null() && y.is_const() ? std::get_if<double>(&y.arg()) : nullptr;
+    if (c == nullptr) return std::nullopt;
+    const double e = std::exp(*c);
+    return UOp::constant_f(u.dtype(), u.dtype() == DType::Float32 ? static_cast<float>(e) : e);
 }
 
 // An integer or bool ALU node whose bounds are a single value is that value.

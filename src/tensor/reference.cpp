@@ -372,22 +372,6 @@ Arr eval_node(const UOp& u, const std::vector<const Arr*>& s, const Shape& shape
     bad(u, "is not a tensor-level op");
 }
 
-// EXP2(y * (1/ln 2)), the constant in y's float32 or float64 dtype (broadcast), is e^y: y, or
-// null. Tensor::exp builds it, and the codegen computes e^y from y itself (exp_f32, exp_f64 in
-// src/codegen/transcendental.cpp); 2^(the rounded product) would be up to |y| / 2 ulp off.
-// 16-bit floats keep the plain composition, as their kernels do.
-UOp exp_operand(const UOp& u) {
-    if (u.op() != Op::Exp2 || u.src(0).op() != Op::Mul) return UOp();
-    const UOp& m = u.src(0);
-    for (size_t i = 0; i < 2; ++i) {
-        UOp k = m.src(i);
-        while (k.op() == Op::Expand || k.op() == Op::Reshape) k = k.src(0);
-        const double* v = k.op() == Op::Const ? std::get_if<double>(&k.arg()) : nullptr;
-        if (v != nullptr && is_exp_factor(u.dtype(), *v)) return m.src(1 - i);
-    }
-    return UOp();
-}
-
 } // namespace
 
 ReferenceArray reference_eval_array(const UOp& root) {
@@ -397,7 +381,8 @@ ReferenceArray reference_eval_array(const UOp& root) {
     std::unordered_map<const UOpNode*, int64_t> users;
     for (const UOp& u : order) {
         for (const UOp& s : u.srcs()) ++users[s.get()];
-        if (const UOp y = exp_operand(u); !y.is_null()) ++users[y.get()]; // e^y reads y
+        // EXP2(y * (1/ln 2)) is e^y (exp_operand, tempura/ir/scalar.hpp): it reads y.
+        if (const UOp y = exp_operand(u); !y.is_null()) ++users[y.get()];
     }
     std::unordered_map<const UOpNode*, Arr> values;
     std::vector<const Arr*> srcs;

@@ -6,6 +6,8 @@
 // cache) and prints the time of the search and of the chosen kernel beside the heuristics'.
 #include <doctest/doctest.h>
 
+#include "../support.hpp"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 
@@ -125,32 +127,6 @@ bool applies(const Kernel& k, const std::vector<Opt>& opts) {
         if (!ok.try_apply(o)) return false;
     return true;
 }
-
-// Sets an environment variable for a scope (unset: nullptr), then restores it.
-class EnvVar {
-  public:
-    EnvVar(const char* name, const char* value) : name_(name) {
-        const char* old = std::getenv(name);
-        had_ = old != nullptr;
-        if (had_) old_ = old;
-        if (value != nullptr)
-            setenv(name, value, 1);
-        else
-            unsetenv(name);
-    }
-    ~EnvVar() {
-        if (had_)
-            setenv(name_.c_str(), old_.c_str(), 1);
-        else
-            unsetenv(name_.c_str());
-    }
-    EnvVar(const EnvVar&) = delete;
-    EnvVar& operator=(const EnvVar&) = delete;
-
-  private:
-    std::string name_, old_;
-    bool had_ = false;
-};
 
 // A fresh folder for the cache, removed afterwards, and TEMPURA_CACHE_DIR pointing at it.
 class TempCache {

@@ -274,7 +274,7 @@ std::tuple<Tensor, codegen::BeamStats, codegen::BeamStats> with_beam(const char*
 // its buffers: small whole numbers, so every sum is exact and the product is the CPU's bit for
 // bit.
 void check_tensor_core_variants(int64_t m, int64_t k, int64_t n) {
-    const ScopedEnv wgmma("TEMPURA_WGMMA", "1"); // the warpgroup variants too, on sm_90
+    const EnvVar wgmma("TEMPURA_WGMMA", "1"); // the warpgroup variants too, on sm_90
     const Tensor a =
         Tensor::from_vector(ints(static_cast<size_t>(m * k), 11, 3), {m, k}, DType::Float16);
     const Tensor b =
@@ -528,7 +528,7 @@ TEST_CASE("cuda mock: BEAM starts a float16 matmul from its tensor-core variants
     const size_t without =
         codegen::tensor_core_variants(codegen::prepare_for_opts(ks[0].ast), lim).size();
     const std::string key_without = codegen::beam_cache_key(ks[0].ast, lim, 1);
-    const ScopedEnv wgmma("TEMPURA_WGMMA", "1"); // the warpgroup variants too, on sm_90
+    const EnvVar wgmma("TEMPURA_WGMMA", "1"); // the warpgroup variants too, on sm_90
     // A search with them is cached apart from one without.
     CHECK(codegen::beam_cache_key(ks[0].ast, lim, 1) != key_without);
     const std::vector<std::vector<codegen::Opt>> variants =
@@ -612,7 +612,7 @@ TEST_CASE("cuda mock: a kernel over 48 KiB of shared memory opts in and takes it
 TEST_CASE("cuda mock: with TEMPURA_WGMMA=1 a float16 matmul realizes on warpgroup mma") {
     Mock m;
     if (!mock_or_skip(m)) return;
-    const ScopedEnv wgmma("TEMPURA_WGMMA", "1");
+    const EnvVar wgmma("TEMPURA_WGMMA", "1");
     clear_caches(); // no plan made without it
     // The smallest output 128 blocks of 128 x 256 tile: the heuristics' TC(24421, 256) on the
     // mock's H100 (227 KiB), through realize, the opt-in of 192 KiB, the launch and EMU.

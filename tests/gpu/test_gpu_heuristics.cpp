@@ -163,7 +163,7 @@ TEST_CASE("GPU heuristics: with TEMPURA_WGMMA=1, an sm_90 GPU takes warpgroup mm
     const Tensor wide = half(4096, 64), tall = half(64, 4096);
     // Without the flag: warps of mma.sync, staged.
     CHECK(gpu_heuristics(wide.matmul(tall), h100) == "[TC(3442, 72)]");
-    const ScopedEnv on("TEMPURA_WGMMA", "1");
+    const EnvVar on("TEMPURA_WGMMA", "1");
     // Blocks of 128 x 256 (two warpgroups of 64 x 256) by a pipeline of 4 tiles, an mma in
     // flight, for either accumulator; 3 tiles where the device has 163 KiB.
     CHECK(gpu_heuristics(wide.matmul(tall), h100) == "[TC(24421, 256)]");

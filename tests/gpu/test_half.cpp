@@ -104,6 +104,11 @@ const std::string kBadStaging =
     "+ column warps (each 1, 2 or 4), or 10000 + that for warpgroups (k-steps 4), 20000 + that "
     "for warpgroups keeping an mma in flight (pipelines of 3 or 4), got ";
 
+// The error TC(stage, tiles) raises on kernel k ("<no error>" when it applies).
+std::string tc_error(codegen::OptKernel& k, int64_t stage, int64_t tiles) {
+    return error_of([&] { k.apply({codegen::OptOp::Tc, stage, tiles}); });
+}
+
 std::vector<float> on(const std::string& device, const Tensor& t) {
     return t.to(device).to_vector<float>();
 }
@@ -296,10 +301,9 @@ TEST_CASE("float16 accumulation: matmul(b, Float16) rounds its sums to float16")
         schedule_graph(c.to("EMU").matmul(e.to("EMU"), DType::BFloat16).uop());
     REQUIRE(ks.size() == 1);
     codegen::OptKernel tc(codegen::prepare_for_opts(ks[0].ast), runtime::emu_limits());
-    CHECK(error_of([&] {
-              tc.apply({codegen::OptOp::Tc, 0, 0});
-          }) == "[opt] TC(0, 0): tensor cores have no bfloat16 accumulator (a bfloat16 matmul "
-                "accumulates in float32 there)");
+    CHECK(tc_error(tc, 0, 0) ==
+          "[opt] TC(0, 0): tensor cores have no bfloat16 accumulator (a bfloat16 matmul "
+          "accumulates in float32 there)");
 }
 
 TEST_CASE("tensor cores: float16 and bfloat16 matmuls on EMU are warp mma.sync") {
@@ -430,9 +434,7 @@ TEST_CASE("tensor cores: a warp's rows x columns of 16 x 8 blocks (TC tiles) on 
             .matmul(Tensor::from_vector(std::vector<float>(16 * 8, 1), {16, 8}, DType::Float16))
             .uop());
     codegen::OptKernel k(codegen::prepare_for_opts(ks[0].ast), lim);
-    CHECK(error_of([&] {
-              k.apply({codegen::OptOp::Tc, 0, 19});
-          }) ==
+    CHECK(tc_error(k, 0, 19) ==
           "[opt] TC(0, 19): the warp's tiles are 16 * rows + columns, each 1, 2, 4 or 8, got 19");
 }
 
@@ -538,16 +540,10 @@ TEST_CASE("tensor cores: operands staged through shared memory (TC(stage, tiles)
     const Tensor a = Tensor::from_vector(std::vector<float>(64 * 64, 1), {64, 64}, DType::Float16);
     const std::vector<ScheduledKernel> ks = schedule_graph(a.matmul(a).uop());
     codegen::OptKernel k(codegen::prepare_for_opts(ks[0].ast), lim);
-    CHECK(error_of([&] {
-              k.apply({codegen::OptOp::Tc, 22, 0});
-          }) == "[opt] TC(22, 0): " + kBadStaging + "22");
-    CHECK(error_of([&] {
-              k.apply({codegen::OptOp::Tc, 1111, 0});
-          }) == "[opt] TC(1111, 0): " + kBadStaging + "1111");
+    CHECK(tc_error(k, 22, 0) == "[opt] TC(22, 0): " + kBadStaging + "22");
+    CHECK(tc_error(k, 1111, 0) == "[opt] TC(1111, 0): " + kBadStaging + "1111");
     // A: 2 x 512 rows of 64 + 8; B (stored along N): 2 x 64 rows of 256 + 8; 2 bytes each.
-    CHECK(error_of([&] {
-              k.apply({codegen::OptOp::Tc, 444, 136});
-          }) ==
+    CHECK(tc_error(k, 444, 136) ==
           "[opt] TC(444, 136): the staged tiles need 215040 bytes of shared memory, over the EMU "
           "device's 166912");
     k.apply({codegen::OptOp::Tc, 122, 34});
@@ -637,26 +633,19 @@ TEST_CASE("tensor cores: Hopper's warpgroup mma (TC(10000 + stage, n)) on EMU as
     const Tensor a = Tensor::from_vector(std::vector<float>(64 * 64, 1), {64, 64}, f16);
     const std::vector<ScheduledKernel> ks = schedule_graph(a.matmul(a).uop());
     codegen::OptKernel emu(codegen::prepare_for_opts(ks[0].ast), runtime::emu_limits());
-    CHECK(error_of([&] {
-              emu.apply({codegen::OptOp::Tc, 10411, 64});
-          }) == "[opt] TC(10411, 64): the EMU device (sm_80) has no warpgroup mma (wgmma: sm_90)");
+    CHECK(tc_error(emu, 10411, 64) ==
+          "[opt] TC(10411, 64): the EMU device (sm_80) has no warpgroup mma (wgmma: sm_90)");
     codegen::OptKernel h(codegen::prepare_for_opts(ks[0].ast), lim);
-    CHECK(error_of([&] {
-              h.apply({codegen::OptOp::Tc, 10411, 72});
-          }) == "[opt] TC(10411, 72): a warpgroup's columns are 64, 128 or 256, got 72");
-    CHECK(error_of([&] {
-              h.apply({codegen::OptOp::Tc, 10211, 64});
-          }) == "[opt] TC(10211, 64): " + kBadStaging + "10211");
-    CHECK(error_of([&] {
-              h.apply({codegen::OptOp::Tc, 22411, 64});
-          }) == "[opt] TC(22411, 64): " + kBadStaging + "22411");
+    CHECK(tc_error(h, 10411, 72) ==
+          "[opt] TC(10411, 72): a warpgroup's columns are 64, 128 or 256, got 72");
+    CHECK(tc_error(h, 10211, 64) == "[opt] TC(10211, 64): " + kBadStaging + "10211");
+    CHECK(tc_error(h, 22411, 64) == "[opt] TC(22411, 64): " + kBadStaging + "22411");
     const Tensor odd = Tensor::from_vector(std::vector<float>(64 * 60, 1), {64, 60}, f16);
     const std::vector<ScheduledKernel> ko = schedule_graph(odd.matmul(odd.transpose()).uop());
     codegen::OptKernel ho(codegen::prepare_for_opts(ko[0].ast), lim);
-    CHECK(error_of([&] {
-              ho.apply({codegen::OptOp::Tc, 10411, 64});
-          }) == "[opt] TC(10411, 64): warpgroups copy their operands 16 bytes at a time: each "
-                "must run along K or along its rows or columns, in whole runs of 8 elements");
+    CHECK(tc_error(ho, 10411, 64) ==
+          "[opt] TC(10411, 64): warpgroups copy their operands 16 bytes at a time: each "
+          "must run along K or along its rows or columns, in whole runs of 8 elements");
 }
 
 TEST_CASE("tensor cores: staged, with batch axes that stay loops in every thread") {

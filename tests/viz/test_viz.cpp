@@ -87,13 +87,6 @@ size_t count_matching(const std::vector<std::string>& lines, const std::string& 
     return n;
 }
 
-// An environment variable set for a scope.
-struct EnvVar {
-    std::string name;
-    EnvVar(const char* n, const std::string& v) : name(n) { setenv(n, v.c_str(), 1); }
-    ~EnvVar() { unsetenv(name.c_str()); }
-};
-
 // TEMPURA_VIZ set for a scope (it is read once; reread() reads it again).
 struct VizDir {
     EnvVar var;

@@ -62,4 +62,10 @@ std::optional<double> exec_float_alu(Op op, DType dtype, const double* operands,
 // folding. True when `value`, a constant of dtype `dtype`, is that factor 1/ln 2.
 bool is_exp_factor(DType dtype, double value);
 
+class UOp;
+// y when `u` is EXP2(y * (1/ln 2)) of float32 or float64, the factor a CONST (reshaped or
+// expanded in a tensor graph) with is_exp_factor; else a null UOp. The one test of the pattern
+// for the decomposition, the reference interpreter and constant folding.
+UOp exp_operand(const UOp& u);
+
 } // namespace tempura

@@ -265,11 +265,14 @@ void enter(Fiber& f, ucontext_t* scheduler) {
 #endif
 }
 
+// The running thread's fiber; null when the kernel does not run as fibers (nothing to wait for).
+Fiber* running_fiber() { return t_block == nullptr ? nullptr : t_block->running; }
+
 // The thread waits at the barrier: back to the block's scheduler.
 void on_barrier(int64_t position) {
+    Fiber* f = running_fiber();
+    if (f == nullptr) return;
     Block* b = t_block;
-    if (b == nullptr || b->running == nullptr) return; // not run as a fiber: nothing to wait for
-    Fiber* f = b->running;
     f->barrier_at = position;
     ++f->barriers;
 #ifdef TEMPURA_ASAN_FIBERS
@@ -291,9 +294,8 @@ void wait_at(Fiber* f, Collective c, int64_t position) {
 // The thread's WMMA: its fragments are left for the warp's step, which the scheduler computes
 // when the warp's 32 threads have arrived (mma_step).
 void on_mma(int64_t position, float* a, float* bf, float* cd) {
-    Block* b = t_block;
-    if (b == nullptr || b->running == nullptr) return;
-    Fiber* f = b->running;
+    Fiber* f = running_fiber();
+    if (f == nullptr) return;
     f->a = a;
     f->b = bf;
     f->cd = cd;
@@ -333,9 +335,9 @@ void check_copies_waited(Block& b, int64_t tid, AsyncCopies& c);
 // The thread's LDMATRIX: its row is read (a shared load of 16 bytes, checked now) and its
 // registers filled by the warp's step (ldmatrix_step) when the warp's 32 threads have arrived.
 void on_ldmatrix(int64_t position, int64_t address, int64_t count, int64_t trans, uint16_t* out) {
+    Fiber* f = running_fiber();
+    if (f == nullptr) return;
     Block* b = t_block;
-    if (b == nullptr || b->running == nullptr) return;
-    Fiber* f = b->running;
     // Only lanes 0 .. 8 count - 1 give addresses: the others' are not read.
     if (f->tid % 32 < 8 * count) {
         if (address % 16 != 0) {
@@ -394,9 +396,8 @@ void on_wgmma_wait(int64_t) {
 
 // The thread's WGMMA: its descriptors and accumulator are left for the warpgroup's step.
 void on_wgmma(int64_t position, const int64_t* descriptors, int64_t shape, float* cd) {
-    Block* b = t_block;
-    if (b == nullptr || b->running == nullptr) return;
-    Fiber* f = b->running;
+    Fiber* f = running_fiber();
+    if (f == nullptr) return;
     f->wg_desc = descriptors;
     f->wg_shape = shape;
     f->wg_cd = cd;
