@@ -34,7 +34,7 @@ std::string read_file(const fs::path& p) {
 }
 
 // The repository, from this file's path (tests/viz/test_viz.cpp).
-fs::path repo_root() { return fs::path(__FILE__).parent_path().parent_path().parent_path(); }
+fs::path repo_root() { return fs::path(TEMPURA_REPO_ROOT); }
 
 // A fresh empty directory under the system's temporary one.
 fs::path fresh_dir(const std::string& name) {
@@ -166,7 +166,8 @@ TEST_CASE("viz: the trace records each step with the rule's text, source line an
     CHECK(st.steps[1].before.render() + " => " + st.steps[1].after.render() ==
           "v + 0 + 0 => v + 0");
     // The line is the rule's own.
-    const std::vector<std::string> src = lines_of(read_file(__FILE__));
+    const std::vector<std::string> src =
+        lines_of(read_file(repo_root() / "tests/viz/test_viz.cpp"));
     REQUIRE(st.steps[0].line >= 1);
     REQUIRE(st.steps[0].line <= src.size());
     CHECK(src[st.steps[0].line - 1].find("VIZ_RULE_LINE") != std::string::npos);

@@ -129,6 +129,29 @@ std::string to_string(llvm::Error e) { return llvm::toString(std::move(e)); }
 
 // ---- the process-wide JIT -----------------------------------------------------------------------
 
+// float -> bfloat, rounded to nearest even (a NaN stays a quiet NaN), returned as LLVM's libcall
+// __truncsfbf2 returns it on x86-64: the 16 bits in the low half of xmm0. LLVM calls it for bfloat
+// arithmetic and casts where the CPU lacks AVX512-BF16, and libgcc 12 does not define it: without
+// this definition the JIT cannot link such kernels.
+float truncsfbf2(float x) {
+    uint32_t b = 0;
+    std::memcpy(&b, &x, sizeof b);
+    b = x != x ? (b | 0x00400000u) >> 16 : (b + 0x7FFFu + ((b >> 16) & 1u)) >> 16;
+    float out = 0;
+    std::memcpy(&out, &b, sizeof out);
+    return out;
+}
+
+// The runtime functions kernels may call that the process does not export.
+void define_runtime_symbols(llvm::orc::LLJIT& jit) {
+    llvm::orc::SymbolMap syms;
+    syms[jit.mangleAndIntern("__truncsfbf2")] = {llvm::orc::ExecutorAddr::fromPtr(&truncsfbf2),
+                                                 llvm::JITSymbolFlags::Exported |
+                                                     llvm::JITSymbolFlags::Callable};
+    if (auto err = jit.getMainJITDylib().define(llvm::orc::absoluteSymbols(std::move(syms))))
+        fail("cpu", "cannot define the JIT's runtime symbols: " + to_string(std::move(err)));
+}
+
 // What the JIT reported while this thread's lookup materialized a module (ORC materializes on
 // the thread that looks the symbol up: there are no compile threads).
 thread_local std::string t_session_error;
@@ -251,6 +274,7 @@ Jit* make_jit() {
             .create();
     if (!lljit) fail("cpu", "cannot create the ORC JIT: " + to_string(lljit.takeError()));
     j->lljit = std::move(*lljit);
+    define_runtime_symbols(*j->lljit);
     // ORC reports the cause of a failed materialization (an unresolved symbol, ...) here rather
     // than in the lookup's error: keep it for our exception instead of printing it.
     // (g++ 12 with -fsanitize=thread warns falsely inside llvm::unique_function here.)

@@ -1177,6 +1177,36 @@ class Renderer {
     // ---- ALU ----------------------------------------------------------------------------------
     // double f(double) or float f(float) from the C library, applied to each lane; 16-bit floats
     // go through float.
+    // fptrunc, but to bfloat on the CPU as integer arithmetic: round to nearest even on the
+    // float's bits (a NaN stays a quiet NaN). LLVM lowers fptrunc to bfloat to a call of
+    // __truncsfbf2 where the CPU lacks AVX512-BF16, and libgcc 12 does not have it: the JIT then
+    // fails to link the kernel. NVPTX has cvt.rn.bf16.f32.
+    llvm::Value* fp_trunc(llvm::Value* x, llvm::Type* ty) {
+        if (target_ == Target::Nvptx || !ty->getScalarType()->isBFloatTy())
+            return b_.CreateFPTrunc(x, ty);
+        llvm::Type* src = x->getType();
+        if (!src->getScalarType()->isFloatTy()) {
+            llvm::Type* f32 = b_.getFloatTy();
+            if (auto* vt = llvm::dyn_cast<llvm::FixedVectorType>(src))
+                f32 = llvm::FixedVectorType::get(f32, vt->getNumElements());
+            x = b_.CreateFPTrunc(x, f32); // double -> float -> bfloat (see cast below)
+            src = f32;
+        }
+        llvm::Type* i32 = b_.getInt32Ty();
+        llvm::Type* i16 = b_.getInt16Ty();
+        if (auto* vt = llvm::dyn_cast<llvm::FixedVectorType>(src)) {
+            i32 = llvm::FixedVectorType::get(i32, vt->getNumElements());
+            i16 = llvm::FixedVectorType::get(i16, vt->getNumElements());
+        }
+        const auto k = [&](uint32_t v) { return llvm::ConstantInt::get(i32, v); };
+        llvm::Value* bits = b_.CreateBitCast(x, i32);
+        llvm::Value* odd = b_.CreateAnd(b_.CreateLShr(bits, k(16)), k(1));
+        llvm::Value* rounded = b_.CreateAdd(bits, b_.CreateAdd(odd, k(0x7FFF)));
+        llvm::Value* quiet = b_.CreateOr(bits, k(0x00400000));
+        llvm::Value* out = b_.CreateSelect(b_.CreateFCmpUNO(x, x), quiet, rounded);
+        return b_.CreateBitCast(b_.CreateTrunc(b_.CreateLShr(out, k(16)), i16), ty);
+    }
+
     llvm::Value* libm_per_lane(const char* name, llvm::Value* x) {
         if (target_ == Target::Nvptx)
             fail("nvptx", where(cur_) + "no GPU lowering of " + name +
@@ -1189,7 +1219,7 @@ class Renderer {
         auto one = [&](llvm::Value* v) {
             llvm::Value* in = v->getType() == ct ? v : b_.CreateFPExt(v, ct);
             llvm::Value* r = b_.CreateCall(fn, {in});
-            return v->getType() == ct ? r : b_.CreateFPTrunc(r, v->getType());
+            return v->getType() == ct ? r : fp_trunc(r, v->getType());
         };
         auto* vt = llvm::dyn_cast<llvm::FixedVectorType>(ty);
         if (vt == nullptr) return one(x);
@@ -1301,10 +1331,10 @@ class Renderer {
             // half <-> bfloat go through float. double -> bfloat too: the runtime has no
             // __truncdfbf2 (libgcc 12), at the price of a double rounding in rare ties.
             llvm::Type* f32 = lanes(b_.getFloatTy(), to, u);
-            if (from.bits() == to.bits()) return b_.CreateFPTrunc(b_.CreateFPExt(x, f32), ty);
+            if (from.bits() == to.bits()) return fp_trunc(b_.CreateFPExt(x, f32), ty);
             if (to.scalar == Scalar::BFloat16 && from.bits() > 32)
-                return b_.CreateFPTrunc(b_.CreateFPTrunc(x, f32), ty);
-            return from.bits() < to.bits() ? b_.CreateFPExt(x, ty) : b_.CreateFPTrunc(x, ty);
+                return fp_trunc(b_.CreateFPTrunc(x, f32), ty);
+            return from.bits() < to.bits() ? b_.CreateFPExt(x, ty) : fp_trunc(x, ty);
         }
         unsupported(u, "no cast from " + from.name() + " to " + to.name());
     }
