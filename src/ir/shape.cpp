@@ -139,6 +139,18 @@ std::optional<Shape> infer_shape(Op op, const std::vector<UOp>& srcs, const Arg&
     }
     case Op::Contiguous:
     case Op::Detach: return src(0);
+    case Op::CustomGrad: {
+        // The derivative d has x's shape; the value has x's rank, each dim x's or 1 (a reduce
+        // over x's windows keeps its reduced dims), so that g expands to x.
+        const Shape &v = src(0), &x = src(1);
+        if (src(2) != x)
+            return bad("derivative " + shape_str(src(2)) + " and source " + shape_str(x) +
+                       " differ in shape");
+        bool ok = v.size() == x.size();
+        for (size_t i = 0; ok && i < v.size(); ++i) ok = v[i] == x[i] || v[i] == 1;
+        if (!ok) return bad("value " + shape_str(v) + " does not expand to " + shape_str(x));
+        return v;
+    }
     case Op::Gather: {
         if (!ints || ints->size() != 1) return bad("needs the arg {axis}");
         const Shape &s = src(0), &i = src(1);

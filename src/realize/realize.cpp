@@ -677,11 +677,15 @@ std::shared_ptr<const Plan> plan_of(const UOp& graph, const std::vector<UOp>& to
     return plans().insert(key, built, plan_bytes(key, *built));
 }
 
-// DETACH only steers autograd; its value is its source's, so the scheduler never sees it.
+// DETACH and CUSTOM_GRAD only steer autograd; the value of each is its first source's, so the
+// scheduler never sees them (nor a CUSTOM_GRAD's derivative, which only a backward pass reads).
 // Returns whether the graph had any (then root and topo are the graph without them).
 bool strip_detach(UOp& root, std::vector<UOp>& topo) {
+    const auto marker = [](const UOp& u) {
+        return u.op() == Op::Detach || u.op() == Op::CustomGrad;
+    };
     bool any = false;
-    for (const UOp& u : topo) any = any || u.op() == Op::Detach;
+    for (const UOp& u : topo) any = any || marker(u);
     if (!any) return false;
     // Only the nodes above a DETACH change (an optimizer's update reads its parameters through
     // one; the forward and backward graphs under it have none): the rest are kept as they are,
@@ -689,7 +693,7 @@ bool strip_detach(UOp& root, std::vector<UOp>& topo) {
     std::unordered_map<const UOpNode*, UOp> changed;
     std::vector<UOp> srcs;
     for (const UOp& u : topo) {
-        if (u.op() == Op::Detach) {
+        if (marker(u)) {
             const auto it = changed.find(u.src(0).get());
             changed.emplace(u.get(), it == changed.end() ? u.src(0) : it->second);
             continue;

@@ -188,6 +188,12 @@ Grads pow_adj(const Adj& a) {
     const Tensor dy = where(logical_and(x == zero, y >= zero), zero, a.g * a.out * x.log());
     return {dx, dy};
 }
+// CUSTOM_GRAD(value, x, d): x takes g * d (g expanded to x's shape); the value and the derivative
+// take none. The value's own graph (the composite's building blocks) is never differentiated:
+// a branch a `where` inside it did not take, 0 * inf in its chain rule, cannot leak a NaN.
+Grads custom_grad_adj(const Adj& a) {
+    return {std::nullopt, a.g.expand(a.x[1].shape()) * a.x[2], std::nullopt};
+}
 // MULACC(x, y, z) = x y + z
 Grads mulacc_adj(const Adj& a) { return {a.g * a.x[1], a.g * a.x[0], a.g}; }
 
@@ -302,6 +308,7 @@ inline constexpr auto gradient_rules = rules(
     rule(op<Op::Where>(x, y, z), adjoint<where_adj>),         // -, where(c, g, 0), where(c, 0, g)
     rule(op<Op::Pow>(x, y), adjoint<pow_adj>),                // g y x^(y-1), g x^y ln x
     rule(op<Op::MulAcc>(x, y, z), adjoint<mulacc_adj>),       // g y, g x, g
+    rule(op<Op::CustomGrad>(x, y, z), adjoint<custom_grad_adj>), // -, g d, -
     rule(op<Op::Reshape>(x), adjoint<reshape_adj>),           // reshape back
     rule(op<Op::Permute>(x), adjoint<permute_adj>),           // the inverse permutation
     rule(op<Op::Expand>(x), adjoint<expand_adj>),             // summed over the grown dims

@@ -25,10 +25,12 @@ void check_index(const char* op, const Tensor& index, int64_t size, int64_t axis
 
 Tensor gather_node(const Tensor& x, int64_t axis, const Tensor& index) {
     UOp u = UOp::make(Op::Gather, x.dtype(), {x.uop(), index.uop()}, std::vector<int64_t>{axis});
-    return TensorAccess::make(
+    Tensor r = TensorAccess::make(
         std::move(u), index.shape(),
         TensorAccess::merge("gather", TensorAccess::buffers(x), TensorAccess::buffers(index)),
         TensorAccess::symbolic(x) || TensorAccess::symbolic(index), TensorAccess::tracks(x));
+    TensorAccess::place("gather", r, {x, index});
+    return r;
 }
 
 } // namespace
@@ -82,10 +84,12 @@ Tensor Tensor::scatter_add(int64_t axis, const Tensor& index, const Tensor& src)
                             TensorAccess::merge("scatter_add", TensorAccess::buffers(*this),
                                                 TensorAccess::buffers(index)),
                             TensorAccess::buffers(s));
-    return TensorAccess::make(std::move(u), shape_, bufs,
-                              TensorAccess::symbolic(*this) || TensorAccess::symbolic(index) ||
-                                  TensorAccess::symbolic(s),
-                              TensorAccess::tracks(*this) || TensorAccess::tracks(s));
+    Tensor r = TensorAccess::make(std::move(u), shape_, bufs,
+                                  TensorAccess::symbolic(*this) || TensorAccess::symbolic(index) ||
+                                      TensorAccess::symbolic(s),
+                                  TensorAccess::tracks(*this) || TensorAccess::tracks(s));
+    TensorAccess::place("scatter_add", r, {*this, index, s});
+    return r;
 }
 
 namespace nn {

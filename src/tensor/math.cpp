@@ -18,6 +18,7 @@ using detail::check_arith;
 using detail::check_float;
 using detail::scalar_like;
 using detail::unary;
+using detail::with_derivative;
 
 namespace {
 
@@ -99,17 +100,50 @@ Tensor Tensor::rsqrt() const {
 
 // ---- activations -------------------------------------------------------------------------------
 
-Tensor Tensor::gelu() const {
+// Each activation states its derivative (with_derivative), in PyTorch's form: its building
+// blocks are never differentiated, so no NaN comes from their chain rule (0 * inf) or from a
+// branch that a `where` inside them did not take; ties (relu at 0, clip at a bound) follow
+// PyTorch's conventions.
+
+Tensor Tensor::gelu(std::string_view approximate) const {
     check_float("gelu", *this);
+    const bool tanh_form = approximate == "tanh";
+    if (!tanh_form && approximate != "none")
+        fail("gelu",
+             "approximate must be \"none\" or \"tanh\", got \"" + std::string(approximate) + "\"");
     if (detail::is_16bit_float(*this))
-        return detail::in_float32(*this, [&](const Tensor& x) { return x.gelu(); });
-    return k(*this, 0.5) * *this *
-           (k(*this, 1.0) + (*this * k(*this, std::numbers::sqrt2 / 2)).erf());
+        return detail::in_float32(*this, [&](const Tensor& x) { return x.gelu(approximate); });
+    const Tensor& x = *this;
+    const Tensor half = k(x, 0.5), one = k(x, 1.0), zero = k(x, 0.0);
+    if (tanh_form) {
+        // x/2 (1 + tanh(c (x + a x^3))), c = sqrt(2/pi), a = 0.044715
+        const double c = std::sqrt(2.0 / std::numbers::pi), a = 0.044715;
+        const Tensor t = (k(x, c) * (x + k(x, a) * x * x * x)).tanh();
+        return with_derivative(half * x * (one + t), x, [&] {
+            // (1 + t)/2 + x/2 (1 - t^2) c (1 + 3a x^2). Past x^2 = 400 tanh is +-1 and x^2 may
+            // overflow: the second term is 0 there, not 0 * inf.
+            const Tensor x2 = x * x;
+            const Tensor second = half * x * (one - t * t) * k(x, c) * (one + k(x, 3 * a) * x2);
+            return half * (one + t) + where(x2 < k(x, 400.0), second, zero);
+        });
+    }
+    const Tensor cdf = half * (one + (x * k(x, std::numbers::sqrt2 / 2)).erf());
+    return with_derivative(x * cdf, x, [&] {
+        // Phi(x) + x phi(x), phi(x) = e^(-x^2/2) / sqrt(2 pi); x phi(x) is 0 past x^2 = 200
+        // (not inf * 0 at x = inf).
+        const Tensor x2 = x * x;
+        const Tensor pdf =
+            (x2 * k(x, -0.5)).exp() * k(x, 0.5 * std::numbers::inv_sqrtpi * std::numbers::sqrt2);
+        return cdf + where(x2 < k(x, 200.0), x * pdf, zero);
+    });
 }
 
 Tensor Tensor::silu() const {
     check_float("silu", *this);
-    return *this * sigmoid();
+    const Tensor s = sigmoid();
+    const Tensor one = k(*this, 1.0);
+    // s (1 + x (1 - s))
+    return with_derivative(*this * s, *this, [&] { return s * (one + *this * (one - s)); });
 }
 
 Tensor Tensor::softplus() const {
@@ -117,27 +151,37 @@ Tensor Tensor::softplus() const {
     if (detail::is_16bit_float(*this))
         return detail::in_float32(*this, [&](const Tensor& x) { return x.softplus(); });
     // log(1 + e^x) = max(x, 0) + log(1 + e^-|x|): e^-|x| <= 1 never overflows, and log1p keeps
-    // the tiny values of very negative x.
-    return binary("softplus", Op::Max, *this, k(*this, 0.0)) + log1p_nonneg((-abs()).exp());
+    // the tiny values of very negative x. Its derivative is sigmoid(x).
+    const Tensor y =
+        binary("softplus", Op::Max, *this, k(*this, 0.0)) + log1p_nonneg((-abs()).exp());
+    return with_derivative(y, *this, [&] { return sigmoid(); });
 }
 
 Tensor Tensor::mish() const {
     check_float("mish", *this);
     if (detail::is_16bit_float(*this))
         return detail::in_float32(*this, [&](const Tensor& x) { return x.mish(); });
-    return *this * softplus().tanh();
+    const Tensor t = softplus().tanh();
+    // tanh(softplus(x)) + x sigmoid(x) (1 - tanh(softplus(x))^2)
+    return with_derivative(*this * t, *this,
+                           [&] { return t + *this * sigmoid() * (k(*this, 1.0) - t * t); });
 }
 
 Tensor Tensor::leaky_relu(double slope) const {
     check_arith("leaky_relu", *this);
-    return where(*this > k(*this, 0.0), *this, *this * k(*this, slope));
+    const Tensor pos = *this > k(*this, 0.0);
+    return with_derivative(where(pos, *this, *this * k(*this, slope)), *this,
+                           [&] { return where(pos, k(*this, 1.0), k(*this, slope)); });
 }
 
 Tensor Tensor::elu(double alpha) const {
     check_float("elu", *this);
     if (detail::is_16bit_float(*this))
         return detail::in_float32(*this, [&](const Tensor& x) { return x.elu(alpha); });
-    return where(*this > k(*this, 0.0), *this, k(*this, alpha) * expm1(*this));
+    const Tensor pos = *this > k(*this, 0.0);
+    // 1 for x > 0, alpha e^x otherwise (alpha at 0, as PyTorch)
+    return with_derivative(where(pos, *this, k(*this, alpha) * expm1(*this)), *this,
+                           [&] { return where(pos, k(*this, 1.0), k(*this, alpha) * exp()); });
 }
 
 Tensor Tensor::clip(double lo, double hi) const {
@@ -145,7 +189,40 @@ Tensor Tensor::clip(double lo, double hi) const {
     if (std::isnan(lo) || std::isnan(hi))
         fail("clip",
              "bounds must be numbers, got " + std::to_string(lo) + " and " + std::to_string(hi));
-    return maximum(k(*this, lo)).minimum(k(*this, hi));
+    // 1 inside [lo, hi], bounds included (PyTorch's clamp)
+    return with_derivative(maximum(k(*this, lo)).minimum(k(*this, hi)), *this, [&] {
+        return logical_and(*this >= k(*this, lo), *this <= k(*this, hi));
+    });
+}
+
+Tensor Tensor::relu6() const {
+    check_arith("relu6", *this);
+    const Tensor zero = k(*this, 0.0), six = k(*this, 6.0);
+    // 1 strictly inside (0, 6) (PyTorch's hardtanh)
+    return with_derivative(maximum(zero).minimum(six), *this,
+                           [&] { return logical_and(*this > zero, *this < six); });
+}
+
+Tensor Tensor::hardsigmoid() const {
+    check_float("hardsigmoid", *this);
+    const Tensor three = k(*this, 3.0);
+    const Tensor y = (*this + three).maximum(k(*this, 0.0)).minimum(k(*this, 6.0)) / k(*this, 6.0);
+    // 1/6 strictly inside (-3, 3)
+    return with_derivative(y, *this, [&] {
+        return where(logical_and(*this > -three, *this < three), k(*this, 1.0 / 6.0),
+                     k(*this, 0.0));
+    });
+}
+
+Tensor Tensor::hardswish() const {
+    check_float("hardswish", *this);
+    const Tensor three = k(*this, 3.0);
+    const Tensor r6 = (*this + three).maximum(k(*this, 0.0)).minimum(k(*this, 6.0));
+    // 0 below -3, x/3 + 1/2 from -3 up to 3, 1 from 3 on (PyTorch's one-sided choices)
+    return with_derivative(*this * r6 / k(*this, 6.0), *this, [&] {
+        return where(*this < -three, k(*this, 0.0),
+                     where(*this < three, *this / three + k(*this, 0.5), k(*this, 1.0)));
+    });
 }
 
 // ---- rounding ----------------------------------------------------------------------------------
@@ -187,9 +264,12 @@ Tensor Tensor::sign() const {
     check_arith("sign", *this);
     const Tensor zero = k(*this, 0.0), one = k(*this, 1.0);
     if (dtype().is_unsigned()) return where(*this > zero, one, zero);
-    // Floats: where neither comparison holds (signed zeros, NaN) x itself.
-    return where(*this > zero, one,
-                 where(*this < zero, k(*this, -1.0), dtype().is_float() ? *this : zero));
+    // Floats: where neither comparison holds (signed zeros, NaN) x itself; flat everywhere
+    // (the gradient is 0 at 0 too, not the x-itself branch's 1).
+    return with_derivative(
+        where(*this > zero, one,
+              where(*this < zero, k(*this, -1.0), dtype().is_float() ? *this : zero)),
+        *this, [&] { return zero; });
 }
 
 Tensor Tensor::isnan() const {
@@ -215,14 +295,16 @@ Tensor Tensor::tanh() const {
     const Tensor e = expm1(a * k(*this, 2.0));
     const double one_from = dtype().bits() == 64 ? 19.1 : dtype().bits() == 32 ? 9.1 : 5.0;
     const Tensor t = where(a > k(*this, one_from), k(*this, 1.0), e / (e + k(*this, 2.0)));
-    return where(*this < k(*this, 0.0), -t, t);
+    const Tensor y = where(*this < k(*this, 0.0), -t, t);
+    return with_derivative(y, *this, [&] { return k(*this, 1.0) - y * y; }); // 1 - tanh^2
 }
 
 Tensor Tensor::tan() const {
     check_float("tan", *this);
     if (detail::is_16bit_float(*this))
         return detail::in_float32(*this, [&](const Tensor& x) { return x.tan(); });
-    return sin() / cos(); // each within 1 ulp over the whole range
+    const Tensor y = sin() / cos(); // each within 1 ulp over the whole range
+    return with_derivative(y, *this, [&] { return k(*this, 1.0) + y * y; }); // 1 + tan^2
 }
 
 Tensor Tensor::sinh() const {
@@ -237,7 +319,9 @@ Tensor Tensor::sinh() const {
     // before sinh does (e^|x| alone would at |x| = 88.7, sinh only at 89.4).
     const Tensor t = (a * k(*this, 0.5)).exp();
     const Tensor big = k(*this, 0.5) * t * t - k(*this, 0.5) / t / t;
-    return sign_of(*this) * where(a < k(*this, 1.0), small, big);
+    // Its derivative cosh x: the chain rule through expm1 and |x| gave NaN at 0 (0 / 0).
+    return with_derivative(sign_of(*this) * where(a < k(*this, 1.0), small, big), *this,
+                           [&] { return cosh(); });
 }
 
 Tensor Tensor::cosh() const {
@@ -246,7 +330,8 @@ Tensor Tensor::cosh() const {
         return detail::in_float32(*this, [&](const Tensor& x) { return x.cosh(); });
     // (e^|x| + e^-|x|) / 2 with e^|x| = t * t, t = e^(|x|/2) (see sinh).
     const Tensor t = (abs() * k(*this, 0.5)).exp();
-    return k(*this, 0.5) * t * t + k(*this, 0.5) / t / t;
+    return with_derivative(k(*this, 0.5) * t * t + k(*this, 0.5) / t / t, *this,
+                           [&] { return sinh(); });
 }
 
 Tensor Tensor::atan() const {
@@ -268,7 +353,10 @@ Tensor Tensor::atan() const {
                      k(*this, 3.33329491539e-1);
     const Tensor y = base + (p * z * r + r);
     // The sign back on (atan is odd; x itself at +-0); NaN stays NaN through every step.
-    return where(*this < k(*this, 0.0), -y, where(*this == k(*this, 0.0), *this, y));
+    const Tensor out = where(*this < k(*this, 0.0), -y, where(*this == k(*this, 0.0), *this, y));
+    // 1 / (1 + x^2): 0 at x = 1e30 (x^2 = inf), where the polynomial's chain rule met inf * 0.
+    return with_derivative(out, *this,
+                           [&] { return (k(*this, 1.0) + *this * *this).reciprocal(); });
 }
 
 Tensor Tensor::masked_fill(const Tensor& mask, double value) const {

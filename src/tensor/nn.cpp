@@ -278,7 +278,18 @@ Tensor max_pool2d(const Tensor& x, const PoolOptions& o) {
                   x.dtype().is_float()
                       ? Tensor::full(Shape{}, -std::numeric_limits<double>::infinity(), x.dtype())
                       : Tensor::full(Shape{}, x.dtype().min(), x.dtype()));
-    return windows(padded, k, stride, {1, 1}).max({-1, -2});
+    const Tensor w = windows(padded, k, stride, {1, 1}); // [..., oh, ow, kh, kw]
+    const Tensor m = detail::with_derivative(w.max({-1, -2}, true), w, [&] {
+        // A window with tied maxima sends its whole gradient to the first one (row-major), as
+        // PyTorch does; the max's own rule would split it.
+        Shape flat = w.shape();
+        flat.pop_back();
+        flat.back() = k[0] * k[1];
+        return w.reshape(flat).argmax(-1).one_hot(k[0] * k[1]).reshape(w.shape());
+    });
+    Shape out = m.shape();
+    out.resize(out.size() - 2);
+    return m.reshape(out);
 }
 
 Tensor avg_pool2d(const Tensor& x, const PoolOptions& o) {

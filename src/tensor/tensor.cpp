@@ -54,7 +54,36 @@ Tensor TensorAccess::derive(const Tensor& x, UOp uop, Shape shape) {
     const Tensor::Core& c = x.core();
     Tensor t = make(std::move(uop), std::move(shape), c.buffers, c.symbolic, c.tracks_grad);
     t.core_.device = c.device; // a constant stays on the device it was made on
+    t.core_.pinned = c.pinned;
     return t;
+}
+
+Tensor TensorAccess::derive(const Tensor& x, UOp uop, Shape shape, const Tensor& also) {
+    Tensor t = derive(x, std::move(uop), std::move(shape));
+    t.core_.buffers = merge("derive", x.core().buffers, also.core().buffers);
+    return t;
+}
+
+std::optional<int> TensorAccess::placed(const Tensor& x) {
+    const Tensor::Core& c = x.core();
+    if (!c.buffers->empty()) return c.buffers->front()->device();
+    if (c.pinned) return c.device;
+    return std::nullopt;
+}
+
+void TensorAccess::place(const char* op, Tensor& out,
+                         std::initializer_list<std::reference_wrapper<const Tensor>> ins) {
+    std::optional<int> at;
+    for (const Tensor& t : ins) {
+        const std::optional<int> d = placed(t);
+        if (!d) continue;
+        if (at && *at != *d) fail(op, runtime::different_devices(*at, *d));
+        at = d;
+    }
+    if (!at) return;
+    Tensor::Core& c = out.core_mut();
+    c.device = *at;
+    c.pinned = true;
 }
 
 void TensorAccess::set_buffer(Tensor& x, std::shared_ptr<runtime::Buffer> buffer) {
@@ -150,13 +179,29 @@ Tensor binary(const std::string& name, Op op, const Tensor& a, const Tensor& b) 
     const bool sym = TensorAccess::symbolic(a) || TensorAccess::symbolic(b);
     const Tensor x = broadcast_to(a, out, sym && a.ndim() < static_cast<int64_t>(out.size())),
                  y = broadcast_to(b, out, sym && b.ndim() < static_cast<int64_t>(out.size()));
-    return TensorAccess::make(
+    Tensor r = TensorAccess::make(
         UOp::alu(op, {x.uop(), y.uop()}), out,
         TensorAccess::merge(name.c_str(), TensorAccess::buffers(a), TensorAccess::buffers(b)), sym,
         TensorAccess::tracks(a) || TensorAccess::tracks(b));
+    TensorAccess::place(name.c_str(), r, {a, b});
+    return r;
 }
 
 Tensor scalar_like(const Tensor& x, double value) { return TensorAccess::scalar(x.dtype(), value); }
+
+bool& building_derivative() {
+    thread_local bool building = false;
+    return building;
+}
+
+Tensor custom_grad(const Tensor& value, const Tensor& x, const Tensor& derivative) {
+    Tensor d = derivative.dtype() == x.dtype() ? derivative : derivative.cast(x.dtype());
+    d = broadcast_to(d, x.shape(), TensorAccess::symbolic(x));
+    // The derivative may read buffers of its own (argmax's indices): the node keeps them alive.
+    return TensorAccess::derive(
+        value, UOp::make(Op::CustomGrad, value.dtype(), {value.uop(), x.uop(), d.uop()}),
+        value.shape(), d);
+}
 
 // Bitwise not through XOR with all ones: reverses the order of signed and unsigned integers alike.
 Tensor bit_not(const Tensor& x) {
@@ -257,7 +302,14 @@ std::shared_ptr<runtime::Buffer> host_filled(DType dtype, int64_t n, F&& fill) {
 
 Tensor Tensor::to(const std::string& device) const {
     const int d = runtime::device_index(device);
-    if (d == core().device) return *this;
+    if (d == core().device) {
+        if (!core().buffers->empty()) return *this;
+        // A lazy tensor that reads no buffer (a constant) now lives on d too: mixing it with
+        // another device's tensor is an error, as for any tensor there.
+        Tensor t = TensorAccess::derive(*this, uop(), shape_);
+        t.core_mut().pinned = true;
+        return t;
+    }
     Tensor src = *this;
     src.realize();
     auto b = runtime::make_buffer(dtype(), numel(), false, d);
@@ -482,22 +534,31 @@ Tensor Tensor::cos() const {
 
 Tensor Tensor::relu() const {
     check_arith("relu", *this);
-    return binary("relu", Op::Max, *this, scalar_like(*this, 0.0));
+    const Tensor zero = scalar_like(*this, 0.0);
+    // relu'(0) = 0, as PyTorch (MAX's own rule would give each side of the tie half).
+    return detail::with_derivative(binary("relu", Op::Max, *this, zero), *this,
+                                   [&] { return *this > zero; });
 }
 
 Tensor Tensor::sigmoid() const {
     check_float("sigmoid", *this);
     if (detail::is_16bit_float(*this))
         return detail::in_float32(*this, [&](const Tensor& x) { return x.sigmoid(); });
-    return unary(Op::Recip, scalar_like(*this, 1.0) + (-*this).exp());
+    const Tensor one = scalar_like(*this, 1.0);
+    const Tensor s = unary(Op::Recip, one + (-*this).exp());
+    // s (1 - s): the chain rule through 1 / (1 + e^-x) meets 0 * inf at x = -100.
+    return detail::with_derivative(s, *this, [&] { return s * (one - s); });
 }
 
 Tensor Tensor::abs() const {
     check_arith("abs", *this);
     if (dtype().is_unsigned()) return *this;
     // On floats max(x, -x): IEEE maximum gives +0.0 for -0.0 (a where on x < 0 keeps -0.0)
-    // and propagates NaN.
-    if (dtype().is_float()) return binary("abs", Op::Max, *this, -*this);
+    // and propagates NaN. Its derivative is sign(x), 0 at 0 (as PyTorch; MAX's tie would give
+    // half of g and half of -g).
+    if (dtype().is_float())
+        return detail::with_derivative(binary("abs", Op::Max, *this, -*this), *this,
+                                       [&] { return sign(); });
     return where(*this < scalar_like(*this, 0.0), -*this, *this);
 }
 
@@ -601,9 +662,11 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
         "where",
         TensorAccess::merge("where", TensorAccess::buffers(cond), TensorAccess::buffers(a)),
         TensorAccess::buffers(b));
-    return TensorAccess::make(UOp::alu(Op::Where, {c.uop(), x.uop(), y.uop()}), out,
-                              std::move(bufs), sym,
-                              TensorAccess::tracks(a) || TensorAccess::tracks(b));
+    Tensor r =
+        TensorAccess::make(UOp::alu(Op::Where, {c.uop(), x.uop(), y.uop()}), out, std::move(bufs),
+                           sym, TensorAccess::tracks(a) || TensorAccess::tracks(b));
+    TensorAccess::place("where", r, {cond, a, b});
+    return r;
 }
 
 Tensor maximum(const Tensor& a, const Tensor& b) { return a.maximum(b); }

@@ -23,6 +23,13 @@ struct TensorAccess {
     // tracking result is wrapped in DETACH and does not track.
     static Tensor make(UOp uop, Shape shape, std::shared_ptr<const Tensor::Buffers> buffers,
                        bool symbolic, bool tracks = false);
+    // The device x lives on: its buffers', or the one to() pinned it to; none for a bare
+    // constant, which goes with any device.
+    static std::optional<int> placed(const Tensor& x);
+    // Puts `out`, computed from `ins`, on their device; throws "[<op>] tensors on different
+    // devices: CPU and EMU" when two of them live on different ones.
+    static void place(const char* op, Tensor& out,
+                      std::initializer_list<std::reference_wrapper<const Tensor>> ins);
     static bool symbolic(const Tensor& x) { return x.core().symbolic; }
     static bool tracks(const Tensor& x) { return x.core().tracks_grad; }
     static const Tensor::Core& core(const Tensor& x) { return x.core(); }
@@ -34,6 +41,8 @@ struct TensorAccess {
     static void rebind(Tensor& t, const Tensor& value);
     // A tensor over `uop`, which reads what x reads.
     static Tensor derive(const Tensor& x, UOp uop, Shape shape);
+    // The same, over a node that also reads what `also` reads.
+    static Tensor derive(const Tensor& x, UOp uop, Shape shape, const Tensor& also);
     static const std::shared_ptr<const Tensor::Buffers>& buffers(const Tensor& x);
     static void set_buffer(Tensor& x, std::shared_ptr<runtime::Buffer> buffer);
     // A CONST scalar tensor of `dtype` (value converted as C does; floats rounded by the dtype).
@@ -67,6 +76,29 @@ inline runtime::DeviceScope on_device_of(const Tensor& x) {
 
 // Autograd's leaf registry (autograd.cpp): a requires-grad tensor's buffer -> its shared state.
 void register_leaf(const std::shared_ptr<Tensor::Shared>& s);
+
+// `value`, computed from x by a composite op, whose gradient to x is g * derivative (a
+// CUSTOM_GRAD node; the derivative has x's shape, or one that broadcasts to it; the value x's rank,
+// each dim x's or 1). Autograd then never differentiates the composite's building blocks, whose
+// chain rule can meet 0 * inf (sigmoid at -100: 1 / (1 + e^100)) or a branch a `where` did not
+// take (expm1's 0 / 0): each composite states its derivative in the form PyTorch defines it.
+Tensor custom_grad(const Tensor& value, const Tensor& x, const Tensor& derivative);
+// Whether a derivative is being built on this thread (with_derivative below).
+bool& building_derivative();
+// The same, building the derivative only when a gradient can flow (x tracks, outside NoGrad).
+// Composites inside a derivative (sinh's is cosh, whose is sinh) are built plain: a gradient of
+// the gradient goes through their building blocks, and building does not recurse without end.
+template <class F>
+Tensor with_derivative(const Tensor& value, const Tensor& x, F&& derivative) {
+    bool& nested = building_derivative();
+    if (!TensorAccess::tracks(x) || NoGrad::active() || nested) return value;
+    nested = true;
+    struct Reset {
+        bool& b;
+        ~Reset() { b = false; }
+    } reset{nested};
+    return custom_grad(value, x, derivative());
+}
 
 void check_element_dtype(const std::string& op, DType dtype);
 // [0, 1, ..., n-1] of an integer dtype, computed by the kernel that reads it from two short

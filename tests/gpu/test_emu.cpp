@@ -122,6 +122,38 @@ TEST_CASE("devices: tensors on different devices do not mix; to() copies") {
     CHECK((back + c).to_vector<float>() == std::vector<float>{3, 5, 7, 9});
 }
 
+TEST_CASE("devices: to() pins a constant to its device; a bare constant goes with either") {
+    // ones() reads no buffer; after to(d) it lives on d all the same, and so does what is
+    // computed from it.
+    const Tensor c = Tensor::ones({4}).to("CPU");
+    const Tensor e = Tensor::ones({4}).to("EMU");
+    CHECK(c.device() == "CPU");
+    CHECK(e.device() == "EMU");
+    CHECK(error_of([&] { (void)(c + e); }) == "[add] tensors on different devices: CPU and EMU");
+    CHECK(error_of([&] { (void)((c * 2.0f) - (e + 1.0f)); }) ==
+          "[sub] tensors on different devices: CPU and EMU");
+    CHECK(error_of([&] { (void)where(c > 0.0f, c, e); }) ==
+          "[where] tensors on different devices: CPU and EMU");
+    const Tensor from_buffer = Tensor::from_vector(std::vector<float>{1, 2, 3, 4});
+    CHECK(error_of([&] { (void)(e + from_buffer); }) ==
+          "[add] tensors on different devices: EMU and CPU");
+    CHECK(e.gather(0, Tensor::zeros({2}, DType::Int32).to("EMU")).to_vector<float>() ==
+          std::vector<float>{1, 1});
+    CHECK(error_of([&] { (void)c.gather(0, Tensor::zeros({2}, DType::Int32).to("EMU")); }) ==
+          "[gather] tensors on different devices: CPU and EMU");
+    // A bare constant still goes with either device; the pinned one keeps its own.
+    Tensor k = e + 1.0f;
+    CHECK(k.device() == "EMU");
+    k.realize();
+    CHECK(k.kernels().at(0).backend == "EMU");
+    CHECK(k.to_vector<float>() == std::vector<float>{2, 2, 2, 2});
+    Tensor both = (Tensor::ones({4}) * 3.0f) + e; // unpinned ones() on the default device
+    CHECK(both.device() == "EMU");
+    both.realize();
+    CHECK(both.kernels().at(0).backend == "EMU");
+    CHECK(both.to_vector<float>() == std::vector<float>{4, 4, 4, 4});
+}
+
 TEST_CASE("GPU kernels round once per op: the PTX fuses only MULACC") {
     // On an H100, NVPTX fused t + s * (-1/3) into one FMA when every instruction carried
     // `contract`, and t - t.mean() of whole numbers was off in the last bit on the GPU alone

@@ -164,6 +164,11 @@ struct OpInfo {
     X(ScatterAdd, "SCATTER_ADD", 3, 3, Tensor, 0, -1, Ints)                                        \
     /* tensor-level markers */                                                                     \
     X(Contiguous, "CONTIGUOUS", kVariadic, 1, Tensor, 0, -1, None)                                 \
+    /* CUSTOM_GRAD(value, x, d): value's value; autograd sends x the adjoint g * d (g expanded */  \
+    /* to x's shape): a composite op's own derivative (sigmoid, tanh, max_pool's first maximum),   \
+     */                                                                                            \
+    /* so that its building blocks are never differentiated. Realize strips it, as DETACH */       \
+    X(CustomGrad, "CUSTOM_GRAD", 3, 3, Tensor, 0, -1, None)                                        \
     /* DETACH(x): x's value, through which no gradient flows (autograd); realize strips it */      \
     X(Detach, "DETACH", 1, 1, Tensor, 0, -1, None)
 

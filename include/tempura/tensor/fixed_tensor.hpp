@@ -34,6 +34,7 @@
 #include <cassert>
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -952,7 +953,10 @@ class InvalidFixedTensor {
     InvalidFixedTensor square() const { return *this; }
     InvalidFixedTensor logical_not() const { return *this; }
     InvalidFixedTensor rsqrt() const { return *this; }
-    InvalidFixedTensor gelu() const { return *this; }
+    InvalidFixedTensor gelu(std::string_view = "none") const { return *this; }
+    InvalidFixedTensor relu6() const { return *this; }
+    InvalidFixedTensor hardsigmoid() const { return *this; }
+    InvalidFixedTensor hardswish() const { return *this; }
     InvalidFixedTensor silu() const { return *this; }
     InvalidFixedTensor softplus() const { return *this; }
     InvalidFixedTensor mish() const { return *this; }
@@ -1286,7 +1290,9 @@ class FixedTensor {
         return same(tensor_.name());                                                               \
     }
     TEMPURA_FIXED_UNARY(rsqrt, floating)
-    TEMPURA_FIXED_UNARY(gelu, floating)
+    TEMPURA_FIXED_UNARY(relu6, arith)
+    TEMPURA_FIXED_UNARY(hardsigmoid, floating)
+    TEMPURA_FIXED_UNARY(hardswish, floating)
     TEMPURA_FIXED_UNARY(silu, floating)
     TEMPURA_FIXED_UNARY(softplus, floating)
     TEMPURA_FIXED_UNARY(mish, floating)
@@ -1308,6 +1314,10 @@ class FixedTensor {
     template <AnyFixedTensor Other>
     auto pow(const Other& exponent) const {
         return fixed_detail::binary<fixed_detail::Binary::Pow>(*this, exponent);
+    }
+    FixedTensor gelu(std::string_view approximate = "none") const {
+        if constexpr (constexpr auto r = floating("gelu"); !r.ok) fixed_detail::report<r.message>();
+        return same(tensor_.gelu(approximate));
     }
     FixedTensor leaky_relu(double slope = 0.01) const {
         if constexpr (constexpr auto r = arith("leaky_relu"); !r.ok)

@@ -10,6 +10,7 @@
 #include <functional>
 #include <initializer_list>
 #include <memory>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -220,10 +221,15 @@ class Tensor {
     Tensor pow(const Tensor& exponent) const;
     Tensor pow(double exponent) const; // small integer exponents multiply; 0.5 is sqrt
     Tensor rsqrt() const;              // 1 / sqrt(x)
-    Tensor gelu() const;               // x/2 * (1 + erf(x / sqrt 2))
-    Tensor silu() const;               // x * sigmoid(x)
-    Tensor softplus() const;           // log(1 + e^x), without overflow or cancellation
-    Tensor mish() const;               // x * tanh(softplus(x))
+    // x/2 * (1 + erf(x / sqrt 2)); approximate "tanh": x/2 * (1 + tanh(sqrt(2/pi) (x + 0.044715
+    // x^3))), GPT-2's form (PyTorch's two values of `approximate`).
+    Tensor gelu(std::string_view approximate = "none") const;
+    Tensor relu6() const;       // min(max(x, 0), 6)
+    Tensor hardsigmoid() const; // relu6(x + 3) / 6
+    Tensor hardswish() const;   // x relu6(x + 3) / 6
+    Tensor silu() const;        // x * sigmoid(x)
+    Tensor softplus() const;    // log(1 + e^x), without overflow or cancellation
+    Tensor mish() const;        // x * tanh(softplus(x))
     Tensor leaky_relu(double slope = 0.01) const;
     Tensor elu(double alpha = 1.0) const;    // x > 0 ? x : alpha * (e^x - 1)
     Tensor clip(double lo, double hi) const; // min(max(x, lo), hi)
@@ -476,6 +482,10 @@ class Tensor {
         // not built under NoGrad).
         bool tracks_grad = false;
         int device = 0; // realize/device.hpp's index: the buffers', or the default at creation
+        // Whether the tensor lives on `device` though it reads no buffer there: to() put it
+        // there (a constant moved to a device, or what is computed from one). A tensor that is
+        // neither pinned nor reads a buffer (a bare constant) goes with any device.
+        bool pinned = false;
         std::shared_ptr<const std::vector<KernelInfo>> kernels; // shared with the cached plan
         // A tracking tensor that was realized keeps the graph it was computed by (and what that
         // reads), so that gradients still flow through it.
