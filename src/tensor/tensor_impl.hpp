@@ -87,6 +87,8 @@ Tensor unary(Op op, const Tensor& x);
 // An ALU node over a and b broadcast together; "[name] dtype mismatch: ..." if dtypes differ.
 Tensor binary(const std::string& name, Op op, const Tensor& a, const Tensor& b);
 Tensor scalar_like(const Tensor& x, double value);
+// The pending assign_at_step updates (target, value), removed from the registry (optim.hpp).
+std::vector<std::pair<Tensor, Tensor>> take_step_assigns();
 Tensor bit_not(const Tensor& x);
 
 } // namespace detail
