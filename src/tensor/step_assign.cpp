@@ -1,4 +1,5 @@
 // assign_at_step: state updates realized with the next optimizer step (optim.hpp).
+#include <atomic>
 #include <mutex>
 #include <utility>
 #include <vector>
@@ -10,6 +11,7 @@
 namespace tempura {
 namespace {
 std::mutex g_mu;
+std::atomic<size_t> g_count{0}; // entries of g_pending, read without the lock
 // At most one pending value per target (a later one replaces it: it was computed from it).
 std::vector<std::pair<Tensor, Tensor>> g_pending;
 
@@ -21,7 +23,16 @@ bool same_target(const Tensor& a, const Tensor& b) {
 namespace detail {
 std::vector<std::pair<Tensor, Tensor>> take_step_assigns() {
     std::lock_guard<std::mutex> l(g_mu);
+    g_count = 0;
     return std::exchange(g_pending, {});
+}
+
+bool has_step_assign(const std::shared_ptr<Tensor::Shared>& s) {
+    if (g_count.load(std::memory_order_relaxed) == 0) return false;
+    std::lock_guard<std::mutex> l(g_mu);
+    for (const auto& tv : g_pending)
+        if (TensorAccess::shared(tv.first) == s) return true;
+    return false;
 }
 } // namespace detail
 
@@ -43,6 +54,7 @@ void assign_at_step(const Tensor& target, const Tensor& value) {
             return;
         }
     g_pending.emplace_back(target, v);
+    g_count = g_pending.size();
 }
 
 bool has_step_assign(const Tensor& target) {
@@ -63,6 +75,7 @@ void realize_step_assigns() {
         // Put them back, so that a failure loses nothing.
         std::lock_guard<std::mutex> l(g_mu);
         g_pending.insert(g_pending.begin(), pending.begin(), pending.end());
+        g_count = g_pending.size();
         throw;
     }
     for (auto& [t, v] : pending) TensorAccess::rebind(t, v);

@@ -11,6 +11,7 @@
 #include "tempura/error.hpp"
 #include "tempura/realize/device.hpp"
 #include "tempura/tensor/graph.hpp"
+#include "tempura/tensor/optim.hpp"
 #include "tensor_impl.hpp"
 
 namespace tempura {
@@ -440,6 +441,8 @@ const std::vector<KernelInfo>& Tensor::kernels() const {
 }
 
 void Tensor::read_into(DType to, void* dst) const {
+    // A state update waiting for the training step (nn::assign_at_step) is part of the value.
+    if (shared_ && detail::has_step_assign(shared_)) nn::realize_step_assigns();
     const auto& b = core().buffer;
     if (!b) fail("to_vector", "tensor is not realized");
     std::vector<unsigned char> staging; // a device's memory is read through a copy

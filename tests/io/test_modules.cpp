@@ -415,7 +415,37 @@ pad = ids == 0
 with torch.no_grad():
     y = cnn(x)
     z = block(ids, pad)
+# Batch norm in training mode: the output from the batch statistics, the running ones after.
+bn = torch.nn.BatchNorm2d(3, momentum=0.2)
+with torch.no_grad():
+    bn.weight.copy_(torch.randn(3)); bn.bias.copy_(torch.randn(3))
+bn_state = {k: v.clone() for k, v in bn.state_dict().items()}
+bnx = torch.randn(4, 3, 5, 5) * 3 + 1
+with torch.no_grad():
+    bny = bn.train()(bnx)
+# Attention masks: the functional form (bool: true = attend; float: added) and the module's
+# (bool: true = may not attend).
+q, k, v = torch.randn(2, 2, 4, 8), torch.randn(2, 2, 6, 8), torch.randn(2, 2, 6, 8)
+bmask = torch.rand(4, 6) > 0.4
+bmask[:, 0] = True
+fmask = torch.randn(2, 1, 4, 6)
+def sdpa(q, k, v, mask):  # PyTorch 2's F.scaled_dot_product_attention, for older versions too
+    if hasattr(torch.nn.functional, "scaled_dot_product_attention"):
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    s = q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5
+    s = s.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else s + mask
+    return torch.softmax(s, -1) @ v
+sdpa_b = sdpa(q, k, v, bmask)
+sdpa_f = sdpa(q, k, v, fmask)
+causal = torch.triu(torch.ones(6, 6, dtype=torch.bool), 1)
+with torch.no_grad():
+    h = block.ln1(block.emb(ids))
+    z2 = block.attn(h, h, h, attn_mask=causal, need_weights=False)[0]
 tensors = {}
+for k_, v_ in bn_state.items(): tensors["bn." + k_] = v_
+tensors.update({"bnx": bnx, "bny": bny, "bn_rm": bn.running_mean, "bn_rv": bn.running_var,
+                "q": q, "k": k, "v": v, "bmask": bmask, "fmask": fmask, "sdpa_b": sdpa_b,
+                "sdpa_f": sdpa_f, "h": h, "z2": z2})
 for k, v in cnn.state_dict().items(): tensors["cnn." + k] = v
 for k, v in block.state_dict().items(): tensors["block." + k] = v
 tensors.update({"x": x, "y": y, "ids": ids, "pad": pad, "z": z})
@@ -475,4 +505,69 @@ with open(sys.argv[1], "wb") as f:
     block.eval();
     check_close(block.run(all.at("ids"), all.at("pad")).to_vector<float>(),
                 all.at("z").to_vector<float>(), 1e-4f);
+    // The module's masks: a bool attn_mask (true = may not attend), and causal, alike.
+    const Tensor h = all.at("h");
+    const Tensor causal = Tensor::ones({6, 6}, DType::Bool).triu(1);
+    check_close(block.attn.forward(h, h, h, causal).to_vector<float>(),
+                all.at("z2").to_vector<float>(), 1e-4f);
+    nn::MultiheadAttention causal_attn(16, 4, true);
+    causal_attn.load_state_dict(block.attn.state_dict());
+    check_close(causal_attn(h).to_vector<float>(), all.at("z2").to_vector<float>(), 1e-4f);
+
+    // The functional attention's masks.
+    const Tensor q = all.at("q"), k = all.at("k"), v = all.at("v");
+    check_close(
+        nn::scaled_dot_product_attention(q, k, v, false, all.at("bmask")).to_vector<float>(),
+        all.at("sdpa_b").to_vector<float>(), 1e-5f);
+    check_close(
+        nn::scaled_dot_product_attention(q, k, v, false, all.at("fmask")).to_vector<float>(),
+        all.at("sdpa_f").to_vector<float>(), 1e-5f);
+
+    // Batch norm in training mode: PyTorch's output and running statistics.
+    nn::BatchNorm2d bn(3, 1e-5, 0.2);
+    bn.load_state_dict(with_prefix("bn."));
+    check_close(bn(all.at("bnx")).to_vector<float>(), all.at("bny").to_vector<float>(), 1e-5f);
+    // Reading a buffer's elements realizes its pending update first.
+    CHECK(nn::has_step_assign(bn.running_mean));
+    check_close(bn.running_mean.to_vector<float>(), all.at("bn_rm").to_vector<float>(), 1e-5f);
+    CHECK(!nn::has_step_assign(bn.running_mean));
+    const auto sd = bn.state_dict();
+    check_close(sd.at("running_mean").to_vector<float>(), all.at("bn_rm").to_vector<float>(),
+                1e-5f);
+    check_close(sd.at("running_var").to_vector<float>(), all.at("bn_rv").to_vector<float>(), 1e-5f);
+    CHECK(sd.at("num_batches_tracked").item<int64_t>() == 1);
+}
+
+TEST_CASE("modules: Dropout follows the mode; to(device) moves parameters and buffers") {
+    tempura::manual_seed(3);
+    nn::Dropout drop(0.5);
+    const Tensor x = Tensor::ones({1000});
+    const auto y = drop(x).to_vector<float>();
+    size_t zeros = 0;
+    for (float v : y) {
+        CHECK((v == 0 || v == 2));
+        zeros += v == 0;
+    }
+    CHECK(zeros > 400);
+    CHECK(zeros < 600);
+    drop.eval();
+    CHECK(drop(x).to_vector<float>() == x.to_vector<float>());
+    CHECK_THROWS_WITH(nn::Dropout(1.5), "[Dropout] p must be in [0, 1], got 1.500000");
+
+    nn::Sequential net(nn::Linear(3, 2), nn::Functional([](const Tensor& t) { return t.relu(); }));
+    nn::BatchNorm2d bn(2);
+    const Tensor in = Tensor::from_vector(values(6, 2, 4), {2, 3});
+    const auto want = net(in).to_vector<float>();
+    const Tensor w = net.named_parameters()[0].second; // a copy: it follows the module
+    net.to("EMU");
+    bn.to("EMU");
+    CHECK(w.device() == "EMU");
+    CHECK(bn.running_var.device() == "EMU");
+    for (auto& [n, t] : net.named_parameters()) CHECK(t.requires_grad_enabled());
+    CHECK(net(in.to("EMU")).to_vector<float>() == want);
+    nn::SGD opt(net.parameters(), 0.1);
+    Tensor loss = net(in.to("EMU")).sum();
+    loss.backward();
+    opt.step();
+    CHECK(w.device() == "EMU");
 }
