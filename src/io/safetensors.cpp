@@ -57,7 +57,8 @@ const char* dtype_code(const std::string& path, const std::string& name, DType d
 // A read-only mapping of a whole file (nothing mapped for an empty file).
 class Mapping {
   public:
-    explicit Mapping(const std::string& path) {
+    // populate: fault every page in now (a load reads them all; the metadata needs the header).
+    Mapping(const std::string& path, bool populate) {
         fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
         if (fd_ < 0) bad(path, "cannot open: " + sys_error());
         struct stat st {};
@@ -72,7 +73,8 @@ class Mapping {
         }
         size_ = static_cast<size_t>(st.st_size);
         if (size_ > 0) {
-            void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd_, 0);
+            void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE | (populate ? MAP_POPULATE : 0),
+                             fd_, 0);
             if (p == MAP_FAILED) {
                 const std::string e = sys_error();
                 ::close(fd_);
@@ -291,7 +293,7 @@ void write_all(const std::string& path, int fd, const void* data, size_t n) {
 
 std::map<std::string, Tensor> load_safetensors(const std::string& path, const std::string& device) {
     const int d = device.empty() ? runtime::default_device_index() : runtime::device_index(device);
-    Mapping m(path);
+    Mapping m(path, true);
     const Header h = parse_header(path, m.data(), m.size());
     runtime::DeviceScope scope(d);
     std::map<std::string, Tensor> out;
@@ -302,7 +304,7 @@ std::map<std::string, Tensor> load_safetensors(const std::string& path, const st
 }
 
 std::map<std::string, std::string> safetensors_metadata(const std::string& path) {
-    Mapping m(path);
+    Mapping m(path, false);
     return parse_header(path, m.data(), m.size()).metadata;
 }
 

@@ -192,8 +192,10 @@ void Optimizer::load_state_dict(const std::map<std::string, Tensor>& state) {
     std::vector<std::vector<Tensor>> next(params_.size());
     std::vector<std::vector<bool>> have(params_.size(), std::vector<bool>(names.size(), false));
     int64_t steps = -1;
+    bool saw_step = false;
     for (const auto& [key, t] : state) {
         if (key == "step") {
+            saw_step = true;
             if (t.numel() != 1 || !t.dtype().is_int())
                 problems.push_back("'step' must be one integer, got " + t.dtype().name() + " " +
                                    shape_str(t.shape()));
@@ -231,7 +233,10 @@ void Optimizer::load_state_dict(const std::map<std::string, Tensor>& state) {
         }
         next[i][k] = t;
     }
-    if (steps < 0 && problems.empty()) problems.push_back("missing key 'step'");
+    if (!saw_step)
+        problems.push_back("missing key 'step'");
+    else if (steps < 0 && problems.empty())
+        problems.push_back("'step' is negative");
     for (size_t i = 0; i < params_.size(); ++i) {
         if (next[i].empty()) continue;
         for (size_t k = 0; k < names.size(); ++k)

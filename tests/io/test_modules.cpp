@@ -571,3 +571,35 @@ TEST_CASE("modules: Dropout follows the mode; to(device) moves parameters and bu
     opt.step();
     CHECK(w.device() == "EMU");
 }
+
+TEST_CASE("optimizer state_dict: SGD's momentum buffers; the errors") {
+    Tensor w = Tensor::from_vector(std::vector<float>{1, -2, 3});
+    w.requires_grad();
+    nn::SGD opt({w}, 0.1, 0.9);
+    CHECK(opt.state_dict().size() == 1); // no step yet: the count alone
+    for (int i = 0; i < 2; ++i) {
+        opt.zero_grad();
+        (w * w).sum().backward();
+        opt.step();
+    }
+    auto sd = opt.state_dict();
+    CHECK(sd.size() == 2);
+    CHECK(sd.at("step").item<int64_t>() == 2);
+    // b1 = g1 = 2 w0; w1 = w0 - 0.1 b1 = 0.8 w0; b2 = 0.9 b1 + 2 w1 = 3.4 w0.
+    check_close(sd.at("state.0.momentum_buffer").to_vector<float>(), {3.4f, -6.8f, 10.2f}, 1e-6f);
+    Tensor w2 = Tensor::from_vector(std::vector<float>{0, 0, 0});
+    w2.requires_grad();
+    nn::SGD opt2({w2}, 0.1, 0.9);
+    opt2.load_state_dict(sd);
+    CHECK(opt2.steps() == 2);
+    sd.at("state.0.momentum_buffer").assign(Tensor::zeros({3})); // opt2 holds a copy
+    CHECK(opt2.state_dict().at("state.0.momentum_buffer").to_vector<float>()[0] ==
+          doctest::Approx(3.4f));
+    CHECK_THROWS_WITH(opt2.load_state_dict({}),
+                      "[SGD] cannot load the state dict: missing key 'step'");
+    CHECK_THROWS_WITH(
+        opt2.load_state_dict({{"step", Tensor::full({}, 1.5f)}, {"state.x.y", Tensor::zeros({1})}}),
+        "[SGD] cannot load the state dict: unexpected key 'state.x.y'; 'step' must be "
+        "one integer, got float32 []");
+    CHECK(opt2.steps() == 2);
+}
