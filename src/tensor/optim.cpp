@@ -61,7 +61,12 @@ void Optimizer::step() {
     // State updates that belong to this step (BatchNorm's running statistics).
     std::vector<std::pair<Tensor, Tensor>> at_step = detail::take_step_assigns();
     for (auto& tv : at_step) all.push_back(tv.second);
-    tempura::realize(all);
+    try {
+        tempura::realize(all);
+    } catch (...) {
+        detail::restore_step_assigns(std::move(at_step)); // not lost: realized with a later step
+        throw;
+    }
     for (auto& [t, v] : at_step) TensorAccess::rebind(t, v);
     for (size_t k = 0; k < which.size(); ++k) {
         const size_t i = which[k];

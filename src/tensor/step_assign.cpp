@@ -27,6 +27,21 @@ std::vector<std::pair<Tensor, Tensor>> take_step_assigns() {
     return std::exchange(g_pending, {});
 }
 
+void restore_step_assigns(std::vector<std::pair<Tensor, Tensor>> taken) {
+    std::lock_guard<std::mutex> l(g_mu);
+    // A value added since for the same target was computed from the new one: it wins.
+    for (auto& tv : g_pending) {
+        for (auto it = taken.begin(); it != taken.end(); ++it)
+            if (same_target(it->first, tv.first)) {
+                taken.erase(it);
+                break;
+            }
+    }
+    g_pending.insert(g_pending.begin(), std::make_move_iterator(taken.begin()),
+                     std::make_move_iterator(taken.end()));
+    g_count = g_pending.size();
+}
+
 bool has_step_assign(const std::shared_ptr<Tensor::Shared>& s) {
     if (g_count.load(std::memory_order_relaxed) == 0) return false;
     std::lock_guard<std::mutex> l(g_mu);
@@ -72,10 +87,7 @@ void realize_step_assigns() {
     try {
         tempura::realize(values);
     } catch (...) {
-        // Put them back, so that a failure loses nothing.
-        std::lock_guard<std::mutex> l(g_mu);
-        g_pending.insert(g_pending.begin(), pending.begin(), pending.end());
-        g_count = g_pending.size();
+        detail::restore_step_assigns(std::move(pending)); // a failure loses nothing
         throw;
     }
     for (auto& [t, v] : pending) TensorAccess::rebind(t, v);

@@ -19,8 +19,10 @@ namespace tempura::nn {
 // assign_at_step(target, value) records that `target` (a realized tensor) takes `value` (lazy)
 // with the next optimizer step(), which realizes it in the step's one plan, so that what it
 // shares with the forward pass is computed once. realize_step_assigns() realizes and assigns the
-// pending ones now (for a reader that cannot wait for the step); has_step_assign(target): whether
-// target has one pending.
+// pending ones now (for a reader that cannot wait for the step; reading a target's elements with
+// to_vector() or item() does it first); has_step_assign(target): whether target has one pending.
+// A second value for a target with one pending replaces it: compute it from the pending value,
+// or call realize_step_assigns() first (BatchNorm2d does).
 void assign_at_step(const Tensor& target, const Tensor& value);
 bool has_step_assign(const Tensor& target);
 void realize_step_assigns();
