@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what is missing, then builds and runs the whole test suite:
 #   1. preset release: every test (unit, compile-fail, consumer/package, format);
-#   2. preset asan (ASan + UBSan): every unit test (labels ir|pattern|rewrite|symbolic|llvm|tensor|schedule|fixed|codegen|viz|gpu), LeakSanitizer on;
+#   2. preset asan (ASan + UBSan): every unit test (labels ir|pattern|rewrite|symbolic|llvm|tensor|schedule|fixed|codegen|viz|gpu|io), LeakSanitizer on;
 #   3. preset tsan (ThreadSanitizer): the concurrency tests (label threads).
 # Exits non-zero on the first failure. .ci/run calls this.
 set -euo pipefail
@@ -15,7 +15,7 @@ ctest --preset release --output-on-failure -j2
 
 cmake --preset asan
 cmake --build --preset asan
-ctest --preset asan --output-on-failure -j2 -L '^(ir|pattern|rewrite|symbolic|llvm|tensor|schedule|fixed|codegen|viz|gpu)$'
+ctest --preset asan --output-on-failure -j2 -L '^(ir|pattern|rewrite|symbolic|llvm|tensor|schedule|fixed|codegen|viz|gpu|io)$'
 
 # The concurrency tests under ThreadSanitizer (the preset builds only test_schedule).
 cmake --preset tsan

@@ -383,8 +383,8 @@ Tensor rms_norm(const Tensor& x, std::optional<Tensor> w, double eps) {
     return y;
 }
 
-Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
-                                    bool causal) {
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
+                                    std::optional<Tensor> attn_mask) {
     const char* op = "scaled_dot_product_attention";
     detail::check_float(op, q);
     if (q.ndim() < 2 || k.ndim() < 2 || v.ndim() < 2 || q.shape().back() != k.shape().back() ||
@@ -396,6 +396,25 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
         q.matmul(k.transpose()) * (1.0 / std::sqrt(static_cast<double>(q.shape().back())));
     if (causal) // query i sees keys j <= i
         scores = scores.masked_fill(Tensor::ones({L, S}, DType::Bool).triu(1), -INFINITY);
+    if (attn_mask) {
+        const Tensor& m = *attn_mask;
+        const auto fits = [&] {
+            try {
+                return broadcast_shapes(m.shape(), scores.shape()) == scores.shape();
+            } catch (const Error&) {
+                return false;
+            }
+        };
+        if (!fits())
+            fail(op, "attn_mask of shape " + shape_str(m.shape()) +
+                         " does not broadcast to the scores' shape " + shape_str(scores.shape()));
+        if (m.dtype().is_bool())
+            scores = scores.masked_fill(m.logical_not(), -INFINITY);
+        else if (m.dtype().is_float())
+            scores = scores + (m.dtype() == scores.dtype() ? m : m.cast(scores.dtype()));
+        else
+            fail(op, "attn_mask must be bool or float, got " + m.dtype().name());
+    }
     return scores.softmax(-1).matmul(v);
 }
 

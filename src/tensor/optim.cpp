@@ -58,7 +58,16 @@ void Optimizer::step() {
     for (Tensor& t : next) all.push_back(t);
     for (auto& st : next_state)
         for (Tensor& t : st) all.push_back(t);
-    tempura::realize(all);
+    // State updates that belong to this step (BatchNorm's running statistics).
+    std::vector<std::pair<Tensor, Tensor>> at_step = detail::take_step_assigns();
+    for (auto& tv : at_step) all.push_back(tv.second);
+    try {
+        tempura::realize(all);
+    } catch (...) {
+        detail::restore_step_assigns(std::move(at_step)); // not lost: realized with a later step
+        throw;
+    }
+    for (auto& [t, v] : at_step) TensorAccess::rebind(t, v);
     for (size_t k = 0; k < which.size(); ++k) {
         const size_t i = which[k];
         TensorAccess::rebind(params_[i], next[k]);
@@ -152,6 +161,109 @@ Tensor Adam::update(size_t, const Tensor& p, const Tensor& grad, const Tensor& s
     const Tensor inv_sqrt_bc2 = s.shrink({{1, 2}}).reshape({});
     const Tensor denom = v.sqrt() * inv_sqrt_bc2 + scalar(p, eps_);
     return base - m / denom * step_size;
+}
+
+} // namespace tempura::nn
+
+// ---- checkpoints
+// ---------------------------------------------------------------------------------
+
+namespace tempura::nn {
+
+namespace {
+// A realized copy of t in a buffer of its own (nothing else can rebind or write it).
+Tensor own_copy(const Tensor& t) {
+    Tensor v = t;
+    v.realize();
+    std::vector<unsigned char> staging;
+    runtime::DeviceScope on(TensorAccess::core(v).device);
+    return Tensor::from_blob(runtime::host_bytes(*v.buffer(), staging), v.shape(), v.dtype());
+}
+} // namespace
+
+std::map<std::string, Tensor> Optimizer::state_dict() const {
+    std::map<std::string, Tensor> out;
+    out.emplace("step", Tensor::from_vector(std::vector<int64_t>{steps_}, Shape{}));
+    const std::vector<std::string> names = state_names();
+    for (size_t i = 0; i < state_.size(); ++i)
+        for (size_t k = 0; k < state_[i].size() && k < names.size(); ++k)
+            out.emplace("state." + std::to_string(i) + "." + names[k], own_copy(state_[i][k]));
+    return out;
+}
+
+void Optimizer::load_state_dict(const std::map<std::string, Tensor>& state) {
+    const std::vector<std::string> names = state_names();
+    std::vector<std::string> problems;
+    std::vector<std::vector<Tensor>> next(params_.size());
+    std::vector<std::vector<bool>> have(params_.size(), std::vector<bool>(names.size(), false));
+    int64_t steps = -1;
+    bool saw_step = false;
+    for (const auto& [key, t] : state) {
+        if (key == "step") {
+            saw_step = true;
+            if (t.numel() != 1 || !t.dtype().is_int())
+                problems.push_back("'step' must be one integer, got " + t.dtype().name() + " " +
+                                   shape_str(t.shape()));
+            else
+                steps = t.item<int64_t>();
+            continue;
+        }
+        // state.<i>.<name>
+        size_t i = 0, k = names.size();
+        bool ok = key.rfind("state.", 0) == 0;
+        if (ok) {
+            const size_t dot = key.find('.', 6);
+            ok = dot != std::string::npos && dot > 6 &&
+                 key.find_first_not_of("0123456789", 6) == dot && dot - 6 < 10;
+            if (ok) {
+                i = std::stoul(key.substr(6, dot - 6));
+                const std::string n = key.substr(dot + 1);
+                for (size_t j = 0; j < names.size(); ++j)
+                    if (names[j] == n) k = j;
+                ok = i < params_.size() && k < names.size();
+            }
+        }
+        if (!ok) {
+            problems.push_back("unexpected key '" + key + "'");
+            continue;
+        }
+        const Tensor& p = params_[i];
+        if (next[i].empty()) next[i].resize(names.size());
+        have[i][k] = true;
+        if (t.shape() != p.shape() || t.dtype() != p.dtype()) {
+            problems.push_back("'" + key + "' is " + t.dtype().name() + " " + shape_str(t.shape()) +
+                               ", parameter " + std::to_string(i) + " is " + p.dtype().name() +
+                               " " + shape_str(p.shape()));
+            continue;
+        }
+        next[i][k] = t;
+    }
+    if (!saw_step)
+        problems.push_back("missing key 'step'");
+    else if (steps < 0 && problems.empty())
+        problems.push_back("'step' is negative");
+    for (size_t i = 0; i < params_.size(); ++i) {
+        if (next[i].empty()) continue;
+        for (size_t k = 0; k < names.size(); ++k)
+            if (!have[i][k])
+                problems.push_back("missing key 'state." + std::to_string(i) + "." + names[k] +
+                                   "'");
+    }
+    if (!problems.empty()) {
+        std::string msg = "cannot load the state dict: ";
+        for (size_t j = 0; j < problems.size(); ++j) msg += (j ? "; " : "") + problems[j];
+        fail(name_, msg);
+    }
+    for (size_t i = 0; i < params_.size(); ++i) {
+        std::vector<Tensor> st;
+        for (Tensor& t : next[i]) {
+            runtime::DeviceScope on(TensorAccess::core(params_[i]).device);
+            st.push_back(own_copy(t.to(params_[i].device())));
+        }
+        next[i] = std::move(st);
+    }
+    state_ = std::move(next);
+    steps_ = steps;
 }
 
 } // namespace tempura::nn

@@ -11,6 +11,7 @@
 #include "tempura/error.hpp"
 #include "tempura/realize/device.hpp"
 #include "tempura/tensor/graph.hpp"
+#include "tempura/tensor/optim.hpp"
 #include "tensor_impl.hpp"
 
 namespace tempura {
@@ -336,6 +337,33 @@ Tensor Tensor::from_host(DType src_dtype, const void* data, int64_t count, Shape
     return realized(b, shape);
 }
 
+Tensor Tensor::from_blob(const void* data, Shape shape, DType dtype) {
+    detail::check_element_dtype("from_blob", dtype);
+    detail::check_shape("from_blob", shape);
+    const int64_t n = tempura::numel(shape);
+    if (n > 0 && data == nullptr)
+        fail("from_blob", "null data for " + std::to_string(n) + " elements");
+    const int device = runtime::default_device_index();
+    const bool host = runtime::allocator_of(device) == nullptr;
+    auto b = runtime::make_buffer(dtype, n, false, device);
+    const size_t bytes = static_cast<size_t>(n) * static_cast<size_t>(dtype.itemsize());
+    if (dtype.is_bool()) {
+        // Bool elements must be 0 or 1: normalize while copying (through the host for a device).
+        std::vector<unsigned char> staging;
+        auto* dst =
+            static_cast<unsigned char*>(host ? b->data() : (staging.resize(bytes), staging.data()));
+        const auto* src = static_cast<const unsigned char*>(data);
+        for (size_t i = 0; i < bytes; ++i) dst[i] = src[i] != 0;
+        if (!host) b->copy_from_host(staging.data(), bytes);
+    } else if (bytes > 0) {
+        if (host)
+            std::memcpy(b->data(), data, bytes);
+        else
+            b->copy_from_host(data, bytes);
+    }
+    return realized(b, shape);
+}
+
 Shape Tensor::dim_values(const char* op, const Dims& dims) {
     Shape shape;
     shape.reserve(dims.size());
@@ -465,6 +493,8 @@ const std::vector<KernelInfo>& Tensor::kernels() const {
 }
 
 void Tensor::read_into(DType to, void* dst) const {
+    // A state update waiting for the training step (nn::assign_at_step) is part of the value.
+    if (shared_ && detail::has_step_assign(shared_)) nn::realize_step_assigns();
     const auto& b = core().buffer;
     if (!b) fail("to_vector", "tensor is not realized");
     std::vector<unsigned char> staging; // a device's memory is read through a copy

@@ -119,6 +119,12 @@ Tensor unary(Op op, const Tensor& x);
 // An ALU node over a and b broadcast together; "[name] dtype mismatch: ..." if dtypes differ.
 Tensor binary(const std::string& name, Op op, const Tensor& a, const Tensor& b);
 Tensor scalar_like(const Tensor& x, double value);
+// The pending assign_at_step updates (target, value), removed from the registry (optim.hpp).
+std::vector<std::pair<Tensor, Tensor>> take_step_assigns();
+// Puts taken ones back (their plan failed), ahead of any added since.
+void restore_step_assigns(std::vector<std::pair<Tensor, Tensor>> taken);
+// Whether a tensor with this shared state has an assign_at_step pending (cheap when none is).
+bool has_step_assign(const std::shared_ptr<Tensor::Shared>& s);
 Tensor bit_not(const Tensor& x);
 
 } // namespace detail

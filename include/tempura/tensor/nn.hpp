@@ -54,9 +54,11 @@ Tensor group_norm(const Tensor& x, int64_t groups, std::optional<Tensor> w = {},
 Tensor rms_norm(const Tensor& x, std::optional<Tensor> w = {}, double eps = 1e-6);
 
 // softmax(q k^T / sqrt(E)) v over [..., L, E] x [..., S, E] x [..., S, Ev]; with causal, query i
-// sees keys 0..i only.
+// sees keys 0..i only. attn_mask (broadcast to [..., L, S]), as PyTorch's: a bool mask says
+// which keys a query may attend (true = attend), a float one is added to the scores (-inf
+// masks). A query that may attend no key gets NaN, as in PyTorch.
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
-                                    bool causal = false);
+                                    bool causal = false, std::optional<Tensor> attn_mask = {});
 
 // Rows of table [V, D] at the indices (Int32 or Int64, any shape): index.shape + [D].
 Tensor embedding(const Tensor& index, const Tensor& table);

@@ -5,12 +5,27 @@
 // its new value. Scalars that change from step to step (Adam's bias corrections) are read from a
 // buffer, so the plan is built once and replayed.
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "tempura/tensor/tensor.hpp"
 
 namespace tempura::nn {
+
+// State updates that belong to the training step rather than to a plan of their own
+// (BatchNorm2d's running statistics, computed from the batch statistics of the forward pass):
+// assign_at_step(target, value) records that `target` (a realized tensor) takes `value` (lazy)
+// with the next optimizer step(), which realizes it in the step's one plan, so that what it
+// shares with the forward pass is computed once. realize_step_assigns() realizes and assigns the
+// pending ones now (for a reader that cannot wait for the step; reading a target's elements with
+// to_vector() or item() does it first); has_step_assign(target): whether target has one pending.
+// A second value for a target with one pending replaces it: compute it from the pending value,
+// or call realize_step_assigns() first (BatchNorm2d does).
+void assign_at_step(const Tensor& target, const Tensor& value);
+bool has_step_assign(const Tensor& target);
+void realize_step_assigns();
 
 class Optimizer {
   public:
@@ -24,6 +39,13 @@ class Optimizer {
     void step();
     const std::vector<Tensor>& params() const { return params_; }
     int64_t steps() const { return steps_; }
+    // For checkpoints: the step count ("step", Int64) and each parameter's state tensors
+    // ("state.<i>.<name>": Adam's exp_avg and exp_avg_sq, SGD's momentum_buffer), as PyTorch
+    // names them. load_state_dict checks every key and shape against this optimizer and its
+    // parameters ("[optimizer] ..." listing what does not fit; nothing changes then) and takes
+    // copies: resuming from it continues bit for bit where the saved optimizer stopped.
+    std::map<std::string, Tensor> state_dict() const;
+    void load_state_dict(const std::map<std::string, Tensor>& state);
 
   protected:
     // The per-step scalars the update reads (a realized tensor), or an empty tensor.
@@ -33,6 +55,8 @@ class Optimizer {
     virtual Tensor update(size_t i, const Tensor& p, const Tensor& grad, const Tensor& scalars,
                           std::vector<Tensor>& state) = 0;
     virtual std::vector<Tensor> init_state(const Tensor& p) = 0;
+    // The names of a parameter's state tensors, in the order of state_[i].
+    virtual std::vector<std::string> state_names() const = 0;
 
     std::vector<Tensor> params_;
     std::vector<std::vector<Tensor>> state_;
@@ -55,6 +79,7 @@ class SGD : public Optimizer {
     Tensor update(size_t i, const Tensor& p, const Tensor& grad, const Tensor& scalars,
                   std::vector<Tensor>& state) override;
     std::vector<Tensor> init_state(const Tensor& p) override;
+    std::vector<std::string> state_names() const override { return {"momentum_buffer"}; }
 
   private:
     double lr_, momentum_, weight_decay_;
@@ -74,6 +99,7 @@ class Adam : public Optimizer {
     Tensor update(size_t i, const Tensor& p, const Tensor& grad, const Tensor& scalars,
                   std::vector<Tensor>& state) override;
     std::vector<Tensor> init_state(const Tensor& p) override;
+    std::vector<std::string> state_names() const override { return {"exp_avg", "exp_avg_sq"}; }
 
   private:
     double lr_, beta1_, beta2_, eps_, weight_decay_;

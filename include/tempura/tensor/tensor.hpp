@@ -10,6 +10,7 @@
 #include <functional>
 #include <initializer_list>
 #include <memory>
+#include <span>
 #include <string_view>
 #include <type_traits>
 #include <utility>
@@ -127,6 +128,29 @@ class Tensor {
                              std::move(shape), dtype);
         }
     }
+    // From a span (a view of the caller's memory: one copy into the new buffer), as above.
+    template <class T, size_t E>
+    requires Number<std::remove_cv_t<T>>
+    static Tensor from_vector(std::span<T, E> data, Shape shape) {
+        return from_vector(data, std::move(shape), dtype_of<std::remove_cv_t<T>>());
+    }
+    template <class T, size_t E>
+    requires Number<std::remove_cv_t<T>>
+    static Tensor from_vector(std::span<T, E> data, Shape shape, DType dtype) {
+        using U = std::remove_cv_t<T>;
+        if constexpr (std::is_same_v<U, bool>) {
+            std::vector<uint8_t> bytes(data.begin(), data.end());
+            return from_host(DType::Bool, bytes.data(), static_cast<int64_t>(bytes.size()),
+                             std::move(shape), dtype);
+        } else {
+            return from_host(dtype_of<U>(), data.data(), static_cast<int64_t>(data.size()),
+                             std::move(shape), dtype);
+        }
+    }
+    // numel(shape) elements of `dtype` read from the caller's memory, copied once into the new
+    // buffer (on the default device: straight from `data` to the device). Bool elements are
+    // bytes; any nonzero byte reads as true.
+    static Tensor from_blob(const void* data, Shape shape, DType dtype);
     // Symbolic shapes: dims that are variables bound to a size (tempura/tensor/dim.hpp). The
     // tensor's shape() holds the bound sizes; the plans and kernels built for its graphs serve
     // every size in the variables' ranges. A list of plain sizes is a Shape as above.
