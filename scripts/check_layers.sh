@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Checks that dependencies point one way, layer by layer (docs/ARCHITECTURE.md):
 #   support, error  <-  ir  <-  pattern  <-  rewrite  <-  symbolic  <-  schedule, codegen, runtime
-#   <-  backend  <-  realize  <-  tensor  <-  tempura.hpp, testing.hpp
+#   <-  backend  <-  realize  <-  tensor  <-  tempura.hpp, testing.hpp  <-  onnx
 # Every #include "tempura/<layer>/..." (or <tempura/<layer>/...>) in include/tempura/<L>/ and
 # src/<L>/ must name a layer ranked at most L's. Prints each violation; exits 1 if there is one.
 set -euo pipefail
@@ -19,6 +19,7 @@ rank() {
         realize) echo 7 ;;
         tensor) echo 8 ;;
         tempura.hpp | testing.hpp) echo 9 ;;
+        onnx | onnx.hpp) echo 10 ;;
         *) echo "check_layers.sh: no rank for layer '$1'" >&2; exit 2 ;;
     esac
 }
