@@ -63,9 +63,12 @@ int64_t count(const Shape& s) {
     return n;
 }
 
+// A node's name, or (unnamed) its first named output's.
 std::string node_label(const Node& n) {
     if (!n.name.empty()) return n.name;
-    return n.outputs.empty() ? std::string("?") : n.outputs[0];
+    for (const auto& o : n.outputs)
+        if (!o.empty()) return o;
+    return "?";
 }
 
 // Shape computations on the host: the ops a shape subgraph uses, on small integer tensors. Returns

@@ -1067,7 +1067,6 @@ Tensor pool(Ctx& c, const Tensor& x, PoolKind kind) {
     return acc / count.contiguous();
 }
 
-Outs max_pool(Ctx& c) { return {pool(c, c.x(0), PoolKind::Max)}; }
 Outs avg_pool(Ctx& c) { return {pool(c, c.x(0), PoolKind::Avg)}; }
 Outs lp_pool(Ctx& c) { return {pool(c, c.x(0), PoolKind::Lp)}; }
 
@@ -1078,6 +1077,13 @@ Shape spatial_axes(const Tensor& x) {
 }
 
 // ---- normalization ------------------------------------------------------------------------
+
+// A per-output-channel parameter of a weight [Cout, ...]: shaped [Cout, 1, ...].
+Tensor per_channel_w(const Tensor& p, int64_t ndim) {
+    Shape s(static_cast<size_t>(ndim), 1);
+    s[0] = p.numel();
+    return p.reshape(s);
+}
 
 Tensor per_channel(const Tensor& p, int64_t ndim) {
     Shape s(static_cast<size_t>(ndim), 1);
@@ -1436,16 +1442,424 @@ Outs window_fn(Ctx& c, F f) {
     return {f(n).cast(dt)};
 }
 
+// ---- quantization -------------------------------------------------------------------------
+
+// A per-axis parameter (1-D, along `axis` of x) or a scalar, shaped to broadcast against x.
+Tensor along(const Tensor& p, const Tensor& x, int64_t axis) {
+    if (p.ndim() == 0 || p.numel() == 1) return p.reshape({});
+    Shape s(static_cast<size_t>(x.ndim()), 1);
+    s[static_cast<size_t>(axis_of(axis, x.ndim()))] = p.numel();
+    return p.reshape(s);
+}
+
+// round half to even, + zero point, saturated to the integer type, in that type.
+Tensor saturate(const Tensor& scaled, const Tensor* zp, DType dt) {
+    Tensor y = scaled.round();
+    if (zp) y = y + zp->cast(scaled.dtype());
+    return y.clip(dt.min(), dt.max()).cast(dt);
+}
+
+Outs quantize_linear(Ctx& c) {
+    const Tensor x = c.x(0).dtype() == DType::Float32 ? c.x(0) : c.x(0).cast(DType::Float32);
+    const int64_t axis = c.i("axis", 1);
+    const Tensor s = along(c.x(1), x, axis).cast(DType::Float32);
+    const DType dt = c.has(2) ? c.x(2).dtype() : DType::UInt8;
+    const Tensor zp = c.has(2) ? along(c.x(2), x, axis) : Tensor();
+    return {saturate(x / s, c.has(2) ? &zp : nullptr, dt)};
+}
+
+Outs dequantize_linear(Ctx& c) {
+    const Tensor& x = c.x(0);
+    const int64_t axis = c.i("axis", 1);
+    const Tensor s = along(c.x(1), x, axis);
+    Tensor v = x.cast(s.dtype());
+    if (c.has(2)) v = v - along(c.x(2), x, axis).cast(s.dtype());
+    return {v * s};
+}
+
+Outs dynamic_quantize_linear(Ctx& c) {
+    const Tensor& x = c.x(0);
+    const Tensor zero = scalar(0, x.dtype());
+    const Tensor lo = minimum(x.min(), zero), hi = maximum(x.max(), zero);
+    const Tensor s = (hi - lo) / scalar(255, x.dtype());
+    const Tensor zp = (zero - lo / s).round().clip(0, 255).cast(DType::UInt8);
+    return {saturate(x / s, &zp, DType::UInt8), s, zp};
+}
+
+// (a - a_zp) @ (b - b_zp) in Int32; a_zp may be per row of a, b_zp per column of b.
+Tensor int_matmul(const Tensor& a, const Tensor& b, const Tensor* azp, const Tensor* bzp) {
+    Tensor x = a.cast(DType::Int32), y = b.cast(DType::Int32);
+    if (azp)
+        x = x - (azp->numel() > 1 ? azp->reshape({-1, 1}) : azp->reshape({})).cast(DType::Int32);
+    if (bzp) y = y - (bzp->numel() > 1 ? bzp->reshape({-1}) : bzp->reshape({})).cast(DType::Int32);
+    return x.matmul(y);
+}
+
+Outs matmul_integer(Ctx& c) {
+    const Tensor azp = c.has(2) ? c.x(2) : Tensor(), bzp = c.has(3) ? c.x(3) : Tensor();
+    return {int_matmul(c.x(0), c.x(1), c.has(2) ? &azp : nullptr, c.has(3) ? &bzp : nullptr)};
+}
+
+Outs qlinear_matmul(Ctx& c) {
+    const Tensor azp = c.x(2), bzp = c.x(5);
+    const Tensor acc = int_matmul(c.x(0), c.x(3), &azp, &bzp).cast(DType::Float32);
+    const Tensor scale =
+        c.x(1).cast(DType::Float32) * c.x(4).cast(DType::Float32) / c.x(6).cast(DType::Float32);
+    const Tensor yzp = c.x(7);
+    return {saturate(acc * scale, &yzp, yzp.dtype())};
+}
+
+// Integer convolution: (x - x_zp) conv (w - w_zp), accumulated exactly in Int32.
+Tensor int_conv(Ctx& c, const Tensor& x, const Tensor& w, const Tensor* xzp, const Tensor* wzp) {
+    Tensor xi = x.cast(DType::Int32), wi = w.cast(DType::Int32);
+    if (xzp) xi = xi - xzp->reshape({}).cast(DType::Int32);
+    if (wzp)
+        wi = wi - (wzp->numel() > 1 ? per_channel_w(*wzp, w.ndim()) : wzp->reshape({}))
+                      .cast(DType::Int32);
+    const Shape in(x.shape().begin() + 2, x.shape().end()),
+        k(w.shape().begin() + 2, w.shape().end());
+    const Window win = window(c, in, k);
+    return conv_nd(pad_spatial(xi, win.begin, win.end), wi, win.strides, win.dilations,
+                   c.i("group", 1));
+}
+
+Outs conv_integer(Ctx& c) {
+    const Tensor xzp = c.has(2) ? c.x(2) : Tensor(), wzp = c.has(3) ? c.x(3) : Tensor();
+    return {int_conv(c, c.x(0), c.x(1), c.has(2) ? &xzp : nullptr, c.has(3) ? &wzp : nullptr)};
+}
+
+Outs qlinear_conv(Ctx& c) {
+    const Tensor xzp = c.x(2), wzp = c.x(5);
+    Tensor acc = int_conv(c, c.x(0), c.x(3), &xzp, &wzp);
+    if (c.has(8)) acc = add_bias(acc, c.x(8).cast(DType::Int32));
+    const Tensor ws = c.x(4).numel() > 1 ? per_channel(c.x(4), acc.ndim()) : c.x(4).reshape({});
+    const Tensor scale = c.x(1).reshape({}) * ws / c.x(6).reshape({});
+    const Tensor yzp = c.x(7);
+    return {saturate(acc.cast(DType::Float32) * scale, &yzp, yzp.dtype())};
+}
+
+// ---- training ops (ai.onnx.preview.training) ----------------------------------------------
+
+// The optimizers' inputs: R, T, then n groups of tensors (X..., G..., and state).
+Outs optimizer(Ctx& c, size_t groups) {
+    const size_t n = (c.in.size() - 2) / groups;
+    const double r = c.doubles_of(0).at(0);
+    const int64_t t = c.ints_of(1).at(0);
+    const std::string& op = c.node.op_type;
+    Outs xs, s1, s2;
+    for (size_t k = 0; k < n; ++k) {
+        const Tensor& x = c.x(2 + k);
+        const DType dt = x.dtype();
+        auto S = [&](double v) { return scalar(v, dt); };
+        const Tensor g = c.x(2 + n + k) + x * S(c.f("norm_coefficient", 0));
+        if (op == "Adagrad") {
+            const double lr = r / (1 + static_cast<double>(t) * c.f("decay_factor", 0));
+            const Tensor h = c.x(2 + 2 * n + k) + g * g;
+            xs.push_back(x - S(lr) * g / (h.sqrt() + S(c.f("epsilon", 0))));
+            s1.push_back(h);
+        } else if (op == "Momentum") {
+            const double alpha = c.f("alpha", 0), beta = t > 0 ? c.f("beta", 0) : 1;
+            const Tensor v = S(alpha) * c.x(2 + 2 * n + k) + S(beta) * g;
+            xs.push_back(c.s("mode", "standard") == "nesterov" ? x - S(r) * (g + S(alpha) * v)
+                                                               : x - S(r) * v);
+            s1.push_back(v);
+        } else { // Adam
+            const double alpha = c.f("alpha", 0.9), beta = c.f("beta", 0.999);
+            const Tensor v = S(alpha) * c.x(2 + 2 * n + k) + S(1 - alpha) * g;
+            const Tensor h = S(beta) * c.x(2 + 3 * n + k) + S(1 - beta) * g * g;
+            const double tt = static_cast<double>(t);
+            const double ra =
+                t > 0 ? r * std::sqrt(1 - std::pow(beta, tt)) / (1 - std::pow(alpha, tt)) : r;
+            const Tensor xn = x - S(ra) * v / (h.sqrt() + S(c.f("epsilon", 0)));
+            xs.push_back(xn * S(1 - c.f("norm_coefficient_post", 0)));
+            s1.push_back(v);
+            s2.push_back(h);
+        }
+    }
+    xs.insert(xs.end(), s1.begin(), s1.end());
+    xs.insert(xs.end(), s2.begin(), s2.end());
+    return xs;
+}
+
+// ---- random numbers (Tempura's Threefry stream; a `seed` attribute is not honoured) -------
+
+DType random_dtype(Ctx& c, DType def) {
+    return c.has_attr("dtype") ? dtype_of_onnx(static_cast<int>(c.i("dtype", 1))).value_or(def)
+                               : def;
+}
+
+Outs random_like(Ctx& c, bool normal) {
+    const Tensor& x = c.x(0);
+    const DType dt = random_dtype(c, x.dtype());
+    if (normal) return {Tensor::normal(x.shape(), c.f("mean", 0), c.f("scale", 1), dt)};
+    return {Tensor::uniform(x.shape(), c.f("low", 0), c.f("high", 1), dt)};
+}
+
+Outs random_shaped(Ctx& c, bool normal) {
+    const auto s = c.ints("shape");
+    const Shape shape(s.begin(), s.end());
+    const DType dt = random_dtype(c, DType::Float32);
+    if (normal) return {Tensor::normal(shape, c.f("mean", 0), c.f("scale", 1), dt)};
+    return {Tensor::uniform(shape, c.f("low", 0), c.f("high", 1), dt)};
+}
+
+Outs bernoulli(Ctx& c) {
+    const Tensor& p = c.x(0);
+    const DType dt = random_dtype(c, p.dtype());
+    return {(Tensor::rand(p.shape(), DType::Float64) < p.cast(DType::Float64)).cast(dt)};
+}
+
+// ---- Unique (data-dependent: realizes its input) ------------------------------------------
+
+Outs unique(Ctx& c) {
+    Tensor x = c.x(0);
+    const bool has_axis = c.has_attr("axis");
+    if (!has_axis) x = x.reshape({-1});
+    const int64_t axis = has_axis ? axis_of(c.i("axis", 0), x.ndim()) : 0;
+    const bool sorted = c.i("sorted", 1) != 0;
+    // Slices along axis, as rows of doubles (integers up to 2^53 compare exactly).
+    const Tensor rows = x.permute([&] {
+        Shape o{axis};
+        for (int64_t k = 0; k < x.ndim(); ++k)
+            if (k != axis) o.push_back(k);
+        return o;
+    }());
+    const int64_t n = x.shape()[static_cast<size_t>(axis)];
+    const std::vector<double> v = rows.to_vector<double>();
+    const size_t w = n == 0 ? 0 : v.size() / static_cast<size_t>(n);
+    auto row = [&](int64_t i) {
+        return std::vector<double>(v.begin() + static_cast<long>(static_cast<size_t>(i) * w),
+                                   v.begin() + static_cast<long>(static_cast<size_t>(i + 1) * w));
+    };
+    std::map<std::vector<double>, int64_t> first; // row -> first index
+    std::vector<int64_t> order;                   // first indices in order of appearance
+    for (int64_t i = 0; i < n; ++i)
+        if (first.emplace(row(i), i).second) order.push_back(i);
+    if (sorted) {
+        order.clear();
+        for (const auto& [r, i] : first) order.push_back(i);
+    }
+    std::map<int64_t, int64_t> slot; // first index -> output position
+    for (size_t k = 0; k < order.size(); ++k) slot[order[k]] = static_cast<int64_t>(k);
+    std::vector<int64_t> inverse, counts(order.size(), 0);
+    for (int64_t i = 0; i < n; ++i) {
+        const int64_t s = slot[first[row(i)]];
+        inverse.push_back(s);
+        ++counts[static_cast<size_t>(s)];
+    }
+    const Tensor idx = Tensor::from_vector(order);
+    return {x.index_select(axis, idx), idx, Tensor::from_vector(inverse),
+            Tensor::from_vector(counts)};
+}
+
+// ---- MaxPool's indices, MaxUnpool ---------------------------------------------------------
+
+Outs max_pool_with_indices(Ctx& c) {
+    const Tensor& x = c.x(0);
+    if (!c.used(1)) return {pool(c, x, PoolKind::Max)};
+    // The same taps as pool(): each tap's values and their flat positions in x; the first
+    // maximum wins.
+    const Shape in(x.shape().begin() + 2, x.shape().end());
+    const auto ks = c.ints("kernel_shape");
+    const Shape kernel(ks.begin(), ks.end());
+    const size_t n = kernel.size();
+    const Window w = window(c, in, kernel);
+    const bool ceil_mode = c.i("ceil_mode", 0) != 0;
+    Shape out(n), end = w.end;
+    for (size_t i = 0; i < n; ++i) {
+        const int64_t span = in[i] + w.begin[i] + w.end[i] - w.dilations[i] * (kernel[i] - 1) - 1;
+        out[i] = (ceil_mode ? (span + w.strides[i] - 1) / w.strides[i] : span / w.strides[i]) + 1;
+        if (ceil_mode && (out[i] - 1) * w.strides[i] >= in[i] + w.begin[i]) --out[i];
+        end[i] +=
+            std::max<int64_t>(0, (out[i] - 1) * w.strides[i] + w.dilations[i] * (kernel[i] - 1) +
+                                     1 - (in[i] + w.begin[i] + w.end[i]));
+    }
+    if (!x.dtype().is_float()) c.error("indices of an integer MaxPool");
+    const Tensor xp = pad_spatial(x, w.begin, end, -kInf);
+    // Flat positions in x, row-major, or with the spatial dims column-major (storage_order 1).
+    Tensor base = Tensor::arange(x.numel(), DType::Int64);
+    if (c.i("storage_order", 0) != 0) {
+        Shape rev{x.shape()[0], x.shape()[1]}, order{0, 1};
+        for (size_t i = n; i-- > 0;) {
+            rev.push_back(in[i]);
+            order.push_back(static_cast<int64_t>(2 + i));
+        }
+        base = base.reshape(rev).permute(order);
+    } else {
+        base = base.reshape(x.shape());
+    }
+    const Tensor pos = pad_spatial(base, w.begin, end);
+    Tensor best, idx;
+    Shape tap(n, 0);
+    for (int64_t t = 0; t < numel_of(kernel); ++t) {
+        std::vector<Slice> sl(2);
+        for (size_t i = 0; i < n; ++i) {
+            const int64_t st = tap[i] * w.dilations[i];
+            sl.push_back(Slice{st, st + (out[i] - 1) * w.strides[i] + 1, w.strides[i]});
+        }
+        const Tensor v = xp.slice(sl), p = pos.slice(sl);
+        if (t == 0) {
+            best = v;
+            idx = p;
+        } else {
+            const Tensor better = v > best;
+            idx = where(better, p, idx);
+            best = where(better, v, best);
+        }
+        for (size_t i = n; i-- > 0;) {
+            if (++tap[i] < kernel[i]) break;
+            tap[i] = 0;
+        }
+    }
+    return {best, idx};
+}
+
+Outs max_unpool(Ctx& c) {
+    const Tensor& x = c.x(0);
+    const Tensor idx = c.x(1).cast(DType::Int64);
+    const auto ks = c.ints("kernel_shape"), st = c.ints("strides"), pd = c.ints("pads");
+    const size_t n = ks.size();
+    // The indices address the pooled input's shape (the default output); a larger
+    // output_shape adds zeros after each spatial dim, as onnxruntime places them.
+    Shape out{x.shape()[0], x.shape()[1]};
+    for (size_t i = 0; i < n; ++i) {
+        const int64_t s = st.empty() ? 1 : st[i], b = pd.empty() ? 0 : pd[i],
+                      e = pd.empty() ? 0 : pd[i + n];
+        out.push_back((x.shape()[2 + i] - 1) * s + ks[i] - b - e);
+    }
+    const Tensor flat = Tensor::zeros({numel_of(out)}, x.dtype());
+    Tensor y = flat.scatter_add(0, idx.reshape({-1}), x.reshape({-1})).reshape(out);
+    if (c.has(2)) {
+        const auto o = c.ints_of(2);
+        Shape b(n, 0), e(n, 0);
+        for (size_t i = 0; i < n; ++i) e[i] = o.at(2 + i) - out[2 + i];
+        y = pad_spatial(y, b, e);
+    }
+    return {y};
+}
+
+// ---- recurrent layers: RNN, GRU, LSTM, unrolled over the (known) sequence length ------------
+
+Tensor activation(Ctx& c, const std::string& name, const Tensor& x) {
+    if (name == "Sigmoid") return x.sigmoid();
+    if (name == "Tanh") return x.tanh();
+    if (name == "Relu") return x.relu();
+    c.error("activation " + name + " is not supported");
+}
+
+enum class Cell { Rnn, Gru, Lstm };
+
+Outs recurrent(Ctx& c, Cell kind) {
+    const bool batch_first = c.i("layout", 0) != 0;
+    Tensor X = c.x(0);
+    if (batch_first) X = X.transpose(0, 1); // [T, B, I]
+    const Tensor &W = c.x(1), &R = c.x(2);
+    const int64_t T = X.shape()[0], B = X.shape()[1], H = R.shape()[2];
+    const int64_t G = kind == Cell::Lstm ? 4 : kind == Cell::Gru ? 3 : 1;
+    const std::string direction = c.s("direction", "forward");
+    const int64_t D = direction == "bidirectional" ? 2 : 1;
+    if (c.i("input_forget", 0) != 0) c.error("input_forget");
+    std::vector<std::string> acts;
+    auto it = c.node.attrs.find("activations");
+    if (it != c.node.attrs.end()) acts = it->second.strings;
+    const std::vector<std::string> def =
+        kind == Cell::Lstm  ? std::vector<std::string>{"Sigmoid", "Tanh", "Tanh"}
+        : kind == Cell::Gru ? std::vector<std::string>{"Sigmoid", "Tanh"}
+                            : std::vector<std::string>{"Tanh"};
+    const DType dt = X.dtype();
+    const double clip_v = c.f("clip", 0);
+    auto clip = [&](const Tensor& v) { return c.has_attr("clip") ? v.clip(-clip_v, clip_v) : v; };
+    // sequence_lens: steps at or past a batch entry's length keep its state and output zeros.
+    std::vector<int64_t> lens(static_cast<size_t>(B), T);
+    if (c.has(4)) lens = c.ints_of(4);
+    const bool ragged = std::any_of(lens.begin(), lens.end(), [&](int64_t l) { return l != T; });
+    if (ragged && direction != "forward") c.error("sequence_lens with direction " + direction);
+    std::vector<Tensor> ys_dir, hs, cs;
+    for (int64_t d = 0; d < D; ++d) {
+        auto act = [&](size_t k) {
+            return acts.size() >= def.size() * static_cast<size_t>(d + 1)
+                       ? acts[def.size() * static_cast<size_t>(d) + k]
+                       : def[k];
+        };
+        auto pick = [&](const Tensor& t) { return take(t, 0, d, 1).squeeze(0); };
+        const Tensor Wd = pick(W), Rd = pick(R);
+        const bool reverse = direction == "reverse" || d == 1;
+        Tensor Wb = Tensor::zeros({G * H}, dt), Rb = Tensor::zeros({G * H}, dt);
+        if (c.has(3)) {
+            const Tensor b = pick(c.x(3));
+            Wb = take(b, 0, 0, G * H);
+            Rb = take(b, 0, G * H, G * H);
+        }
+        const Tensor XW = X.matmul(Wd.transpose(0, 1)) + Wb; // [T, B, G H]
+        Tensor h = c.has(5) ? pick(c.x(5)) : Tensor::zeros({B, H}, dt);
+        Tensor cell = kind == Cell::Lstm && c.has(6) ? pick(c.x(6)) : Tensor::zeros({B, H}, dt);
+        Tensor P;
+        if (kind == Cell::Lstm && c.has(7)) P = pick(c.x(7));
+        auto chunk = [&](const Tensor& v, int64_t k) { return take(v, v.ndim() - 1, k * H, H); };
+        std::vector<Tensor> ys(static_cast<size_t>(T));
+        for (int64_t step = 0; step < T; ++step) {
+            const int64_t t = reverse ? T - 1 - step : step;
+            const Tensor xw = take(XW, 0, t, 1).squeeze(0); // [B, G H]
+            Tensor hn, cn;
+            if (kind == Cell::Rnn) {
+                hn = activation(c, act(0), clip(xw + h.matmul(Rd.transpose(0, 1)) + Rb));
+            } else if (kind == Cell::Gru) {
+                const Tensor Rzr = take(Rd, 0, 0, 2 * H), Rh = take(Rd, 0, 2 * H, H);
+                const Tensor hzr = h.matmul(Rzr.transpose(0, 1)) + take(Rb, 0, 0, 2 * H);
+                const Tensor z = activation(c, act(0), clip(chunk(xw, 0) + chunk(hzr, 0)));
+                const Tensor r = activation(c, act(0), clip(chunk(xw, 1) + chunk(hzr, 1)));
+                const Tensor rbh = take(Rb, 0, 2 * H, H);
+                const Tensor inner = c.i("linear_before_reset", 0) != 0
+                                         ? r * (h.matmul(Rh.transpose(0, 1)) + rbh)
+                                         : (r * h).matmul(Rh.transpose(0, 1)) + rbh;
+                const Tensor hh = activation(c, act(1), clip(chunk(xw, 2) + inner));
+                hn = (scalar(1, dt) - z) * hh + z * h;
+            } else {
+                const Tensor g = xw + h.matmul(Rd.transpose(0, 1)) + Rb;
+                Tensor gi = chunk(g, 0), go = chunk(g, 1), gf = chunk(g, 2);
+                if (P.ndim() > 0) {
+                    gi = gi + take(P, 0, 0, H) * cell;
+                    gf = gf + take(P, 0, 2 * H, H) * cell;
+                }
+                const Tensor i = activation(c, act(0), clip(gi)),
+                             f = activation(c, act(0), clip(gf));
+                cn = f * cell + i * activation(c, act(1), clip(chunk(g, 3)));
+                if (P.ndim() > 0) go = go + take(P, 0, H, H) * cn;
+                hn = activation(c, act(0), clip(go)) * activation(c, act(2), cn);
+            }
+            if (ragged) {
+                std::vector<bool> live;
+                for (int64_t l : lens) live.push_back(t < l);
+                const Tensor m = Tensor::from_vector(live, {B, 1});
+                ys[static_cast<size_t>(t)] = where(m, hn, scalar(0, dt));
+                h = where(m, hn, h);
+                if (kind == Cell::Lstm) cell = where(m, cn, cell);
+            } else {
+                ys[static_cast<size_t>(t)] = hn;
+                h = hn;
+                if (kind == Cell::Lstm) cell = cn;
+            }
+        }
+        ys_dir.push_back(Tensor::stack(ys, 0)); // [T, B, H]
+        hs.push_back(h);
+        cs.push_back(cell);
+    }
+    Tensor Y = Tensor::stack(ys_dir, 1), Yh = Tensor::stack(hs, 0), Yc = Tensor::stack(cs, 0);
+    if (batch_first) {
+        Y = Y.permute({2, 0, 1, 3});
+        Yh = Yh.transpose(0, 1);
+        Yc = Yc.transpose(0, 1);
+    }
+    if (kind == Cell::Lstm) return {Y, Yh, Yc};
+    return {Y, Yh};
+}
+
 // ---- the table ----------------------------------------------------------------------------
 
 std::string refuse_scatter(const Node& n, int64_t) {
     auto it = n.attrs.find("reduction");
     if (it != n.attrs.end() && it->second.s != "none" && it->second.s != "add")
         return "reduction '" + it->second.s + "'";
-    return "";
-}
-std::string refuse_maxpool(const Node& n, int64_t) {
-    if (n.outputs.size() > 1 && !n.outputs[1].empty()) return "the Indices output";
     return "";
 }
 std::string refuse_cast(const Node& n, int64_t) {
@@ -1729,7 +2143,6 @@ const Table& table() {
         // convolution, pooling, normalization
         def("Conv", conv);
         def("ConvTranspose", conv_transpose);
-        def("MaxPool", max_pool, refuse_maxpool);
         def("AveragePool", avg_pool);
         def("LpPool", lp_pool);
         def("GlobalAveragePool",
@@ -1763,6 +2176,30 @@ const Table& table() {
             return window_fn(
                 c, [](const Tensor& n) { return 0.42 - 0.5 * n.cos() + 0.08 * (n * 2.0).cos(); });
         });
+        // quantization
+        def("QuantizeLinear", quantize_linear);
+        def("DequantizeLinear", dequantize_linear);
+        def("DynamicQuantizeLinear", dynamic_quantize_linear);
+        def("MatMulInteger", matmul_integer);
+        def("QLinearMatMul", qlinear_matmul);
+        def("ConvInteger", conv_integer);
+        def("QLinearConv", qlinear_conv);
+        // random numbers
+        def(
+            "RandomUniformLike", [](Ctx& c) { return random_like(c, false); }, nullptr, true);
+        def(
+            "RandomNormalLike", [](Ctx& c) { return random_like(c, true); }, nullptr, true);
+        def(
+            "RandomUniform", [](Ctx& c) { return random_shaped(c, false); }, nullptr, true);
+        def(
+            "RandomNormal", [](Ctx& c) { return random_shaped(c, true); }, nullptr, true);
+        def("Bernoulli", bernoulli, nullptr, true);
+        def("Unique", unique);
+        def("RNN", [](Ctx& c) { return recurrent(c, Cell::Rnn); });
+        def("GRU", [](Ctx& c) { return recurrent(c, Cell::Gru); });
+        def("LSTM", [](Ctx& c) { return recurrent(c, Cell::Lstm); });
+        def("MaxUnpool", max_unpool);
+        m["MaxPool"] = OpInfo{max_pool_with_indices, nullptr, false};
         return m;
     }();
     return t;
@@ -1771,6 +2208,15 @@ const Table& table() {
 } // namespace
 
 const OpInfo* find_op(const std::string& domain, const std::string& op_type) {
+    if (domain == "ai.onnx.preview.training") {
+        static const OpInfo adagrad{[](Ctx& c) { return optimizer(c, 3); }, nullptr, false};
+        static const OpInfo momentum{[](Ctx& c) { return optimizer(c, 3); }, nullptr, false};
+        static const OpInfo adam{[](Ctx& c) { return optimizer(c, 4); }, nullptr, false};
+        if (op_type == "Adagrad") return &adagrad;
+        if (op_type == "Momentum") return &momentum;
+        if (op_type == "Adam") return &adam;
+        return nullptr;
+    }
     if (!domain.empty() && domain != "ai.onnx") return nullptr;
     const auto& t = table();
     auto it = t.find(op_type);

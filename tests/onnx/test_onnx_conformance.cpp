@@ -37,7 +37,16 @@ using tempura::Tensor;
 
 namespace {
 
-enum class Status { Pass, Refused, Failed, NonNumeric };
+enum class Status { Pass, Refused, Failed, NonNumeric, BadData };
+
+// Cases whose expected values do not follow from their model, with the reason.
+const std::map<std::string, std::string>& bad_data() {
+    static const std::map<std::string, std::string> m = {
+        {"node/test_adam_multiple", "its expected values use epsilon 1e-2, which the model does "
+                                    "not state (ONNX's default is 0)"},
+    };
+    return m;
+}
 
 struct CaseResult {
     std::string name;
@@ -173,6 +182,11 @@ CaseResult run_case(const fs::path& dir) {
     r.name = dir.parent_path().filename().string() + "/" + dir.filename().string();
     const ProtoInfo info = proto_info(dir / "model.onnx");
     r.ops = info.ops;
+    if (bad_data().count(r.name)) {
+        r.status = Status::BadData;
+        r.detail = bad_data().at(r.name);
+        return r;
+    }
     if (info.non_numeric) {
         r.status = Status::NonNumeric;
         return r;
@@ -257,7 +271,7 @@ TEST_CASE("onnx conformance: ONNX's backend test suite (libonnx-testdata)") {
                 cases.push_back(e.path());
     std::sort(cases.begin(), cases.end());
     struct Counts {
-        int pass = 0, refused = 0, failed = 0, non_numeric = 0;
+        int pass = 0, refused = 0, failed = 0, non_numeric = 0, bad_data = 0;
     };
     std::map<std::string, Counts> per_op;
     Counts total;
@@ -270,6 +284,7 @@ TEST_CASE("onnx conformance: ONNX's backend test suite (libonnx-testdata)") {
             if (r.status == Status::Refused) ++c.refused;
             if (r.status == Status::Failed) ++c.failed;
             if (r.status == Status::NonNumeric) ++c.non_numeric;
+            if (r.status == Status::BadData) ++c.bad_data;
         };
         bump(total);
         for (const auto& op : r.ops) bump(per_op[op]);
@@ -278,9 +293,10 @@ TEST_CASE("onnx conformance: ONNX's backend test suite (libonnx-testdata)") {
                         r.status == Status::Pass      ? "pass"
                         : r.status == Status::Refused ? "refused"
                         : r.status == Status::Failed  ? "FAILED"
+                        : r.status == Status::BadData ? "baddata"
                                                       : "string",
                         r.name.c_str(), r.detail.c_str());
-        if (r.status == Status::Failed || r.status == Status::Refused) bad.push_back(r);
+        if (r.status != Status::Pass && r.status != Status::NonNumeric) bad.push_back(r);
         tempura::clear_caches(); // keeps the JIT's memory flat over a thousand models
     }
     const double secs =
@@ -294,13 +310,18 @@ TEST_CASE("onnx conformance: ONNX's backend test suite (libonnx-testdata)") {
                     c.refused, c.failed);
     }
     for (const auto& r : bad)
-        std::printf("%s %s: %s\n", r.status == Status::Refused ? "refused" : "FAILED ",
+        std::printf("%s %s: %s\n",
+                    r.status == Status::Refused   ? "refused"
+                    : r.status == Status::BadData ? "bad data"
+                                                  : "FAILED ",
                     r.name.c_str(), r.detail.substr(0, 300).c_str());
-    const int numeric = total.pass + total.refused + total.failed;
-    std::printf("\nONNX conformance: %zu cases, %d string/sequence, %d numeric: %d pass (%.1f%%), "
-                "%d refused, %d failed, in %.0f s\n",
-                cases.size(), total.non_numeric, numeric, total.pass,
-                numeric ? 100.0 * total.pass / numeric : 0.0, total.refused, total.failed, secs);
+    const int numeric = total.pass + total.refused + total.failed + total.bad_data;
+    std::printf(
+        "\nONNX conformance: %zu cases, %d string/sequence, %d numeric: %d pass (%.1f%%), "
+        "%d refused, %d failed, %d with expected values their model does not give, in %.0f s\n",
+        cases.size(), total.non_numeric, numeric, total.pass,
+        numeric ? 100.0 * total.pass / numeric : 0.0, total.refused, total.failed, total.bad_data,
+        secs);
     // No wrong answer and no error other than a refusal.
     CHECK(total.failed == 0);
 #endif
