@@ -5,6 +5,7 @@
 #include "onnx/ops.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -1854,6 +1855,229 @@ Outs recurrent(Ctx& c, Cell kind) {
     return {Y, Yh};
 }
 
+// ---- NonMaxSuppression (data-dependent: realizes boxes and scores) ------------------------
+
+Outs non_max_suppression(Ctx& c) {
+    const Tensor &boxes = c.x(0), &scores = c.x(1);
+    const int64_t B = scores.shape()[0], C = scores.shape()[1], S = scores.shape()[2];
+    const int64_t max_out = c.has(2) && c.x(2).numel() > 0 ? c.ints_of(2).at(0) : 0;
+    const double iou_t = c.has(3) && c.x(3).numel() > 0 ? c.doubles_of(3).at(0) : 0;
+    const bool has_score_t = c.has(4) && c.x(4).numel() > 0;
+    const double score_t = has_score_t ? c.doubles_of(4).at(0) : 0;
+    const bool center = c.i("center_point_box", 0) != 0;
+    const std::vector<double> bx = boxes.to_vector<double>(), sc = scores.to_vector<double>();
+    auto corners = [&](int64_t b, int64_t i) {
+        const double* p = &bx[static_cast<size_t>((b * S + i) * 4)];
+        if (center)
+            return std::array<double, 4>{p[1] - p[3] / 2, p[0] - p[2] / 2, p[1] + p[3] / 2,
+                                         p[0] + p[2] / 2};
+        return std::array<double, 4>{std::min(p[0], p[2]), std::min(p[1], p[3]),
+                                     std::max(p[0], p[2]), std::max(p[1], p[3])};
+    };
+    auto iou = [&](const std::array<double, 4>& a, const std::array<double, 4>& b) {
+        const double ih = std::max(0.0, std::min(a[2], b[2]) - std::max(a[0], b[0]));
+        const double iw = std::max(0.0, std::min(a[3], b[3]) - std::max(a[1], b[1]));
+        const double inter = ih * iw;
+        const double uni = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter;
+        return uni > 0 ? inter / uni : 0.0;
+    };
+    std::vector<int64_t> out;
+    int64_t count = 0;
+    for (int64_t b = 0; b < B; ++b)
+        for (int64_t k = 0; k < C; ++k) {
+            std::vector<int64_t> order;
+            for (int64_t i = 0; i < S; ++i) {
+                const double v = sc[static_cast<size_t>((b * C + k) * S + i)];
+                if (!has_score_t || v > score_t) order.push_back(i);
+            }
+            std::stable_sort(order.begin(), order.end(), [&](int64_t x, int64_t y) {
+                return sc[static_cast<size_t>((b * C + k) * S + x)] >
+                       sc[static_cast<size_t>((b * C + k) * S + y)];
+            });
+            std::vector<int64_t> kept;
+            for (int64_t i : order) {
+                if (static_cast<int64_t>(kept.size()) >= max_out) break;
+                bool keep = true;
+                for (int64_t j : kept)
+                    if (iou(corners(b, i), corners(b, j)) > iou_t) keep = false;
+                if (!keep) continue;
+                kept.push_back(i);
+                out.insert(out.end(), {b, k, i});
+                ++count;
+            }
+        }
+    if (count == 0) return {Tensor::zeros({0, 3}, DType::Int64)};
+    return {Tensor::from_vector(out, {count, 3})};
+}
+
+// ---- DFT and STFT: products with cosine and sine tables -----------------------------------
+
+// The DFT along the last axis of (re, im) [..., n], n padded or cut to N, K outputs.
+std::pair<Tensor, Tensor> dft_last(Tensor re, Tensor im, int64_t N, int64_t K, bool inverse) {
+    const int64_t n = re.shape().back();
+    if (n != N) {
+        Shape b(1, 0), e(1, N - n);
+        re = pad_spatial(re, b, e);
+        im = pad_spatial(im, b, e);
+    }
+    std::vector<double> cs(static_cast<size_t>(N * K)), sn(static_cast<size_t>(N * K));
+    for (int64_t j = 0; j < N; ++j)
+        for (int64_t k = 0; k < K; ++k) {
+            const double a = 2 * M_PI * static_cast<double>((j * k) % N) / static_cast<double>(N);
+            cs[static_cast<size_t>(j * K + k)] = std::cos(a);
+            sn[static_cast<size_t>(j * K + k)] = std::sin(a);
+        }
+    const Tensor C = Tensor::from_vector(cs, {N, K}, re.dtype()),
+                 S = Tensor::from_vector(sn, {N, K}, re.dtype());
+    if (!inverse) return {re.matmul(C) + im.matmul(S), im.matmul(C) - re.matmul(S)};
+    const Tensor inv = scalar(1.0 / static_cast<double>(N), re.dtype());
+    return {(re.matmul(C) - im.matmul(S)) * inv, (re.matmul(S) + im.matmul(C)) * inv};
+}
+
+// Splits [..., 1 or 2] into its real and imaginary parts.
+std::pair<Tensor, Tensor> complex_parts(const Tensor& x) {
+    const int64_t last = x.ndim() - 1;
+    const Tensor re = take(x, last, 0, 1).squeeze(last);
+    const Tensor im =
+        x.shape().back() == 2 ? take(x, last, 1, 1).squeeze(last) : Tensor::zeros_like(re);
+    return {re, im};
+}
+
+Outs dft(Ctx& c) {
+    const Tensor& x = c.x(0);
+    auto [re, im] = complex_parts(x);
+    const int64_t axis = axis_of(c.i("axis", 1), x.ndim() - 1);
+    Shape order;
+    for (int64_t k = 0; k < re.ndim(); ++k)
+        if (k != axis) order.push_back(k);
+    order.push_back(axis);
+    Shape back(order.size());
+    for (size_t k = 0; k < order.size(); ++k)
+        back[static_cast<size_t>(order[k])] = static_cast<int64_t>(k);
+    re = re.permute(order);
+    im = im.permute(order);
+    const int64_t N = c.has(1) ? c.ints_of(1).at(0) : re.shape().back();
+    const int64_t K = c.i("onesided", 0) != 0 ? N / 2 + 1 : N;
+    auto [yr, yi] = dft_last(re, im, N, K, c.i("inverse", 0) != 0);
+    return {Tensor::stack({yr.permute(back), yi.permute(back)}, -1)};
+}
+
+Outs stft(Ctx& c) {
+    const Tensor& x = c.x(0);
+    const int64_t step = c.ints_of(1).at(0);
+    const int64_t fl = c.has(3) ? c.ints_of(3).at(0) : c.x(2).numel();
+    const int64_t L = x.shape()[1], n = (L - fl) / step + 1;
+    std::vector<Tensor> frames;
+    for (int64_t f = 0; f < n; ++f) frames.push_back(take(x, 1, f * step, fl));
+    Tensor fr = Tensor::stack(frames, 1); // [B, n, fl, 1|2]
+    auto [re, im] = complex_parts(fr);
+    if (c.has(2)) {
+        re = re * c.x(2);
+        im = im * c.x(2);
+    }
+    const int64_t K = c.i("onesided", 1) != 0 ? fl / 2 + 1 : fl;
+    auto [yr, yi] = dft_last(re, im, fl, K, false);
+    return {Tensor::stack({yr, yi}, -1)};
+}
+
+// ---- GridSample (opset 16, 2-D): data-dependent gathers at computed positions --------------
+
+// PyTorch's reflect_coordinates: x reflected into [lo2 / 2, hi2 / 2].
+Tensor reflect(const Tensor& x, double lo2, double hi2) {
+    const DType dt = x.dtype();
+    if (lo2 == hi2) return Tensor::zeros_like(x);
+    const double lo = lo2 / 2, span = (hi2 - lo2) / 2;
+    const Tensor in = (x - scalar(lo, dt)).abs();
+    const Tensor extra = in % scalar(span, dt);
+    const Tensor flips = (in / scalar(span, dt)).floor();
+    const Tensor even = (flips % scalar(2, dt)) == scalar(0, dt);
+    return where(even, extra + scalar(lo, dt), scalar(span + lo, dt) - extra);
+}
+
+Outs grid_sample(Ctx& c) {
+    const Tensor& X = c.x(0);
+    const Tensor& grid = c.x(1);
+    if (X.ndim() != 4)
+        c.error("input of " + std::to_string(X.ndim()) + " dims (only 2-D sampling)");
+    const std::string mode = c.s("mode", "bilinear"), pad = c.s("padding_mode", "zeros");
+    const bool ac = c.i("align_corners", 0) != 0;
+    const DType dt = X.dtype();
+    const int64_t N = X.shape()[0], C = X.shape()[1], H = X.shape()[2], W = X.shape()[3];
+    const int64_t Ho = grid.shape()[1], Wo = grid.shape()[2], P = Ho * Wo;
+    const Tensor g = grid.cast(dt);
+    auto unnorm = [&](const Tensor& v, int64_t size) {
+        const auto sz = static_cast<double>(size);
+        return ac ? (v + scalar(1, dt)) * scalar((sz - 1) / 2, dt)
+                  : ((v + scalar(1, dt)) * scalar(sz, dt) - scalar(1, dt)) * scalar(0.5, dt);
+    };
+    // Padding of a coordinate (border: clipped; reflection: reflected, then clipped).
+    auto padded = [&](const Tensor& v, int64_t size) {
+        const auto sz = static_cast<double>(size);
+        if (pad == "border") return v.clip(0, sz - 1);
+        if (pad == "reflection")
+            return (ac ? reflect(v, 0, 2 * (sz - 1)) : reflect(v, -1, 2 * sz - 1)).clip(0, sz - 1);
+        return v;
+    };
+    Tensor ix = unnorm(take(g, 3, 0, 1).reshape({N, P}), W),
+           iy = unnorm(take(g, 3, 1, 1).reshape({N, P}), H);
+    const Tensor flat = X.reshape({N, C, H * W});
+    // The value at integer positions (xx, yy) [N, P], 0 outside the image.
+    auto fetch = [&](const Tensor& xx, const Tensor& yy) {
+        const Tensor inside = logical_and(
+            logical_and(xx >= scalar(0, dt), xx <= scalar(static_cast<double>(W - 1), dt)),
+            logical_and(yy >= scalar(0, dt), yy <= scalar(static_cast<double>(H - 1), dt)));
+        const Tensor idx =
+            (yy.clip(0, static_cast<double>(H - 1)) * scalar(static_cast<double>(W), dt) +
+             xx.clip(0, static_cast<double>(W - 1)))
+                .cast(DType::Int64);
+        const Tensor v = flat.gather(2, idx.reshape({N, 1, P}).expand({N, C, P}));
+        return where(inside.reshape({N, 1, P}), v, scalar(0, dt));
+    };
+    Tensor out;
+    if (mode == "nearest") {
+        out = fetch(padded(ix, W).round(), padded(iy, H).round());
+    } else if (mode == "bilinear") {
+        ix = padded(ix, W);
+        iy = padded(iy, H);
+        const Tensor x0 = ix.floor(), y0 = iy.floor(), one = scalar(1, dt);
+        const Tensor wx = ix - x0, wy = iy - y0;
+        auto w = [&](const Tensor& t) { return t.reshape({N, 1, P}); };
+        out = fetch(x0, y0) * w((one - wx) * (one - wy)) +
+              fetch(x0 + one, y0) * w(wx * (one - wy)) + fetch(x0, y0 + one) * w((one - wx) * wy) +
+              fetch(x0 + one, y0 + one) * w(wx * wy);
+    } else if (mode == "bicubic") {
+        const Tensor x0 = ix.floor(), y0 = iy.floor();
+        const Tensor tx = ix - x0, ty = iy - y0;
+        const double A = -0.75;
+        // Cubic convolution weights for offsets -1, 0, 1, 2 from the floor.
+        auto weights = [&](const Tensor& t) {
+            const Tensor one = scalar(1, dt);
+            auto near = [&](const Tensor& d) {
+                return ((scalar(A + 2, dt) * d - scalar(A + 3, dt)) * d * d) + one;
+            };
+            auto far = [&](const Tensor& d) {
+                return ((scalar(A, dt) * d - scalar(5 * A, dt)) * d + scalar(8 * A, dt)) * d -
+                       scalar(4 * A, dt);
+            };
+            return std::array<Tensor, 4>{far(t + one), near(t), near(one - t),
+                                         far(scalar(2, dt) - t)};
+        };
+        const auto wx = weights(tx), wy = weights(ty);
+        for (int64_t a = 0; a < 4; ++a)
+            for (int64_t b = 0; b < 4; ++b) {
+                const Tensor xx = padded(x0 + scalar(static_cast<double>(b - 1), dt), W);
+                const Tensor yy = padded(y0 + scalar(static_cast<double>(a - 1), dt), H);
+                const Tensor v =
+                    fetch(xx, yy) *
+                    (wx[static_cast<size_t>(b)] * wy[static_cast<size_t>(a)]).reshape({N, 1, P});
+                out = a == 0 && b == 0 ? v : out + v;
+            }
+    } else {
+        c.error("mode '" + mode + "'");
+    }
+    return {out.reshape({N, C, Ho, Wo})};
+}
+
 // ---- the table ----------------------------------------------------------------------------
 
 std::string refuse_scatter(const Node& n, int64_t) {
@@ -2195,6 +2419,10 @@ const Table& table() {
             "RandomNormal", [](Ctx& c) { return random_shaped(c, true); }, nullptr, true);
         def("Bernoulli", bernoulli, nullptr, true);
         def("Unique", unique);
+        def("GridSample", grid_sample);
+        def("NonMaxSuppression", non_max_suppression);
+        def("DFT", dft);
+        def("STFT", stft);
         def("RNN", [](Ctx& c) { return recurrent(c, Cell::Rnn); });
         def("GRU", [](Ctx& c) { return recurrent(c, Cell::Gru); });
         def("LSTM", [](Ctx& c) { return recurrent(c, Cell::Lstm); });
