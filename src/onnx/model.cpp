@@ -332,7 +332,7 @@ Model Model::load(const std::string& path) {
     std::set<std::string> init_names;
     for (const auto& [name, t] : g.initializers) init_names.insert(name);
     for (const auto& [name, why] : g.bad_initializers) {
-        refused.push_back("initializer '" + name + "': " + why);
+        refused.push_back(why);
         init_names.insert(name);
     }
     for (const auto& v : g.inputs) {

@@ -870,6 +870,16 @@ Window window(Ctx& c, const Shape& in, const Shape& kernel) {
     return w;
 }
 
+// The input of a convolution, padded (asymmetric pads allowed). A padded input is materialized
+// (one cheap copy kernel), as nn::conv2d does with its own padding: the convolution's windows
+// then read it with plain vector loads instead of recomputing the padding (and whatever
+// elementwise ops produced x) at every tap.
+Tensor padded_input(const Tensor& x, const Shape& begin, const Shape& end) {
+    const bool any = std::any_of(begin.begin(), begin.end(), [](int64_t p) { return p != 0; }) ||
+                     std::any_of(end.begin(), end.end(), [](int64_t p) { return p != 0; });
+    return any ? pad_spatial(x, begin, end).contiguous() : x;
+}
+
 // Convolution over any number of spatial dims, built from nn::conv2d: one dim is unsqueezed,
 // three dims are a sum over the first dim's kernel taps of 2-D convolutions.
 Tensor conv_nd(const Tensor& x, const Tensor& w, const Shape& s, const Shape& d, int64_t group) {
@@ -916,8 +926,8 @@ Outs conv(Ctx& c) {
     const Shape in(x.shape().begin() + 2, x.shape().end()),
         k(w.shape().begin() + 2, w.shape().end());
     const Window win = window(c, in, k);
-    Tensor y =
-        conv_nd(pad_spatial(x, win.begin, win.end), w, win.strides, win.dilations, c.i("group", 1));
+    Tensor y = conv_nd(padded_input(x, win.begin, win.end), w, win.strides, win.dilations,
+                       c.i("group", 1));
     if (c.has(2)) y = add_bias(y, c.x(2));
     return {y};
 }
@@ -1039,7 +1049,9 @@ Tensor pool(Ctx& c, const Tensor& x, PoolKind kind) {
             tap[i] = 0;
         }
     }
-    if (kind == PoolKind::Max) return acc;
+    // A pooled result is materialized: what reads it (a convolution's windows) would otherwise
+    // recompute every tap at each of its own.
+    if (kind == PoolKind::Max) return acc.contiguous();
     if (kind == PoolKind::Lp) return acc.pow(1.0 / static_cast<double>(c.i("p", 2)));
     // The divisor: the taps that fall on the input (and on the explicit pads when they count),
     // never on the ceil-mode overhang.
@@ -1520,7 +1532,7 @@ Tensor int_conv(Ctx& c, const Tensor& x, const Tensor& w, const Tensor* xzp, con
     const Shape in(x.shape().begin() + 2, x.shape().end()),
         k(w.shape().begin() + 2, w.shape().end());
     const Window win = window(c, in, k);
-    return conv_nd(pad_spatial(xi, win.begin, win.end), wi, win.strides, win.dilations,
+    return conv_nd(padded_input(xi, win.begin, win.end), wi, win.strides, win.dilations,
                    c.i("group", 1));
 }
 

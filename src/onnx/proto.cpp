@@ -302,7 +302,8 @@ Attr attribute(const ::onnx::AttributeProto& a, const std::string& path) {
         try {
             r.t = to_tensor(a.t(), path);
         } catch (const Error& e) {
-            r.unsupported = e.what();
+            const std::string what = e.what(), head = "[onnx] " + path + ": ";
+            r.unsupported = what.rfind(head, 0) == 0 ? what.substr(head.size()) : what;
         }
         break;
     case A::GRAPH:
@@ -331,7 +332,12 @@ Graph parse_model(const std::string& path) {
         try {
             g.initializers.emplace(t.name(), to_tensor(t, path));
         } catch (const Error& e) {
-            g.bad_initializers.emplace(t.name(), e.what());
+            // An element type Tempura lacks (strings) is a refusal, named with the others; a
+            // broken file is an error of its own.
+            const std::string what = e.what(), head = "[onnx] " + path + ": ";
+            if (what.find("not supported") == std::string::npos) throw;
+            g.bad_initializers.emplace(t.name(),
+                                       what.rfind(head, 0) == 0 ? what.substr(head.size()) : what);
         }
     }
     if (graph.sparse_initializer_size() > 0) bad(path, "sparse initializers are not supported");
