@@ -32,13 +32,6 @@ std::string error_of(const auto& f) {
     return "(no error)";
 }
 
-fs::path temp_dir() {
-    const fs::path d =
-        fs::temp_directory_path() / ("tempura_onnx_test_" + std::to_string(::getpid()));
-    fs::create_directories(d);
-    return d;
-}
-
 } // namespace
 
 #ifndef TEMPURA_HAVE_ONNX
@@ -54,6 +47,13 @@ TEST_CASE("onnx: without libonnx-dev, load says the build has no ONNX support") 
 #else
 
 namespace {
+
+fs::path temp_dir() {
+    const fs::path d =
+        fs::temp_directory_path() / ("tempura_onnx_test_" + std::to_string(::getpid()));
+    fs::create_directories(d);
+    return d;
+}
 
 // A small graph under construction.
 struct Builder {

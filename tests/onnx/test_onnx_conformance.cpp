@@ -37,6 +37,8 @@ using tempura::Tensor;
 
 namespace {
 
+#ifdef TEMPURA_HAVE_ONNX
+
 enum class Status { Pass, Refused, Failed, NonNumeric, BadData };
 
 // Cases whose expected values do not follow from their model, with the reason.
@@ -54,8 +56,6 @@ struct CaseResult {
     std::string detail;
     std::set<std::string> ops;
 };
-
-#ifdef TEMPURA_HAVE_ONNX
 
 struct ProtoInfo {
     std::vector<std::string> inputs, outputs; // every graph input (initializers too), outputs

@@ -22,6 +22,7 @@ using tempura::Tensor;
 #define TEMPURA_SOURCE_DIR "."
 #endif
 
+#ifdef TEMPURA_HAVE_ONNX
 namespace {
 
 // The folder of exported models, made once per build folder; "" when torch is not there.
@@ -59,6 +60,11 @@ Diff compare(const Tensor& got, const Tensor& want, double atol, double rtol) {
     }
     return d;
 }
+
+} // namespace
+#endif
+
+namespace {
 
 void check_model(const std::string& name, const std::vector<std::string>& inputs, double atol,
                  double rtol) {
