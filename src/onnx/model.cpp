@@ -33,8 +33,10 @@ struct HostInts {
 struct Value {
     std::optional<Tensor> t;
     std::optional<HostInts> h;
+    std::optional<std::vector<Tensor>> seq; // a sequence of tensors (the Sequence* ops)
 
     Tensor tensor() const {
+        if (seq) throw Error("a sequence where a tensor is expected");
         if (t) return *t;
         if (h->dtype == DType::Bool) {
             std::vector<bool> b(h->v.begin(), h->v.end());
@@ -213,6 +215,98 @@ bool run_on_host(const Node& n, int64_t opset, const std::vector<const Value*>& 
     return true;
 }
 
+// The sequence ops: values that are lists of tensors, handled here (they are not tensor ops).
+// Returns false for any other op.
+bool run_sequence(const Node& n, const std::vector<const Value*>& in, std::vector<Value>& out) {
+    const std::string& op = n.op_type;
+    auto attr_i = [&](const char* name, int64_t def) {
+        auto it = n.attrs.find(name);
+        return it == n.attrs.end() ? def : it->second.i;
+    };
+    auto present = [&](size_t k) { return k < in.size() && in[k] != nullptr; };
+    auto seq_of = [&](size_t k) -> const std::vector<Tensor>& {
+        if (!present(k) || !in[k]->seq)
+            throw Error("input " + std::to_string(k) + " is not a sequence");
+        return *in[k]->seq;
+    };
+    // A position in a sequence of n (negative counts from the end; `end` allows n).
+    auto position = [&](size_t k, int64_t size, bool end, int64_t def) {
+        int64_t p = present(k) ? in[k]->tensor().to_vector<int64_t>().at(0) : def;
+        if (p < 0) p += size;
+        if (p < 0 || p > size || (!end && p == size))
+            throw Error("position " + std::to_string(p) + " is out of range for a sequence of " +
+                        std::to_string(size));
+        return p;
+    };
+    if (op == "SequenceEmpty") {
+        out[0].seq.emplace();
+    } else if (op == "SequenceConstruct") {
+        std::vector<Tensor> v;
+        for (size_t k = 0; k < in.size(); ++k)
+            if (present(k)) v.push_back(in[k]->tensor());
+        out[0].seq = std::move(v);
+    } else if (op == "SequenceInsert") {
+        std::vector<Tensor> v = seq_of(0);
+        const auto size = static_cast<int64_t>(v.size());
+        v.insert(v.begin() + position(2, size, true, size), in.at(1)->tensor());
+        out[0].seq = std::move(v);
+    } else if (op == "SequenceErase") {
+        std::vector<Tensor> v = seq_of(0);
+        const auto size = static_cast<int64_t>(v.size());
+        v.erase(v.begin() + position(1, size, false, size - 1));
+        out[0].seq = std::move(v);
+    } else if (op == "SequenceAt") {
+        const auto& v = seq_of(0);
+        out[0].t = v[static_cast<size_t>(position(1, static_cast<int64_t>(v.size()), false, 0))];
+    } else if (op == "SequenceLength") {
+        HostInts h;
+        h.v = {static_cast<int64_t>(seq_of(0).size())};
+        out[0].h = h;
+    } else if (op == "SplitToSequence") {
+        const Tensor x = in.at(0)->tensor();
+        const int64_t axis = normalize_axis("SplitToSequence", attr_i("axis", 0), x.ndim());
+        const int64_t len = x.shape()[static_cast<size_t>(axis)];
+        std::vector<int64_t> sizes;
+        bool squeeze = false;
+        if (!present(1)) {
+            sizes.assign(static_cast<size_t>(len), 1);
+            squeeze = attr_i("keepdims", 1) == 0;
+        } else {
+            const Tensor sp = in[1]->tensor();
+            sizes = sp.to_vector<int64_t>();
+            if (sp.ndim() == 0) { // pieces of that size, the last one shorter
+                const int64_t each = sizes.at(0);
+                sizes.clear();
+                for (int64_t at = 0; at < len; at += each)
+                    sizes.push_back(std::min(each, len - at));
+            }
+        }
+        std::vector<Tensor> v;
+        int64_t at = 0;
+        for (int64_t size : sizes) {
+            std::vector<Slice> sl(static_cast<size_t>(axis) + 1);
+            sl[static_cast<size_t>(axis)] = Slice{at, at + size, 1};
+            Tensor piece = x.slice(sl);
+            v.push_back(squeeze ? piece.squeeze(axis) : piece);
+            at += size;
+        }
+        if (at != len)
+            throw Error("split sizes add up to " + std::to_string(at) + ", the axis has " +
+                        std::to_string(len));
+        out[0].seq = std::move(v);
+    } else if (op == "ConcatFromSequence") {
+        const auto& v = seq_of(0);
+        if (v.empty()) throw Error("an empty sequence");
+        const bool new_axis = attr_i("new_axis", 0) != 0;
+        const int64_t axis = attr_i("axis", 0);
+        out[0].t = new_axis ? Tensor::stack(v, axis < 0 ? axis + v[0].ndim() + 1 : axis)
+                            : Tensor::cat(v, axis);
+    } else {
+        return false;
+    }
+    return true;
+}
+
 // Variables of symbolic dims: names made of letters, digits and '_' (they name kernels).
 std::string var_name(const std::string& param) {
     std::string s;
@@ -258,6 +352,10 @@ struct Model::Impl {
         std::vector<Value> out(n.outputs.size());
         const int64_t ver = opset_of(n);
         try {
+            if (ops[k]->sequence) {
+                run_sequence(n, in, out);
+                return out;
+            }
             if (!out.empty() && run_on_host(n, ver, in, out)) return out;
             Ctx c{n, ver, {}, n.outputs.size(), {}};
             for (const Value* v : in)
@@ -288,7 +386,9 @@ struct Model::Impl {
                         out[j].h = std::move(h);
                         out[j].t.reset();
                     }
-        } catch (const Error& e) {
+        } catch (const std::exception& e) {
+            // Tempura's errors, and any other a malformed node provokes (an attribute list too
+            // short, ...), come out as one tempura::Error that names the node.
             std::string what = e.what();
             if (what.rfind("[onnx] " + file + ":", 0) == 0) throw;
             throw Error("[onnx] " + file + ": node '" + node_label(n) + "' (" + n.op_type +

@@ -2440,6 +2440,10 @@ const Table& table() {
         def("LSTM", [](Ctx& c) { return recurrent(c, Cell::Lstm); });
         def("MaxUnpool", max_unpool);
         m["MaxPool"] = OpInfo{max_pool_with_indices, nullptr, false};
+        for (const char* op :
+             {"SequenceEmpty", "SequenceConstruct", "SequenceInsert", "SequenceErase", "SequenceAt",
+              "SequenceLength", "SplitToSequence", "ConcatFromSequence"})
+            m[op] = OpInfo{nullptr, nullptr, false, true};
         return m;
     }();
     return t;

@@ -44,7 +44,8 @@ using RefuseFn = std::string (*)(const Node&, int64_t opset);
 struct OpInfo {
     OpFn fn = nullptr;
     RefuseFn refuse = nullptr;
-    bool random = false; // draws random numbers: never folded at load
+    bool random = false;   // draws random numbers: never folded at load
+    bool sequence = false; // works on sequences of tensors: run by the model, not by fn
 };
 
 // The entry for (domain, op_type), or null.

@@ -305,9 +305,9 @@ TEST_CASE("onnx conformance: ONNX's backend test suite (libonnx-testdata)") {
         "\nONNX conformance, per op type (a case counts for every op type of its model):\n");
     std::printf("%-34s %6s %6s %8s %7s\n", "op type", "cases", "pass", "refused", "failed");
     for (const auto& [op, c] : per_op) {
-        if (c.pass + c.refused + c.failed == 0) continue;
-        std::printf("%-34s %6d %6d %8d %7d\n", op.c_str(), c.pass + c.refused + c.failed, c.pass,
-                    c.refused, c.failed);
+        if (c.pass + c.refused + c.failed + c.bad_data == 0) continue;
+        std::printf("%-34s %6d %6d %8d %7d\n", op.c_str(),
+                    c.pass + c.refused + c.failed + c.bad_data, c.pass, c.refused, c.failed);
     }
     for (const auto& r : bad)
         std::printf("%s %s: %s\n",
