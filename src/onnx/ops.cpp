@@ -2090,6 +2090,99 @@ Outs grid_sample(Ctx& c) {
     return {out.reshape({N, C, Ho, Wo})};
 }
 
+// ---- TfIdfVectorizer (counts n-grams of integer ids: realizes its input) -------------------
+
+Outs tfidf(Ctx& c) {
+    const Tensor& x = c.x(0);
+    if (x.ndim() != 1 && x.ndim() != 2)
+        c.error("input of shape " + shape_str(x.shape()) + " (1-D or 2-D)");
+    const std::vector<int64_t> pool = c.ints("pool_int64s"), counts = c.ints("ngram_counts"),
+                               indexes = c.ints("ngram_indexes");
+    if (c.has_attr("pool_strings")) c.error("a pool of strings");
+    const int64_t lo = c.i("min_gram_length", 1), hi = c.i("max_gram_length", 1),
+                  max_skip = c.i("max_skip_count", 0);
+    const std::string mode = c.s("mode", "TF");
+    std::vector<double> weights = c.floats("weights");
+    // The pool's n-grams: n-grams of length n start at counts[n - 1]; each maps to an output slot.
+    std::map<std::vector<int64_t>, int64_t> slot;
+    size_t gram = 0;
+    for (size_t n = 1; n <= counts.size(); ++n) {
+        const auto start = static_cast<size_t>(counts[n - 1]);
+        const size_t end = n < counts.size() ? static_cast<size_t>(counts[n]) : pool.size();
+        for (size_t at = start; at + n <= end; at += n, ++gram) {
+            if (gram >= indexes.size())
+                c.error("ngram_indexes has " + std::to_string(indexes.size()) +
+                        " entries for more n-grams");
+            slot[std::vector<int64_t>(pool.begin() + static_cast<long>(at),
+                                      pool.begin() + static_cast<long>(at + n))] = indexes[gram];
+        }
+    }
+    int64_t width = 0;
+    for (int64_t i : indexes) width = std::max(width, i + 1);
+    const int64_t rows = x.ndim() == 2 ? x.shape()[0] : 1, C = x.shape().back();
+    const std::vector<int64_t> v = x.to_vector<int64_t>();
+    std::vector<double> out(static_cast<size_t>(rows * width), 0.0);
+    for (int64_t r = 0; r < rows; ++r) {
+        const int64_t* row = v.data() + r * C;
+        for (int64_t i = 0; i < C; ++i)
+            for (int64_t n = std::max<int64_t>(lo, 1); n <= hi; ++n)
+                for (int64_t s = 0; s <= (n == 1 ? 0 : max_skip); ++s) {
+                    if (i + (n - 1) * (s + 1) >= C) break;
+                    std::vector<int64_t> g;
+                    for (int64_t k = 0; k < n; ++k) g.push_back(row[i + k * (s + 1)]);
+                    auto it = slot.find(g);
+                    if (it != slot.end()) out[static_cast<size_t>(r * width + it->second)] += 1;
+                }
+    }
+    for (size_t k = 0; k < out.size(); ++k) {
+        const double w = weights.empty() ? 1.0 : weights.at(k % static_cast<size_t>(width));
+        if (mode == "IDF")
+            out[k] = out[k] > 0 ? w : 0;
+        else if (mode == "TFIDF")
+            out[k] *= w;
+    }
+    const Shape shape = x.ndim() == 2 ? Shape{rows, width} : Shape{width};
+    return {Tensor::from_vector(out, shape, DType::Float32)};
+}
+
+// ---- Det: Gaussian elimination with partial pivoting, in tensor ops (n steps) ---------------
+
+Outs det(Ctx& c) {
+    const Tensor& x = c.x(0);
+    if (x.ndim() < 2 || x.shape().back() != x.shape()[static_cast<size_t>(x.ndim() - 2)])
+        c.error("input of shape " + shape_str(x.shape()) + " is not [..., n, n]");
+    const int64_t n = x.shape().back();
+    const Shape batch(x.shape().begin(), x.shape().end() - 2);
+    const int64_t B = numel_of(batch);
+    const DType dt = x.dtype();
+    Tensor A = x.reshape({B, n, n});
+    Tensor d = Tensor::ones({B}, dt);
+    const Tensor rows = Tensor::arange(n, DType::Int64).reshape({1, n});
+    for (int64_t k = 0; k < n; ++k) {
+        // The largest |A[i, k]| for i >= k becomes row k (a swap flips the sign).
+        const Tensor col =
+            A.slice({Slice{}, Slice{k, n, 1}, Slice{k, k + 1, 1}}).reshape({B, n - k});
+        const Tensor p = col.abs().argmax(1, true).cast(DType::Int64) +
+                         scalar(static_cast<double>(k), DType::Int64); // [B, 1]
+        const Tensor kk = scalar(static_cast<double>(k), DType::Int64);
+        const Tensor order = where(rows == kk, p, where(rows == p, kk, rows)); // [B, n]
+        A = A.gather(1, order.reshape({B, n, 1}).expand({B, n, n}));
+        const Tensor swapped = (p != kk).reshape({B});
+        const Tensor pivot =
+            A.slice({Slice{}, Slice{k, k + 1, 1}, Slice{k, k + 1, 1}}).reshape({B});
+        d = d * where(swapped, -pivot, pivot);
+        if (k + 1 == n) break;
+        // Rows below k lose their multiple of row k (nothing where the pivot is 0: then det is 0).
+        const Tensor zero = pivot == scalar(0, dt);
+        const Tensor below = A.slice({Slice{}, Slice{k + 1, n, 1}}); // [B, n-k-1, n]
+        const Tensor rk = A.slice({Slice{}, Slice{k, k + 1, 1}});    // [B, 1, n]
+        const Tensor f = below.slice({Slice{}, Slice{}, Slice{k, k + 1, 1}}) /
+                         where(zero, scalar(1, dt), pivot).reshape({B, 1, 1}); // [B, n-k-1, 1]
+        A = Tensor::cat({A.slice({Slice{}, Slice{0, k + 1, 1}}), below - f * rk}, 1).contiguous();
+    }
+    return {d.reshape(batch)};
+}
+
 // ---- the table ----------------------------------------------------------------------------
 
 std::string refuse_scatter(const Node& n, int64_t) {
@@ -2431,6 +2524,8 @@ const Table& table() {
             "RandomNormal", [](Ctx& c) { return random_shaped(c, true); }, nullptr, true);
         def("Bernoulli", bernoulli, nullptr, true);
         def("Unique", unique);
+        def("Det", det);
+        def("TfIdfVectorizer", tfidf);
         def("GridSample", grid_sample);
         def("NonMaxSuppression", non_max_suppression);
         def("DFT", dft);
@@ -2459,6 +2554,8 @@ const OpInfo* find_op(const std::string& domain, const std::string& op_type) {
         if (op_type == "Adagrad") return &adagrad;
         if (op_type == "Momentum") return &momentum;
         if (op_type == "Adam") return &adam;
+        static const OpInfo gradient{nullptr, nullptr, false, false, true};
+        if (op_type == "Gradient") return &gradient;
         return nullptr;
     }
     if (!domain.empty() && domain != "ai.onnx") return nullptr;

@@ -46,6 +46,7 @@ struct OpInfo {
     RefuseFn refuse = nullptr;
     bool random = false;   // draws random numbers: never folded at load
     bool sequence = false; // works on sequences of tensors: run by the model, not by fn
+    bool gradient = false; // the training domain's Gradient: run by the model (it reads `y`)
 };
 
 // The entry for (domain, op_type), or null.

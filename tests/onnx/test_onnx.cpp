@@ -337,3 +337,24 @@ TEST_CASE("onnx: a dim_param shared by two inputs must agree") {
 }
 
 #endif
+
+#ifdef TEMPURA_HAVE_ONNX
+TEST_CASE("onnx: Det pivots (a zero on the diagonal), gives 0 for a singular matrix, and batches") {
+    Builder b;
+    b.input("x", {3, 3, 3});
+    b.node("Det", {"x"}, {"y"});
+    b.output("y");
+    const auto model = tempura::onnx::Model::load(b.save("det.onnx"));
+    const std::vector<float> x{
+        0, 1,  0, 1,  0, 0,  0, 0,  1, // a row swap: -1
+        1, 2,  3, 2,  4, 6,  1, 0,  1, // rows 1 and 2 dependent: 0
+        2, -1, 0, -1, 2, -1, 0, -1, 2  // 2 (4 - 1) + 1 (-2) = 4
+    };
+    auto out = model.run({{"x", Tensor::from_vector(x, {3, 3, 3})}});
+    const auto d = out.at("y").to_vector<float>();
+    REQUIRE(d.size() == 3);
+    CHECK(d[0] == -1.0f);
+    CHECK(d[1] == 0.0f);
+    CHECK(d[2] == doctest::Approx(4.0f).epsilon(1e-6));
+}
+#endif
