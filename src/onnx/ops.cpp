@@ -936,7 +936,7 @@ Outs conv_transpose(Ctx& c) {
     const Tensor& x = c.x(0);
     const Tensor& w = c.x(1);
     const size_t n = static_cast<size_t>(x.ndim()) - 2;
-    if (n < 1 || n > 2) c.error(std::to_string(n) + "-D ConvTranspose is not supported");
+    if (n < 1 || n > 3) c.error(std::to_string(n) + "-D ConvTranspose is not supported");
     const Shape in(x.shape().begin() + 2, x.shape().end()),
         k(w.shape().begin() + 2, w.shape().end());
     const auto s = c.ints("strides"), d = c.ints("dilations"), p = c.ints("pads"),
@@ -975,10 +975,35 @@ Outs conv_transpose(Ctx& c) {
         o.stride = st;
         o.dilation = dl;
         y = nn::conv_transpose2d(x, w, o);
-    } else {
+    } else if (n == 1) {
         o.stride = {1, st[0]};
         o.dilation = {1, dl[0]};
         y = nn::conv_transpose2d(x.unsqueeze(2), w.unsqueeze(2), o).squeeze(2);
+    } else {
+        // 3-D: the input with stride - 1 zeros between its elements, padded by
+        // dilation (k - 1) on each side, convolved with the flipped kernel, channels swapped.
+        const int64_t g = o.groups, cin = x.shape()[1], rc = w.shape()[1];
+        Tensor up = x;
+        for (size_t i = 0; i < n; ++i) {
+            const int64_t a = static_cast<int64_t>(2 + i), len = up.shape()[2 + i];
+            Shape split = up.shape(), merged = up.shape();
+            split.insert(split.begin() + a + 1, 1);
+            merged[2 + i] = len * st[i];
+            Pads pz(split.size(), {0, 0});
+            pz[static_cast<size_t>(a + 1)] = {0, st[i] - 1};
+            up = take(up.reshape(split).pad(pz).reshape(merged), a, 0, (len - 1) * st[i] + 1);
+        }
+        Shape b(n), e(n);
+        for (size_t i = 0; i < n; ++i) b[i] = e[i] = dl[i] * (k[i] - 1);
+        Shape ws{g, cin / g, rc}, wt{g * rc, cin / g}, order{0, 2, 1}, flip;
+        for (size_t i = 0; i < n; ++i) {
+            ws.push_back(k[i]);
+            wt.push_back(k[i]);
+            order.push_back(static_cast<int64_t>(3 + i));
+            flip.push_back(static_cast<int64_t>(2 + i));
+        }
+        const Tensor wk = w.reshape(ws).permute(order).reshape(wt).flip(flip);
+        y = conv_nd(padded_input(up, b, e), wk, Shape(n, 1), dl, g);
     }
     // output_padding adds rows that no input reaches, then the pads crop.
     Shape neg_b(n), neg_e(n);
