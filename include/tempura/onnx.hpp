@@ -56,6 +56,7 @@ class Model {
     struct Impl;
 
   private:
+    Model() = default; // only load() makes one: a Model always holds a graph
     std::shared_ptr<const Impl> impl_;
 };
 
