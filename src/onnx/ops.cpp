@@ -2208,6 +2208,120 @@ Outs det(Ctx& c) {
     return {d.reshape(batch)};
 }
 
+// ---- RoiAlign: bilinear samples of each region, at positions computed from the (realized)
+// regions, gathered from the input ---------------------------------------------------------
+
+Outs roi_align(Ctx& c) {
+    const Tensor& X = c.x(0);
+    if (X.ndim() != 4) c.error("input of shape " + shape_str(X.shape()) + " is not [N, C, H, W]");
+    const std::vector<double> rois = c.doubles_of(1);
+    const std::vector<int64_t> bidx = c.ints_of(2);
+    const int64_t R = static_cast<int64_t>(bidx.size()), C = X.shape()[1], H = X.shape()[2],
+                  W = X.shape()[3];
+    const int64_t oh = c.i("output_height", 1), ow = c.i("output_width", 1),
+                  ratio = c.i("sampling_ratio", 0);
+    const double scale = c.f("spatial_scale", 1.0);
+    const bool half =
+        c.opset < 16 ? false : c.s("coordinate_transformation_mode", "half_pixel") == "half_pixel";
+    const bool is_max = c.s("mode", "avg") == "max";
+    if (static_cast<int64_t>(rois.size()) != 4 * R) c.error("rois and batch_indices disagree");
+    // Per region: samples of every output bin, 4 taps each (position, weight); regions with
+    // fewer samples than the most are padded with taps that do not count.
+    struct Tap {
+        int64_t pos = 0;
+        double w = 0;
+        bool valid = false;
+    };
+    std::vector<std::vector<Tap>> taps(static_cast<size_t>(R));
+    std::vector<int64_t> counts(static_cast<size_t>(R));
+    size_t most = 0;
+    for (int64_t r = 0; r < R; ++r) {
+        const double off = half ? 0.5 : 0.0;
+        const double x0 = rois[static_cast<size_t>(4 * r)] * scale - off,
+                     y0 = rois[static_cast<size_t>(4 * r + 1)] * scale - off;
+        double rw = rois[static_cast<size_t>(4 * r + 2)] * scale - off - x0,
+               rh = rois[static_cast<size_t>(4 * r + 3)] * scale - off - y0;
+        if (!half) {
+            rw = std::max(rw, 1.0);
+            rh = std::max(rh, 1.0);
+        }
+        const double bh = rh / static_cast<double>(oh), bw = rw / static_cast<double>(ow);
+        const auto gh =
+            ratio > 0 ? ratio : static_cast<int64_t>(std::ceil(rh / static_cast<double>(oh)));
+        const auto gw =
+            ratio > 0 ? ratio : static_cast<int64_t>(std::ceil(rw / static_cast<double>(ow)));
+        counts[static_cast<size_t>(r)] = std::max<int64_t>(gh * gw, 1);
+        auto& t = taps[static_cast<size_t>(r)];
+        for (int64_t ph = 0; ph < oh; ++ph)
+            for (int64_t pw = 0; pw < ow; ++pw) {
+                std::vector<Tap> bin;
+                for (int64_t iy = 0; iy < gh; ++iy)
+                    for (int64_t ix = 0; ix < gw; ++ix) {
+                        double y = y0 + static_cast<double>(ph) * bh +
+                                   (static_cast<double>(iy) + 0.5) * bh / static_cast<double>(gh);
+                        double x = x0 + static_cast<double>(pw) * bw +
+                                   (static_cast<double>(ix) + 0.5) * bw / static_cast<double>(gw);
+                        if (y < -1.0 || y > static_cast<double>(H) || x < -1.0 ||
+                            x > static_cast<double>(W)) {
+                            for (int k = 0; k < 4; ++k) bin.push_back(Tap{0, 0, true});
+                            continue;
+                        }
+                        y = std::max(y, 0.0);
+                        x = std::max(x, 0.0);
+                        auto yl = static_cast<int64_t>(y), xl = static_cast<int64_t>(x),
+                             yh = yl + 1, xh = xl + 1;
+                        if (yl >= H - 1) {
+                            yh = yl = H - 1;
+                            y = static_cast<double>(yl);
+                        }
+                        if (xl >= W - 1) {
+                            xh = xl = W - 1;
+                            x = static_cast<double>(xl);
+                        }
+                        const double ly = y - static_cast<double>(yl),
+                                     lx = x - static_cast<double>(xl);
+                        bin.push_back(Tap{yl * W + xl, (1 - ly) * (1 - lx), true});
+                        bin.push_back(Tap{yl * W + xh, (1 - ly) * lx, true});
+                        bin.push_back(Tap{yh * W + xl, ly * (1 - lx), true});
+                        bin.push_back(Tap{yh * W + xh, ly * lx, true});
+                    }
+                most = std::max(most, bin.size());
+                t.insert(t.end(), bin.begin(), bin.end());
+            }
+    }
+    const int64_t P = oh * ow, T = std::max<int64_t>(static_cast<int64_t>(most), 1);
+    std::vector<int64_t> pos(static_cast<size_t>(R * P * T), 0);
+    std::vector<double> wts(static_cast<size_t>(R * P * T), 0);
+    std::vector<bool> valid(static_cast<size_t>(R * P * T), false);
+    for (int64_t r = 0; r < R; ++r) {
+        const auto& t = taps[static_cast<size_t>(r)];
+        const int64_t per = static_cast<int64_t>(t.size()) / P;
+        for (int64_t p = 0; p < P; ++p)
+            for (int64_t k = 0; k < per; ++k) {
+                const Tap& tap = t[static_cast<size_t>(p * per + k)];
+                const auto at = static_cast<size_t>((r * P + p) * T + k);
+                pos[at] = tap.pos;
+                wts[at] = tap.w;
+                valid[at] = tap.valid;
+            }
+    }
+    const Tensor src = X.reshape({X.shape()[0], C, H * W})
+                           .index_select(0, Tensor::from_vector(bidx)); // [R, C, HW]
+    const Tensor idx = Tensor::from_vector(pos, {R, 1, P * T}).expand({R, C, P * T});
+    const Tensor v = src.gather(2, idx).reshape({R, C, P, T}) *
+                     Tensor::from_vector(wts, {R, 1, P, T}, X.dtype());
+    Tensor y;
+    if (is_max) {
+        const Tensor ok = Tensor::from_vector(valid, {R, 1, P, T});
+        // As onnxruntime: the largest weighted tap (not the largest interpolated sample).
+        y = where(ok, v, scalar(-kInf, X.dtype())).max(3);
+    } else {
+        std::vector<double> cnt(counts.begin(), counts.end());
+        y = v.sum(3) / Tensor::from_vector(cnt, {R, 1, 1}, X.dtype());
+    }
+    return {y.reshape({R, C, oh, ow})};
+}
+
 // ---- the table ----------------------------------------------------------------------------
 
 std::string refuse_scatter(const Node& n, int64_t) {
@@ -2549,6 +2663,7 @@ const Table& table() {
             "RandomNormal", [](Ctx& c) { return random_shaped(c, true); }, nullptr, true);
         def("Bernoulli", bernoulli, nullptr, true);
         def("Unique", unique);
+        def("RoiAlign", roi_align);
         def("Det", det);
         def("TfIdfVectorizer", tfidf);
         def("GridSample", grid_sample);
