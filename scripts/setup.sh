@@ -10,6 +10,7 @@ packages=(
     libeigen3-dev libopenblas-dev libdnnl-dev
     clang-format git
     graphviz chromium fonts-dejavu-core
+    libonnx-dev libprotobuf-dev libonnx-testdata python3-torch python3-torchvision
 )
 
 if ! command -v dpkg-query >/dev/null 2>&1; then
