@@ -118,7 +118,15 @@ void replace_pair(Linear& l, size_t i, size_t j, const UOp& merged, int64_t k) {
 // (y + k*c1) / (c1*c). The partner term is found as fold_divmod's form of x / c, which equals it:
 //   D * (k*c) + (x % c) * k  ->  x * k,  and  (D % m) * (k*c) + (x % c) * k  ->  (x % (c*m)) * k
 // for c, m > 0, D == x / c. gidx / 8 * 4 + gidx / 2 % 4 -> gidx / 2.
+// fold_divmod() below decomposes x, a part of a term, whose own decomposition may come back here:
+// the only way the linear forms recurse, one level per quotient nested in a quotient's modulo.
+// Past kMaxMergeDepth levels the pair stays as it is (a form less simple, never a wrong one), so
+// a deep index expression cannot exhaust the stack.
+thread_local int t_merge_depth = 0;
+constexpr int kMaxMergeDepth = 32;
+
 bool recombine_merged(Linear& l) {
+    if (t_merge_depth >= kMaxMergeDepth) return false;
     auto& t = l.terms;
     for (size_t j = 0; j < t.size(); ++j) {
         const UOp& r = t[j].mono;
@@ -141,8 +149,17 @@ bool recombine_merged(Linear& l) {
         for (size_t i = 0; i < t.size() && !any; ++i)
             any = i != j && partner_quotient(t[i].mono) != nullptr;
         if (!any) continue;
-        const std::optional<UOp> D =
-            fold_divmod(UOp::alu(Op::Idiv, {x, UOp::constant(l.dtype, c)}));
+        struct Depth {
+            Depth() { ++t_merge_depth; }
+            ~Depth() { --t_merge_depth; }
+            Depth(const Depth&) = delete;
+            Depth& operator=(const Depth&) = delete;
+        };
+        std::optional<UOp> D;
+        {
+            const Depth depth;
+            D = fold_divmod(UOp::alu(Op::Idiv, {x, UOp::constant(l.dtype, c)}));
+        }
         if (!D) continue;
         const int64_t k = t[j].coef;
         for (size_t i = 0; i < t.size(); ++i) {
