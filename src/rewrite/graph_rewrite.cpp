@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "tempura/error.hpp"
@@ -58,12 +59,13 @@ class Memo {
         const uint64_t h = k.hash();
         return static_cast<size_t>(h ^ (h >> 29)) & (slots_.size() - 1);
     }
-    void put(const UOp& k, const UOp& v) {
+    template <class K, class V>
+    void put(K&& k, V&& v) {
         for (size_t i = slot_of(k);; i = (i + 1) & (slots_.size() - 1)) {
             Slot& s = slots_[i];
             if (s.key.is_null()) {
-                s.key = k;
-                s.value = v;
+                s.key = std::forward<K>(k);
+                s.value = std::forward<V>(v);
                 ++count_;
                 return;
             }
@@ -74,8 +76,8 @@ class Memo {
         std::vector<Slot> old(slots_.size() * 2);
         old.swap(slots_);
         count_ = 0;
-        for (Slot& s : old)
-            if (!s.key.is_null()) put(s.key, s.value);
+        for (Slot& s : old) // moved: no reference counting for the entries carried over
+            if (!s.key.is_null()) put(std::move(s.key), std::move(s.value));
     }
     std::vector<Slot> slots_;
     size_t count_ = 0;

@@ -102,8 +102,13 @@ void optimize(llvm::Module& m, llvm::TargetMachine& tm, bool expanded) {
     pb.crossRegisterProxies(lam, fam, cgam, mam);
     // The GPU's kernels keep O2, whose NVPTX passes (address-space inference and others) the
     // target adds to it; kernels LLVM should vectorize itself keep it too.
+    // Long straight-line code (a deep elementwise chain: EMU's per-thread programs are scalar,
+    // so not `expanded`) gets the short pipeline too: O2's inliner and loop passes have nothing
+    // to do there and cost most of its compile time.
+    size_t instructions = 0;
+    for (const llvm::Function& f : m) instructions += f.getInstructionCount();
     llvm::ModulePassManager mpm =
-        expanded && tm.getTargetTriple().isX86()
+        (expanded || instructions > 16384) && tm.getTargetTriple().isX86()
             ? light_pipeline()
             : pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O2);
     mpm.run(m, mam);
