@@ -291,7 +291,7 @@ class Expander {
 
     // The expansion of u with the unrolled ranges set by a0. The (node, assignment) pairs that
     // build() reads are expanded first, by an explicit post-order walk over what needs() lists,
-    // so a deep chain does not recurse once per node: inside build() every ex() is a lookup.
+    // so a deep chain does not recurse once per node: inside build() every source is a lookup.
     UOp ex(const UOp& u, const std::vector<int64_t>& a0) {
         Key key{u.get(), project(u, a0)};
         if (auto it = memo_.find(key); it != memo_.end()) return it->second;
@@ -322,6 +322,16 @@ class Expander {
             memo_.emplace(Key{f.u.get(), std::move(f.a)}, std::move(v));
         }
         return memo_.at(Key{u.get(), project(u, a0)});
+    }
+
+    // The expansion ex() computed before build() ran: build() and the functions it calls read
+    // their sources' expansions only through here, so nothing in them recurses.
+    const UOp& got(const UOp& u, const std::vector<int64_t>& a0) {
+        auto it = memo_.find(Key{u.get(), project(u, a0)});
+        if (it == memo_.end())
+            fail("expander", "internal: " + std::string(op_name(u.op())) +
+                                 " was not expanded before its user (needs() misses a case)");
+        return it->second;
     }
 
     // What build(u, a) passes to ex(): the same cases and conditions, without building.
@@ -397,7 +407,7 @@ class Expander {
         std::vector<UOp> srcs;
         bool same = true;
         for (const UOp& s : u.srcs()) {
-            UOp e = ex(s, a);
+            UOp e = got(s, a);
             if (vec && is_alu(u.op())) e = broadcast(e);
             same = same && e.same(s);
             srcs.push_back(std::move(e));
@@ -443,12 +453,12 @@ class Expander {
         const LoadPlan p = load_plan(u, a);
         if (!p.vector) {
             std::vector<UOp> is, ls;
-            for (const UOp& s : index.srcs()) is.push_back(ex(s, a));
+            for (const UOp& s : index.srcs()) is.push_back(got(s, a));
             ls.push_back(UOp::make(Op::Index, index.dtype(), is));
-            for (size_t i = 1; i < u.srcs().size(); ++i) ls.push_back(ex(u.src(i), a));
+            for (size_t i = 1; i < u.srcs().size(); ++i) ls.push_back(got(u.src(i), a));
             return UOp::make(Op::Load, u.dtype(), ls);
         }
-        const UOp ptr = ex(index.src(0), a);
+        const UOp ptr = got(index.src(0), a);
         const UOp &idx = p.idx, &gate = p.gate, &alt = p.alt, &gate_s = p.gate_s, &base = p.base;
         const DType vdt = u.dtype().vec(static_cast<uint16_t>(vn_));
         auto zero = [&] {
@@ -461,8 +471,8 @@ class Expander {
                 ptr.dtype().base().vec(static_cast<uint16_t>(vn_)).ptr(ptr.dtype().addrspace);
             const UOp vidx = UOp::make(Op::Index, pdt, {ptr, base});
             if (gate.is_null()) return UOp::make(Op::Load, vdt, {vidx});
-            const UOp g = ex(gate, a);
-            const UOp alt_v = broadcast(alt.is_null() ? zero() : ex(alt, a));
+            const UOp g = got(gate, a);
+            const UOp alt_v = broadcast(alt.is_null() ? zero() : got(alt, a));
             return UOp::make(Op::Load, vdt, {vidx, g, alt_v});
         }
         // A gather: one scalar load per lane.
@@ -476,8 +486,8 @@ class Expander {
             }
             UOp al = alt_s.is_null() ? zero() : alt_s;
             if (!alt_s.is_null() && contains(al, vaxis_))
-                al =
-                    UOp::make(Op::Gep, u.dtype(), {broadcast(ex(alt, a))}, std::vector<int64_t>{l});
+                al = UOp::make(Op::Gep, u.dtype(), {broadcast(got(alt, a))},
+                               std::vector<int64_t>{l});
             lanes.push_back(UOp::make(Op::Load, u.dtype(), {li, lane(gate_s, l), al}));
         }
         return UOp::make(Op::Vectorize, vdt, lanes);
@@ -502,19 +512,19 @@ class Expander {
 
     UOp store(const UOp& u, const std::vector<int64_t>& a) {
         const UOp& index = u.src(0);
-        const UOp ptr = ex(index.src(0), a);
-        const UOp value = ex(u.src(1), a);
+        const UOp ptr = got(index.src(0), a);
+        const UOp value = got(u.src(1), a);
         const StorePlan p = store_plan(u, a);
         if (!p.vector) {
             std::vector<UOp> is{ptr};
-            for (size_t i = 1; i < index.srcs().size(); ++i) is.push_back(ex(index.src(i), a));
+            for (size_t i = 1; i < index.srcs().size(); ++i) is.push_back(got(index.src(i), a));
             return UOp::make(Op::Store, DType::Void,
                              {UOp::make(Op::Index, index.dtype(), is), value});
         }
         const UOp &idx = p.idx, &gate = p.gate, &base = p.base;
         if (!base.is_null()) {
             std::vector<UOp> is{ptr, base};
-            if (!gate.is_null()) is.push_back(ex(index.src(2), a));
+            if (!gate.is_null()) is.push_back(got(index.src(2), a));
             const DType pdt =
                 ptr.dtype().base().vec(static_cast<uint16_t>(vn_)).ptr(ptr.dtype().addrspace);
             return UOp::make(Op::Store, DType::Void,
@@ -568,7 +578,7 @@ class Expander {
         }
         // Unrolled copies combine first (a tree), then the loops accumulate.
         std::vector<UOp> vals;
-        for (const auto& b : assignments(expanded, a)) vals.push_back(ex(u.src(0), b));
+        for (const auto& b : assignments(expanded, a)) vals.push_back(got(u.src(0), b));
         UOp t = combine(op, vals);
         if (over_v) t = broadcast(t);
         UOp r = t;
@@ -597,7 +607,7 @@ class Expander {
         }
         std::vector<UOp> effects;
         const std::vector<int64_t> zero(unrolled_.size(), 0);
-        for (const auto& b : assignments(expanded, zero)) effects.push_back(ex(u.src(0), b));
+        for (const auto& b : assignments(expanded, zero)) effects.push_back(got(u.src(0), b));
         UOp body = effects.size() == 1 ? effects[0] : UOp::make(Op::Group, DType::Void, effects);
         if (loops.empty()) return body;
         std::vector<UOp> srcs{body};

@@ -32,7 +32,7 @@ struct Frame {
 // have its address reused by a new node while the table lives.
 class Memo {
   public:
-    Memo() : slots_(64) {}
+    Memo() : slots_(16) {}
     const UOp* find(const UOp& k) const {
         for (size_t i = slot_of(k);; i = (i + 1) & (slots_.size() - 1)) {
             const Slot& s = slots_[i];
