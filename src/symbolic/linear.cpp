@@ -324,9 +324,9 @@ std::optional<UOp> canonical_sum(const UOp& u) {
 std::optional<UOp> canonical_product(const UOp& u) {
     const DType dt = u.dtype();
     if (!dt.is_int() || dt.count != 1) return std::nullopt;
-    std::vector<UOp> factors;
+    boost::container::small_vector<UOp, 8> factors;
     int64_t k = 1;
-    std::vector<const UOp*> stack{&u};
+    boost::container::small_vector<const UOp*, 16> stack{&u};
     // A product tree is walked as a tree: shared factors (y = y * y, repeated) would make the
     // walk and the flat product exponential in the graph's size. Index products have a few
     // factors; past kMaxFactors the product is left as it is.
@@ -353,6 +353,22 @@ std::optional<UOp> canonical_product(const UOp& u) {
         return canonical_sum(u).value_or(u);
     std::sort(factors.begin(), factors.end(),
               [](const UOp& a, const UOp& b) { return compare_structural(a, b) < 0; });
+    // Most products the rules see are canonical already (x * 3): checked in place, without
+    // interning the rebuilt chain only to find it is u.
+    {
+        const UOp* cur = &u;
+        bool canonical = true;
+        if (k != 1) {
+            canonical = cur->op() == Op::Mul && cur->src(1).op() == Op::Const &&
+                        cur->src(1).const_value() == k;
+            if (canonical) cur = &cur->src(0);
+        }
+        for (size_t i = factors.size(); canonical && i-- > 1;) {
+            canonical = cur->op() == Op::Mul && cur->src(1).same(factors[i]);
+            if (canonical) cur = &cur->src(0);
+        }
+        if (canonical && cur->same(factors[0])) return std::nullopt;
+    }
     UOp acc = factors[0];
     for (size_t i = 1; i < factors.size(); ++i) acc = UOp::alu(Op::Mul, {acc, factors[i]});
     if (k != 1) acc = UOp::alu(Op::Mul, {acc, UOp::constant(dt, k)});
