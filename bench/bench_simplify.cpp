@@ -8,6 +8,12 @@
 // about 3,500 input nodes/s on this machine (tinygrad_nodes/s), x_vs_tinygrad being our rate over
 // it.
 //
+// BM_SimplifyTinygradCases: tinygrad's own symbolic test expressions (tests/data/
+// tinygrad_symbolic.tsv, 254 small expressions of comparisons, where, min/max, div/mod over a few
+// variables), built afresh each iteration over new variables: the per-call cost of simplify() on
+// small inputs. input_nodes/s as above (wall clock), cpu_nodes/s per second of this thread's CPU
+// time (steadier on a shared machine), `x_vs_index` the latter over BM_SimplifyIndexExprs's.
+//
 // Before timing, every output is checked: node_count() no larger than its input's, and equal values
 // at random points within the bounds; a failure skips the benchmark with the offending expression.
 #include <benchmark/benchmark.h>
@@ -16,13 +22,19 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include <tempura/tempura.hpp>
+
+#include "../tests/symbolic/expr_parser.hpp"
 
 namespace {
 
@@ -165,6 +177,14 @@ void set_counters(benchmark::State& state, int64_t input_nodes, int64_t exprs,
 }
 
 std::atomic<int64_t> g_round{0};
+double g_index_cpu_rate = 0; // BM_SimplifyIndexExprs's input nodes per CPU second in this run
+
+// This thread's CPU time: on a shared machine the rate per CPU second is the steadier figure.
+double thread_cpu_seconds() {
+    timespec t{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
 
 // Every iteration simplifies 2,000 freshly built inputs (over new variables, so nothing can have
 // been simplified before); building and releasing them is outside the timed region.
@@ -172,7 +192,7 @@ void BM_SimplifyIndexExprs(benchmark::State& state) {
     const Verification& v = verification();
     if (!v.error.empty()) state.SkipWithError(v.error.c_str());
     int64_t input_nodes = 0, exprs = 0;
-    double seconds = 0;
+    double seconds = 0, cpu = 0;
     for (auto _ : state) {
         state.PauseTiming();
         std::vector<UOp> in = build_inputs("_r" + std::to_string(g_round.fetch_add(1)));
@@ -180,9 +200,11 @@ void BM_SimplifyIndexExprs(benchmark::State& state) {
         std::vector<UOp> out;
         out.reserve(in.size());
         state.ResumeTiming();
+        const double c0 = thread_cpu_seconds();
         auto t0 = std::chrono::steady_clock::now();
         for (const UOp& e : in) out.push_back(tempura::simplify(e));
         auto t1 = std::chrono::steady_clock::now();
+        cpu += thread_cpu_seconds() - c0;
         benchmark::DoNotOptimize(out.data());
         state.PauseTiming();
         seconds += std::chrono::duration<double>(t1 - t0).count();
@@ -193,6 +215,10 @@ void BM_SimplifyIndexExprs(benchmark::State& state) {
         state.ResumeTiming();
     }
     set_counters(state, input_nodes, exprs, seconds);
+    if (cpu > 0) {
+        g_index_cpu_rate = static_cast<double>(input_nodes) / cpu;
+        state.counters["cpu_nodes/s"] = g_index_cpu_rate;
+    }
 }
 BENCHMARK(BM_SimplifyIndexExprs)->Unit(benchmark::kMillisecond)->UseRealTime();
 
@@ -220,6 +246,91 @@ void BM_SimplifyIndexExprsHeld(benchmark::State& state) {
     set_counters(state, input_nodes, exprs, seconds);
 }
 BENCHMARK(BM_SimplifyIndexExprsHeld)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// ---- tinygrad's test expressions -------------------------------------------------------------
+
+struct TinyCase {
+    std::vector<tempura_test::VarSpec> vars;
+    std::string expr;
+};
+
+std::vector<TinyCase> read_tinygrad_cases() {
+    const char* dir = std::getenv("TEMPURA_CASES_DIR");
+    std::string path =
+        std::string(dir != nullptr && *dir != '\0' ? dir : TEMPURA_CASES_DIR_DEFAULT) +
+        "/tinygrad_symbolic.tsv";
+    std::ifstream in(path);
+    std::vector<TinyCase> out;
+    std::string line;
+    bool header = true;
+    while (std::getline(in, line)) {
+        if (line.empty() || line[0] == '#') continue;
+        if (header) { // the column names
+            header = false;
+            continue;
+        }
+        std::vector<std::string> cols;
+        std::stringstream ss(line);
+        for (std::string c; std::getline(ss, c, '\t');) cols.push_back(c);
+        if (cols.size() < 3) continue;
+        out.push_back({tempura_test::parse_vars(cols[1]), cols[2]});
+    }
+    return out;
+}
+
+const std::vector<TinyCase>& tinygrad_cases() {
+    static const std::vector<TinyCase> c = read_tinygrad_cases();
+    return c;
+}
+
+// The expressions over variables renamed with `suffix` (new nodes, never simplified before).
+std::vector<UOp> build_tinygrad(const std::string& suffix) {
+    std::vector<UOp> out;
+    for (const TinyCase& c : tinygrad_cases()) {
+        std::map<std::string, UOp> vars;
+        for (const auto& v : c.vars)
+            vars.emplace(v.name, UOp::variable(v.name + suffix, v.min, v.max));
+        out.push_back(tempura_test::parse_expr(c.expr, vars));
+    }
+    return out;
+}
+
+void BM_SimplifyTinygradCases(benchmark::State& state) {
+    if (tinygrad_cases().empty()) state.SkipWithError("no cases in tinygrad_symbolic.tsv");
+    int64_t input_nodes = 0, exprs = 0;
+    double seconds = 0, cpu = 0;
+    for (auto _ : state) {
+        state.PauseTiming();
+        std::vector<UOp> in = build_tinygrad("_t" + std::to_string(g_round.fetch_add(1)));
+        const int64_t n = total_nodes(in);
+        std::vector<UOp> out;
+        out.reserve(in.size());
+        state.ResumeTiming();
+        const double c0 = thread_cpu_seconds();
+        auto t0 = std::chrono::steady_clock::now();
+        for (const UOp& e : in) out.push_back(tempura::simplify(e));
+        auto t1 = std::chrono::steady_clock::now();
+        cpu += thread_cpu_seconds() - c0;
+        benchmark::DoNotOptimize(out.data());
+        state.PauseTiming();
+        seconds += std::chrono::duration<double>(t1 - t0).count();
+        input_nodes += n;
+        exprs += static_cast<int64_t>(in.size());
+        out.clear();
+        in.clear();
+        state.ResumeTiming();
+    }
+    state.counters["input_nodes/s"] =
+        benchmark::Counter(static_cast<double>(input_nodes), benchmark::Counter::kIsRate);
+    state.counters["exprs/s"] =
+        benchmark::Counter(static_cast<double>(exprs), benchmark::Counter::kIsRate);
+    const double ours = seconds > 0 ? static_cast<double>(input_nodes) / seconds : 0.0;
+    const double ours_cpu = cpu > 0 ? static_cast<double>(input_nodes) / cpu : 0.0;
+    state.counters["simplify_nodes/s"] = ours;
+    state.counters["cpu_nodes/s"] = ours_cpu;
+    if (g_index_cpu_rate > 0) state.counters["x_vs_index"] = ours_cpu / g_index_cpu_rate;
+}
+BENCHMARK(BM_SimplifyTinygradCases)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 } // namespace
 

@@ -3,7 +3,7 @@
 // vector width, with load collapse, split stores and horizontal reduction), THREAD lowering and
 // MULACC fusion (a rule group, rules.hpp). The order is pipeline() in stages.cpp.
 #include <algorithm>
-#include <map>
+#include <unordered_map>
 
 #include "codegen/ranges.hpp"
 #include "tempura/codegen/rules.hpp"
@@ -206,22 +206,39 @@ class Expander {
         vaxis_ = lo;
     }
 
-    uint64_t deps(const UOp& u) {
-        if (auto it = deps_.find(u); it != deps_.end()) return it->second;
-        uint64_t m = 0;
-        if (u.same(vaxis_)) {
-            m = kV;
-        } else if (auto p = pos_.find(u); p != pos_.end()) {
-            m = uint64_t{1} << p->second;
-        } else if (u.op() == Op::Reduce) {
-            m = deps(u.src(0));
-            for (size_t i = 1; i < u.srcs().size(); ++i) m &= ~deps(u.src(i));
-        } else if (u.op() == Op::End) {
-            m = 0;
-        } else {
-            for (const UOp& s : u.srcs()) m |= deps(s);
+    // Which expanded ranges a node depends on (bit i: unrolled_[i]; kV: the vector axis). A
+    // REDUCE hides its own ranges, an END all of them. Sources first, by an explicit post-order
+    // walk: a deep chain does not recurse once per node.
+    uint64_t deps(const UOp& root) {
+        if (auto it = deps_.find(root); it != deps_.end()) return it->second;
+        std::vector<std::pair<const UOp*, size_t>> stack{{&root, 0}};
+        while (!stack.empty()) {
+            auto& [u, i] = stack.back();
+            // The vector axis and the unrolled ranges are leaves here, END hides everything.
+            const bool leaf = u->same(vaxis_) || pos_.count(*u) != 0 || u->op() == Op::End;
+            if (!leaf && i < u->srcs().size()) {
+                const UOp& s = u->src(i++);
+                if (!deps_.count(s)) stack.emplace_back(&s, 0);
+                continue;
+            }
+            const UOp* done = u;
+            stack.pop_back();
+            if (!deps_.count(*done)) deps_.emplace(*done, deps_of_sources(*done));
         }
-        deps_.emplace(u, m);
+        return deps_.at(root);
+    }
+    // A node's dependencies from its sources' (all computed).
+    uint64_t deps_of_sources(const UOp& u) const {
+        if (u.same(vaxis_)) return kV;
+        if (auto p = pos_.find(u); p != pos_.end()) return uint64_t{1} << p->second;
+        if (u.op() == Op::End) return 0;
+        uint64_t m = 0;
+        if (u.op() == Op::Reduce) {
+            m = deps_.at(u.src(0));
+            for (size_t i = 1; i < u.srcs().size(); ++i) m &= ~deps_.at(u.src(i));
+            return m;
+        }
+        for (const UOp& s : u.srcs()) m |= deps_.at(s);
         return m;
     }
 
@@ -263,13 +280,113 @@ class Expander {
         return lane(s, 0);
     }
 
+    using Key = std::pair<const UOpNode*, std::vector<int64_t>>;
+    struct KeyHash {
+        size_t operator()(const Key& k) const {
+            uint64_t h = reinterpret_cast<uintptr_t>(k.first) * 0x9E3779B97F4A7C15ull;
+            for (int64_t v : k.second) h = (h ^ static_cast<uint64_t>(v)) * 0x100000001B3ull;
+            return static_cast<size_t>(h ^ (h >> 29));
+        }
+    };
+
+    // The expansion of u with the unrolled ranges set by a0. The (node, assignment) pairs that
+    // build() reads are expanded first, by an explicit post-order walk over what needs() lists,
+    // so a deep chain does not recurse once per node: inside build() every source is a lookup.
     UOp ex(const UOp& u, const std::vector<int64_t>& a0) {
-        std::vector<int64_t> a = project(u, a0);
-        auto key = std::make_pair(u.get(), a);
+        Key key{u.get(), project(u, a0)};
         if (auto it = memo_.find(key); it != memo_.end()) return it->second;
-        UOp v = build(u, a);
-        memo_.emplace(std::move(key), v);
-        return v;
+        struct Frame {
+            UOp u;
+            std::vector<int64_t> a;
+            bool listed;
+        };
+        std::vector<Frame> stack;
+        stack.push_back({u, std::move(key.second), false});
+        while (!stack.empty()) {
+            if (memo_.count(Key{stack.back().u.get(), stack.back().a})) {
+                stack.pop_back();
+                continue;
+            }
+            if (!stack.back().listed) {
+                stack.back().listed = true;
+                const Frame f = stack.back(); // needs() may grow the stack below
+                for (auto& [n, b] : needs(f.u, f.a)) {
+                    std::vector<int64_t> pb = project(n, b);
+                    if (!memo_.count(Key{n.get(), pb})) stack.push_back({n, std::move(pb), false});
+                }
+                continue;
+            }
+            Frame f = std::move(stack.back());
+            stack.pop_back();
+            UOp v = build(f.u, f.a);
+            memo_.emplace(Key{f.u.get(), std::move(f.a)}, std::move(v));
+        }
+        return memo_.at(Key{u.get(), project(u, a0)});
+    }
+
+    // The expansion ex() computed before build() ran: build() and the functions it calls read
+    // their sources' expansions only through here, so nothing in them recurses.
+    const UOp& got(const UOp& u, const std::vector<int64_t>& a0) {
+        auto it = memo_.find(Key{u.get(), project(u, a0)});
+        if (it == memo_.end())
+            fail("expander", "internal: " + std::string(op_name(u.op())) +
+                                 " was not expanded before its user (needs() misses a case)");
+        return it->second;
+    }
+
+    // What build(u, a) passes to ex(): the same cases and conditions, without building.
+    std::vector<std::pair<UOp, std::vector<int64_t>>> needs(const UOp& u,
+                                                            const std::vector<int64_t>& a) {
+        std::vector<std::pair<UOp, std::vector<int64_t>>> out;
+        if (u.same(vaxis_) || pos_.count(u)) return out;
+        switch (u.op()) {
+        case Op::Load: {
+            const LoadPlan p = load_plan(u, a);
+            if (!p.vector) {
+                for (const UOp& s : u.src(0).srcs()) out.emplace_back(s, a);
+                for (size_t i = 1; i < u.srcs().size(); ++i) out.emplace_back(u.src(i), a);
+                return out;
+            }
+            out.emplace_back(u.src(0).src(0), a);
+            if (!p.base.is_null()) {
+                if (!p.gate.is_null()) out.emplace_back(p.gate, a);
+                if (!p.gate.is_null() && !p.alt.is_null()) out.emplace_back(p.alt, a);
+            } else if (!p.gate.is_null() && !p.alt_s.is_null() && contains(p.alt_s, vaxis_)) {
+                out.emplace_back(p.alt, a);
+            }
+            return out;
+        }
+        case Op::Store: {
+            const UOp& index = u.src(0);
+            out.emplace_back(index.src(0), a);
+            out.emplace_back(u.src(1), a);
+            const StorePlan p = store_plan(u, a);
+            if (!p.vector) {
+                for (size_t i = 1; i < index.srcs().size(); ++i) out.emplace_back(index.src(i), a);
+            } else if (!p.base.is_null() && !p.gate.is_null()) {
+                out.emplace_back(index.src(2), a);
+            }
+            return out;
+        }
+        case Op::Reduce: {
+            std::vector<UOp> expanded;
+            for (size_t i = 1; i < u.srcs().size(); ++i)
+                if (!u.src(i).same(vaxis_) && is_expanded(u.src(i))) expanded.push_back(u.src(i));
+            for (auto& b : assignments(expanded, a)) out.emplace_back(u.src(0), std::move(b));
+            return out;
+        }
+        case Op::End: {
+            std::vector<UOp> expanded;
+            for (size_t i = 1; i < u.srcs().size(); ++i)
+                if (!u.src(i).same(vaxis_) && is_expanded(u.src(i))) expanded.push_back(u.src(i));
+            const std::vector<int64_t> zero(unrolled_.size(), 0);
+            for (auto& b : assignments(expanded, zero)) out.emplace_back(u.src(0), std::move(b));
+            return out;
+        }
+        default:
+            for (const UOp& s : u.srcs()) out.emplace_back(s, a);
+            return out;
+        }
     }
 
     UOp build(const UOp& u, const std::vector<int64_t>& a) {
@@ -290,7 +407,7 @@ class Expander {
         std::vector<UOp> srcs;
         bool same = true;
         for (const UOp& s : u.srcs()) {
-            UOp e = ex(s, a);
+            UOp e = got(s, a);
             if (vec && is_alu(u.op())) e = broadcast(e);
             same = same && e.same(s);
             srcs.push_back(std::move(e));
@@ -305,28 +422,44 @@ class Expander {
                          u.arg());
     }
 
-    UOp load(const UOp& u, const std::vector<int64_t>& a) {
+    // What load() decides before it expands anything (needs() reads it too).
+    struct LoadPlan {
+        bool vector = false;
+        UOp idx, gate, alt, gate_s, base, alt_s;
+    };
+    LoadPlan load_plan(const UOp& u, const std::vector<int64_t>& a) {
         const UOp& index = u.src(0);
         if (index.op() != Op::Index || u.srcs().size() == 2 || u.srcs().size() > 3)
             fail("expander", "expects LOAD(INDEX(...)) or LOAD(INDEX(...), gate, alt) in a kernel "
                              "AST, got a LOAD with " +
                                  std::to_string(u.srcs().size()) + " sources");
-        if ((deps(u) & kV) == 0) {
+        LoadPlan p;
+        p.vector = (deps(u) & kV) != 0;
+        if (!p.vector) return p;
+        p.idx = subst_unrolled(index.src(1), a);
+        // One gate for both forms: INDEX(ptr, i, gate), and LOAD(INDEX, gate, alt).
+        p.gate = index.srcs().size() == 3 ? index.src(2) : UOp();
+        if (u.srcs().size() == 3) p.gate = p.gate.is_null() ? u.src(1) : (p.gate & u.src(1));
+        p.alt = u.srcs().size() == 3 ? u.src(2) : UOp();
+        p.gate_s = p.gate.is_null() ? UOp() : subst_unrolled(p.gate, a);
+        const bool gate_uniform = p.gate_s.is_null() || !contains(p.gate_s, vaxis_);
+        p.base = gate_uniform ? contiguous_base(p.idx) : UOp();
+        p.alt_s = p.alt.is_null() ? UOp() : subst_unrolled(p.alt, a);
+        return p;
+    }
+
+    UOp load(const UOp& u, const std::vector<int64_t>& a) {
+        const UOp& index = u.src(0);
+        const LoadPlan p = load_plan(u, a);
+        if (!p.vector) {
             std::vector<UOp> is, ls;
-            for (const UOp& s : index.srcs()) is.push_back(ex(s, a));
+            for (const UOp& s : index.srcs()) is.push_back(got(s, a));
             ls.push_back(UOp::make(Op::Index, index.dtype(), is));
-            for (size_t i = 1; i < u.srcs().size(); ++i) ls.push_back(ex(u.src(i), a));
+            for (size_t i = 1; i < u.srcs().size(); ++i) ls.push_back(got(u.src(i), a));
             return UOp::make(Op::Load, u.dtype(), ls);
         }
-        const UOp ptr = ex(index.src(0), a);
-        const UOp idx = subst_unrolled(index.src(1), a);
-        // One gate for both forms: INDEX(ptr, i, gate), and LOAD(INDEX, gate, alt).
-        UOp gate = index.srcs().size() == 3 ? index.src(2) : UOp();
-        if (u.srcs().size() == 3) gate = gate.is_null() ? u.src(1) : (gate & u.src(1));
-        const UOp alt = u.srcs().size() == 3 ? u.src(2) : UOp();
-        const UOp gate_s = gate.is_null() ? UOp() : subst_unrolled(gate, a);
-        const bool gate_uniform = gate_s.is_null() || !contains(gate_s, vaxis_);
-        const UOp base = gate_uniform ? contiguous_base(idx) : UOp();
+        const UOp ptr = got(index.src(0), a);
+        const UOp &idx = p.idx, &gate = p.gate, &alt = p.alt, &gate_s = p.gate_s, &base = p.base;
         const DType vdt = u.dtype().vec(static_cast<uint16_t>(vn_));
         auto zero = [&] {
             return u.dtype().is_float() ? UOp::constant_f(u.dtype(), 0.0)
@@ -338,12 +471,12 @@ class Expander {
                 ptr.dtype().base().vec(static_cast<uint16_t>(vn_)).ptr(ptr.dtype().addrspace);
             const UOp vidx = UOp::make(Op::Index, pdt, {ptr, base});
             if (gate.is_null()) return UOp::make(Op::Load, vdt, {vidx});
-            const UOp g = ex(gate, a);
-            const UOp alt_v = broadcast(alt.is_null() ? zero() : ex(alt, a));
+            const UOp g = got(gate, a);
+            const UOp alt_v = broadcast(alt.is_null() ? zero() : got(alt, a));
             return UOp::make(Op::Load, vdt, {vidx, g, alt_v});
         }
         // A gather: one scalar load per lane.
-        const UOp alt_s = alt.is_null() ? UOp() : subst_unrolled(alt, a);
+        const UOp& alt_s = p.alt_s;
         std::vector<UOp> lanes;
         for (int64_t l = 0; l < vn_; ++l) {
             const UOp li = UOp::make(Op::Index, index.dtype(), {ptr, lane(idx, l)});
@@ -353,31 +486,45 @@ class Expander {
             }
             UOp al = alt_s.is_null() ? zero() : alt_s;
             if (!alt_s.is_null() && contains(al, vaxis_))
-                al =
-                    UOp::make(Op::Gep, u.dtype(), {broadcast(ex(alt, a))}, std::vector<int64_t>{l});
+                al = UOp::make(Op::Gep, u.dtype(), {broadcast(got(alt, a))},
+                               std::vector<int64_t>{l});
             lanes.push_back(UOp::make(Op::Load, u.dtype(), {li, lane(gate_s, l), al}));
         }
         return UOp::make(Op::Vectorize, vdt, lanes);
     }
 
+    // What store() decides before it expands anything (needs() reads it too).
+    struct StorePlan {
+        bool vector = false;
+        UOp idx, gate, base;
+    };
+    StorePlan store_plan(const UOp& u, const std::vector<int64_t>& a) {
+        const UOp& index = u.src(0);
+        StorePlan p;
+        p.vector = ((deps(index) | deps(u.src(1))) & kV) != 0;
+        if (!p.vector) return p;
+        p.idx = subst_unrolled(index.src(1), a);
+        p.gate = index.srcs().size() == 3 ? subst_unrolled(index.src(2), a) : UOp();
+        const bool gate_uniform = p.gate.is_null() || !contains(p.gate, vaxis_);
+        p.base = gate_uniform ? contiguous_base(p.idx) : UOp();
+        return p;
+    }
+
     UOp store(const UOp& u, const std::vector<int64_t>& a) {
         const UOp& index = u.src(0);
-        const UOp ptr = ex(index.src(0), a);
-        const UOp value = ex(u.src(1), a);
-        const bool vec = ((deps(index) | deps(u.src(1))) & kV) != 0;
-        if (!vec) {
+        const UOp ptr = got(index.src(0), a);
+        const UOp value = got(u.src(1), a);
+        const StorePlan p = store_plan(u, a);
+        if (!p.vector) {
             std::vector<UOp> is{ptr};
-            for (size_t i = 1; i < index.srcs().size(); ++i) is.push_back(ex(index.src(i), a));
+            for (size_t i = 1; i < index.srcs().size(); ++i) is.push_back(got(index.src(i), a));
             return UOp::make(Op::Store, DType::Void,
                              {UOp::make(Op::Index, index.dtype(), is), value});
         }
-        const UOp idx = subst_unrolled(index.src(1), a);
-        const UOp gate = index.srcs().size() == 3 ? subst_unrolled(index.src(2), a) : UOp();
-        const bool gate_uniform = gate.is_null() || !contains(gate, vaxis_);
-        const UOp base = gate_uniform ? contiguous_base(idx) : UOp();
+        const UOp &idx = p.idx, &gate = p.gate, &base = p.base;
         if (!base.is_null()) {
             std::vector<UOp> is{ptr, base};
-            if (!gate.is_null()) is.push_back(ex(index.src(2), a));
+            if (!gate.is_null()) is.push_back(got(index.src(2), a));
             const DType pdt =
                 ptr.dtype().base().vec(static_cast<uint16_t>(vn_)).ptr(ptr.dtype().addrspace);
             return UOp::make(Op::Store, DType::Void,
@@ -431,7 +578,7 @@ class Expander {
         }
         // Unrolled copies combine first (a tree), then the loops accumulate.
         std::vector<UOp> vals;
-        for (const auto& b : assignments(expanded, a)) vals.push_back(ex(u.src(0), b));
+        for (const auto& b : assignments(expanded, a)) vals.push_back(got(u.src(0), b));
         UOp t = combine(op, vals);
         if (over_v) t = broadcast(t);
         UOp r = t;
@@ -460,7 +607,7 @@ class Expander {
         }
         std::vector<UOp> effects;
         const std::vector<int64_t> zero(unrolled_.size(), 0);
-        for (const auto& b : assignments(expanded, zero)) effects.push_back(ex(u.src(0), b));
+        for (const auto& b : assignments(expanded, zero)) effects.push_back(got(u.src(0), b));
         UOp body = effects.size() == 1 ? effects[0] : UOp::make(Op::Group, DType::Void, effects);
         if (loops.empty()) return body;
         std::vector<UOp> srcs{body};
@@ -474,7 +621,7 @@ class Expander {
     std::vector<UOp> unrolled_;
     UOpMap<size_t> pos_;
     UOpMap<uint64_t> deps_;
-    std::map<std::pair<const UOpNode*, std::vector<int64_t>>, UOp> memo_;
+    std::unordered_map<Key, UOp, KeyHash> memo_;
 };
 
 } // namespace

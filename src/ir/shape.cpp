@@ -39,15 +39,18 @@ int64_t checked_numel(const Shape& s, bool& ok) {
 
 std::optional<Shape> infer_shape(Op op, const std::vector<UOp>& srcs, const Arg& arg,
                                  std::string* why) {
-    const std::string name(op_name(op));
     auto bad = [&](const std::string& what) -> std::optional<Shape> {
-        if (why) *why = name + " " + what;
+        if (why) *why = std::string(op_name(op)) + " " + what;
         return std::nullopt;
     };
-    // A BUFFER's sources, when it has any, are its symbolic dims (Index expressions).
+    // A BUFFER's sources, when it has any, are its symbolic dims (Index expressions). Every
+    // node of kernel and index arithmetic comes here with shapeless sources: no message is built
+    // unless one is asked for.
     for (size_t i = 0; i < srcs.size() && op != Op::Buffer; ++i)
-        if (!srcs[i].has_shape())
+        if (!srcs[i].has_shape()) {
+            if (why == nullptr) return std::nullopt;
             return bad("has source " + std::to_string(i) + " without a shape");
+        }
     const auto src = [&](size_t i) -> const Shape& { return srcs[i].shape(); };
     const auto* ints = std::get_if<std::vector<int64_t>>(&arg);
     const bool movement = op == Op::Reshape || op == Op::Expand || op == Op::Permute ||
@@ -200,6 +203,7 @@ std::optional<Shape> infer_shape(Op op, const std::vector<UOp>& srcs, const Arg&
                            shape_str(src(i)));
         return src(0);
     }
+    if (why == nullptr) return std::nullopt;
     return bad("is not a tensor-level op");
 }
 

@@ -540,11 +540,19 @@ LruCache<std::shared_ptr<const Plan>>& plans() {
     return *p;
 }
 
-// What a cached plan costs: its key, the kernels' texts it shows (KernelInfo), and its steps.
+// What a cached plan costs: its key, the kernels' texts it shows (KernelInfo), its steps, and the
+// compiled kernels it keeps alive (their texts and JIT sections; a kernel also in a kernel cache
+// is counted in both, so the sum never falls short of what the caches hold).
 size_t plan_bytes(const std::string& key, const Plan& plan) {
     size_t n = key.size() + sizeof(Plan) + plan.steps.size() * (sizeof(Step) + 64);
     for (const KernelInfo& k : *plan.kernels)
         n += sizeof(KernelInfo) + k.name.size() + k.backend.size() + k.source.size();
+    for (const Step& st : plan.steps) {
+        n += st.params.size() * sizeof(Slot) + st.vars.size() * sizeof(int64_t);
+        if (st.kernel) n += st.kernel->memory_bytes();
+    }
+    n += plan.outputs.size() * (sizeof(std::pair<DType, int64_t>) + sizeof(int64_t)) +
+         plan.blocks.size() * sizeof(size_t);
     return n;
 }
 

@@ -1,7 +1,10 @@
 // The rewrite engine: an explicit stack of frames (no recursion, so deep graphs are fine).
 #include "tempura/rewrite/graph_rewrite.hpp"
 
-#include <unordered_map>
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+#include <vector>
 
 #include "tempura/error.hpp"
 #include "tempura/pattern/table.hpp"
@@ -18,7 +21,66 @@ struct Frame {
     enum Stage : uint8_t { Start, Children } stage = Start;
     size_t i = 0;
     bool changed = false;
+    // The rewritten sources, filled only once one differs (until then they are cur's own): most
+    // nodes come through unchanged, and then nothing is allocated for them.
     std::vector<UOp> srcs;
+};
+
+// The memo: node -> its result, open addressing over the nodes' own hashes, one allocation for
+// the whole table (a std::unordered_map allocated a node per entry, two entries per node
+// rewritten: the per-call cost on small expressions). Keys are held, so a node cannot die and
+// have its address reused by a new node while the table lives.
+class Memo {
+  public:
+    Memo() : slots_(16) {}
+    const UOp* find(const UOp& k) const {
+        for (size_t i = slot_of(k);; i = (i + 1) & (slots_.size() - 1)) {
+            const Slot& s = slots_[i];
+            if (s.key.is_null()) return nullptr;
+            if (s.key.same(k)) return &s.value;
+        }
+    }
+    // Adds k -> v unless k is present (its result stays).
+    void emplace(const UOp& k, const UOp& v) {
+        if ((count_ + 1) * 2 > slots_.size()) grow();
+        put(k, v);
+    }
+    const UOp& at(const UOp& k) const {
+        const UOp* v = find(k);
+        if (v == nullptr) fail("graph_rewrite", "internal: the root has no result");
+        return *v;
+    }
+
+  private:
+    struct Slot {
+        UOp key, value;
+    };
+    size_t slot_of(const UOp& k) const {
+        const uint64_t h = k.hash();
+        return static_cast<size_t>(h ^ (h >> 29)) & (slots_.size() - 1);
+    }
+    template <class K, class V>
+    void put(K&& k, V&& v) {
+        for (size_t i = slot_of(k);; i = (i + 1) & (slots_.size() - 1)) {
+            Slot& s = slots_[i];
+            if (s.key.is_null()) {
+                s.key = std::forward<K>(k);
+                s.value = std::forward<V>(v);
+                ++count_;
+                return;
+            }
+            if (s.key.same(k)) return;
+        }
+    }
+    void grow() {
+        std::vector<Slot> old(slots_.size() * 2);
+        old.swap(slots_);
+        count_ = 0;
+        for (Slot& s : old) // moved: no reference counting for the entries carried over
+            if (!s.key.is_null()) put(std::move(s.key), std::move(s.value));
+    }
+    std::vector<Slot> slots_;
+    size_t count_ = 0;
 };
 
 } // namespace
@@ -32,8 +94,7 @@ UOp graph_rewrite(const UOp& root, const pattern::RuleTable& table,
     const bool top_down = !options.bottom_up;
     // Keyed by UOp, not by address: intermediate nodes die during rewriting and a new node may
     // reuse a dead one's address.
-    UOpMap<UOp> memo;
-    memo.reserve(64);
+    Memo memo;
     size_t steps = 0;
     trace::Recorder* const rec = trace::current(); // TEMPURA_VIZ: each step recorded
 
@@ -55,12 +116,13 @@ UOp graph_rewrite(const UOp& root, const pattern::RuleTable& table,
     };
 
     std::vector<Frame> stack;
+    stack.reserve(16);
     stack.emplace_back(root);
     while (!stack.empty()) {
         Frame& f = stack.back();
         if (f.stage == Frame::Start) {
-            if (auto it = memo.find(f.cur); it != memo.end()) {
-                UOp res = it->second;
+            if (const UOp* hit = memo.find(f.cur)) {
+                const UOp res = *hit; // emplace may move the table
                 memo.emplace(f.orig, res);
                 stack.pop_back();
                 continue;
@@ -77,15 +139,18 @@ UOp graph_rewrite(const UOp& root, const pattern::RuleTable& table,
             f.i = 0;
             f.changed = false;
             f.srcs.clear();
-            f.srcs.reserve(f.cur.srcs().size());
         }
         // Children stage.
         const auto& cs = f.cur.srcs();
         if (f.i < cs.size()) {
             const UOp& c = cs[f.i];
-            if (auto it = memo.find(c); it != memo.end()) {
-                f.changed |= !it->second.same(c);
-                f.srcs.push_back(it->second);
+            if (const UOp* r = memo.find(c)) {
+                if (!f.changed && !r->same(c)) {
+                    f.changed = true;
+                    f.srcs.reserve(cs.size());
+                    f.srcs.assign(cs.begin(), cs.begin() + static_cast<std::ptrdiff_t>(f.i));
+                }
+                if (f.changed) f.srcs.push_back(*r);
                 ++f.i;
             } else {
                 UOp child = c; // `f` may move when the stack grows

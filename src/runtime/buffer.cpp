@@ -4,7 +4,9 @@
 #include <array>
 #include <atomic>
 #include <cstring>
+#include <iterator>
 #include <limits>
+#include <list>
 #include <mutex>
 #include <new>
 #include <string>
@@ -12,6 +14,7 @@
 #include <vector>
 
 #include "tempura/error.hpp"
+#include "tempura/support/lru_cache.hpp"
 
 namespace tempura::runtime {
 
@@ -35,18 +38,62 @@ std::atomic<int64_t> next_id{1};
 constexpr size_t kMaxDevices = 64;
 std::array<std::atomic<Allocator*>, kMaxDevices> g_allocators{};
 
+void free_block(Allocator* a, uint64_t p, size_t alloc) {
+    if (a != nullptr)
+        a->free(p, alloc);
+    else
+        ::operator delete (reinterpret_cast<void*>(p), std::align_val_t{Buffer::kAlignment});
+}
+
 // Freed blocks kept for reuse, by device and size: a plan re-run allocates its outputs again, and
 // fresh host memory costs a page fault per 4 KiB on first touch (tens of milliseconds for a
 // 64 MiB output, more than the kernel writing it); a device allocation costs a driver call that
-// waits for the device. Host blocks are pointers; a device's are its addresses.
-struct BlockCache {
+// waits for the device. Host blocks are pointers; a device's are its addresses. The blocks share
+// TEMPURA_CACHE_MB with the plan and kernel caches (support/lru_cache.hpp): a block is kept only
+// while it fits beside what they hold, and the least recently freed block goes first when an
+// entry of theirs needs the room.
+struct BlockCache final : BudgetedCache {
     static constexpr size_t kMaxBytes = size_t{1} << 30; // per device
+    struct Block {
+        Allocator* allocator;
+        size_t bytes;
+        uint64_t address;
+        uint64_t tick;
+    };
+    using Order = std::list<Block>; // least recently freed first
     struct Pool {
-        std::unordered_map<size_t, std::vector<uint64_t>> free;
+        std::unordered_map<size_t, std::vector<Order::iterator>> free;
         size_t bytes = 0;
     };
     std::mutex mu;
+    Order order;
     std::unordered_map<Allocator*, Pool> pools; // nullptr: host memory
+
+    BlockCache() { CacheLedger::get().add(this); }
+    // Takes block `it` out (under mu).
+    void unlink(Order::iterator it) {
+        Pool& pool = pools[it->allocator];
+        auto& v = pool.free[it->bytes];
+        std::erase(v, it);
+        pool.bytes -= it->bytes;
+        CacheLedger::get().release(it->bytes);
+        order.erase(it);
+    }
+    uint64_t oldest_tick() override {
+        std::lock_guard lock(mu);
+        return order.empty() ? kEmpty : order.front().tick;
+    }
+    bool evict_oldest(uint64_t before) override {
+        Block b{};
+        {
+            std::lock_guard lock(mu);
+            if (order.empty() || order.front().tick >= before) return false;
+            b = order.front();
+            unlink(order.begin());
+        }
+        free_block(b.allocator, b.address, b.bytes);
+        return true;
+    }
 };
 BlockCache& block_cache() {
     static BlockCache* c = new BlockCache;
@@ -59,28 +106,27 @@ uint64_t cached_block(Allocator* a, size_t alloc) {
     BlockCache::Pool& pool = c.pools[a];
     auto it = pool.free.find(alloc);
     if (it == pool.free.end() || it->second.empty()) return 0;
-    const uint64_t p = it->second.back();
-    it->second.pop_back();
-    pool.bytes -= alloc;
+    const uint64_t p = it->second.back()->address;
+    c.unlink(it->second.back());
     return p;
 }
 
 // Frees every cached block of a device (nullptr: the host's).
 void drop_cached_blocks(Allocator* a) {
-    BlockCache::Pool pool;
+    std::vector<BlockCache::Block> dead;
     {
         BlockCache& c = block_cache();
         std::lock_guard lock(c.mu);
-        std::swap(pool, c.pools[a]);
-    }
-    for (const auto& [bytes, blocks] : pool.free)
-        for (uint64_t p : blocks) {
-            if (a != nullptr)
-                a->free(p, bytes);
-            else
-                ::operator delete (reinterpret_cast<void*>(p),
-                                   std::align_val_t{Buffer::kAlignment});
+        for (auto it = c.order.begin(); it != c.order.end();) {
+            auto next = std::next(it);
+            if (it->allocator == a) {
+                dead.push_back(*it);
+                c.unlink(it);
+            }
+            it = next;
         }
+    }
+    for (const BlockCache::Block& b : dead) free_block(b.allocator, b.address, b.bytes);
 }
 
 uint64_t take_block(Allocator* a, size_t alloc) {
@@ -104,18 +150,18 @@ uint64_t take_block(Allocator* a, size_t alloc) {
 void give_block(Allocator* a, uint64_t p, size_t alloc) {
     {
         BlockCache& c = block_cache();
+        CacheLedger& ledger = CacheLedger::get();
         std::lock_guard lock(c.mu);
         BlockCache::Pool& pool = c.pools[a];
-        if (pool.bytes + alloc <= BlockCache::kMaxBytes) {
-            pool.free[alloc].push_back(p);
+        if (pool.bytes + alloc <= BlockCache::kMaxBytes && ledger.fits(alloc)) {
+            c.order.push_back(BlockCache::Block{a, alloc, p, ledger.next_tick()});
+            pool.free[alloc].push_back(std::prev(c.order.end()));
             pool.bytes += alloc;
+            ledger.charge(alloc);
             return;
         }
     }
-    if (a != nullptr)
-        a->free(p, alloc);
-    else
-        ::operator delete (reinterpret_cast<void*>(p), std::align_val_t{Buffer::kAlignment});
+    free_block(a, p, alloc);
 }
 
 } // namespace

@@ -118,7 +118,15 @@ void replace_pair(Linear& l, size_t i, size_t j, const UOp& merged, int64_t k) {
 // (y + k*c1) / (c1*c). The partner term is found as fold_divmod's form of x / c, which equals it:
 //   D * (k*c) + (x % c) * k  ->  x * k,  and  (D % m) * (k*c) + (x % c) * k  ->  (x % (c*m)) * k
 // for c, m > 0, D == x / c. gidx / 8 * 4 + gidx / 2 % 4 -> gidx / 2.
+// fold_divmod() below decomposes x, a part of a term, whose own decomposition may come back here:
+// the only way the linear forms recurse, one level per quotient nested in a quotient's modulo.
+// Past kMaxMergeDepth levels the pair stays as it is (a form less simple, never a wrong one), so
+// a deep index expression cannot exhaust the stack.
+thread_local int t_merge_depth = 0;
+constexpr int kMaxMergeDepth = 32;
+
 bool recombine_merged(Linear& l) {
+    if (t_merge_depth >= kMaxMergeDepth) return false;
     auto& t = l.terms;
     for (size_t j = 0; j < t.size(); ++j) {
         const UOp& r = t[j].mono;
@@ -141,8 +149,17 @@ bool recombine_merged(Linear& l) {
         for (size_t i = 0; i < t.size() && !any; ++i)
             any = i != j && partner_quotient(t[i].mono) != nullptr;
         if (!any) continue;
-        const std::optional<UOp> D =
-            fold_divmod(UOp::alu(Op::Idiv, {x, UOp::constant(l.dtype, c)}));
+        struct Depth {
+            Depth() { ++t_merge_depth; }
+            ~Depth() { --t_merge_depth; }
+            Depth(const Depth&) = delete;
+            Depth& operator=(const Depth&) = delete;
+        };
+        std::optional<UOp> D;
+        {
+            const Depth depth;
+            D = fold_divmod(UOp::alu(Op::Idiv, {x, UOp::constant(l.dtype, c)}));
+        }
         if (!D) continue;
         const int64_t k = t[j].coef;
         for (size_t i = 0; i < t.size(); ++i) {
@@ -307,9 +324,9 @@ std::optional<UOp> canonical_sum(const UOp& u) {
 std::optional<UOp> canonical_product(const UOp& u) {
     const DType dt = u.dtype();
     if (!dt.is_int() || dt.count != 1) return std::nullopt;
-    std::vector<UOp> factors;
+    boost::container::small_vector<UOp, 8> factors;
     int64_t k = 1;
-    std::vector<const UOp*> stack{&u};
+    boost::container::small_vector<const UOp*, 16> stack{&u};
     // A product tree is walked as a tree: shared factors (y = y * y, repeated) would make the
     // walk and the flat product exponential in the graph's size. Index products have a few
     // factors; past kMaxFactors the product is left as it is.
@@ -336,6 +353,22 @@ std::optional<UOp> canonical_product(const UOp& u) {
         return canonical_sum(u).value_or(u);
     std::sort(factors.begin(), factors.end(),
               [](const UOp& a, const UOp& b) { return compare_structural(a, b) < 0; });
+    // Most products the rules see are canonical already (x * 3): checked in place, without
+    // interning the rebuilt chain only to find it is u.
+    {
+        const UOp* cur = &u;
+        bool canonical = true;
+        if (k != 1) {
+            canonical = cur->op() == Op::Mul && cur->src(1).op() == Op::Const &&
+                        cur->src(1).const_value() == k;
+            if (canonical) cur = &cur->src(0);
+        }
+        for (size_t i = factors.size(); canonical && i-- > 1;) {
+            canonical = cur->op() == Op::Mul && cur->src(1).same(factors[i]);
+            if (canonical) cur = &cur->src(0);
+        }
+        if (canonical && cur->same(factors[0])) return std::nullopt;
+    }
     UOp acc = factors[0];
     for (size_t i = 1; i < factors.size(); ++i) acc = UOp::alu(Op::Mul, {acc, factors[i]});
     if (k != 1) acc = UOp::alu(Op::Mul, {acc, UOp::constant(dt, k)});

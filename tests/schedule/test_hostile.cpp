@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <pthread.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -19,6 +20,7 @@
 #include <tempura/ir/scalar.hpp>
 #include <tempura/runtime/thread_pool.hpp>
 #include <tempura/support/env.hpp>
+#include <tempura/support/lru_cache.hpp>
 #include <tempura/tempura.hpp>
 #include <tempura/tensor/reference.hpp>
 
@@ -166,6 +168,65 @@ TEST_CASE("hostile: a deep chain over a buffer lowers without recursion") {
     pthread_attr_destroy(&attr);
     CHECK(job.error.empty());
     CHECK(job.got == std::vector<float>{1500.5f, 1501.5f});
+}
+
+// Issue 32: 100,000 chained adds over a buffer crashed with SIGSEGV in the expander, which
+// recursed once per node (the chains above start from constants, which fold before codegen).
+// Every stage a kernel goes through walks it iteratively now: the whole pipeline, on CPU and on
+// EMU, on a thread with a 256 KiB stack. The kernel source shows the chain reached the code
+// generator (and the expander: vector adds on CPU) instead of folding away.
+TEST_CASE("hostile: 100,000 chained ops over a buffer realize on a 256 KiB stack, CPU and EMU") {
+    constexpr int kOps = 100000;
+    struct Job {
+        const char* device = nullptr;
+        std::vector<float> got;
+        std::string source, error;
+        size_t kernels = 0;
+        double seconds = 0;
+    };
+    auto body = [](void* p) -> void* {
+        auto& j = *static_cast<Job*>(p);
+        try {
+            Tensor x = Tensor::from_vector(std::vector<float>{0.5f, 1.5f, 2.5f, 3.5f}).to(j.device);
+            for (int i = 0; i < kOps; ++i) x = x + 1.f;
+            const auto t0 = std::chrono::steady_clock::now();
+            x.realize();
+            j.seconds =
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            j.got = x.to_vector<float>();
+            j.kernels = x.kernels().size();
+            if (j.kernels > 0) j.source = x.kernels().back().source;
+        } catch (const std::exception& e) {
+            j.error = e.what();
+        }
+        return nullptr;
+    };
+    for (const char* device : {"CPU", "EMU"}) {
+        CAPTURE(std::string(device));
+        Job job;
+        job.device = device;
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setstacksize(&attr, 256 * 1024);
+        pthread_t t;
+        REQUIRE(pthread_create(&t, &attr, body, &job) == 0);
+        pthread_join(t, nullptr);
+        pthread_attr_destroy(&attr);
+        MESSAGE(std::string(device)
+                << ": realize of 100,000 chained adds over a buffer took " << job.seconds << " s");
+        CHECK(job.error.empty());
+        CHECK(job.got == std::vector<float>{100000.5f, 100001.5f, 100002.5f, 100003.5f});
+        REQUIRE(job.kernels == 1);
+        // The CPU kernel's source is its LLVM IR (the expander made the adds 4-wide), EMU's the
+        // PTX of its per-thread code (one lane a thread).
+        const bool cpu = std::string(device) == "CPU";
+        const std::string add = cpu ? "fadd <4 x float> %" : "add.rn.f32 ";
+        size_t adds = 0;
+        for (size_t at = job.source.find(add); at != std::string::npos;
+             at = job.source.find(add, at + 1))
+            ++adds;
+        CHECK(adds == static_cast<size_t>(kOps));
+    }
 }
 
 TEST_CASE("hostile: long movement chains (permute, flip, pad/shrink) realize") {
@@ -401,6 +462,57 @@ TEST_CASE("hostile: the plan and kernel caches stay within TEMPURA_CACHE_MB, LRU
     CHECK(cpu_kernel_cache_stats().entries == 0);
     CHECK(cpu_kernel_cache_stats().live_modules == modules_before);
     unsetenv("TEMPURA_CACHE_MB");
+}
+
+// Issue 32: the budget was per cache and counted estimates, so with TEMPURA_CACHE_MB=32 realizing
+// softmax over 800 shapes grew RSS by 91 MB (evicted kernels lived on in the plans, the JIT's
+// sections were not counted, freed blocks of every size were kept). Every cache now shares the
+// one budget and charges what its entries hold. TEMPURA_RSS_SHAPES sets the number of distinct
+// shapes (default 300; the long test `schedule_cache_rss_long` runs 2,000 with 32 MB).
+double rss_bytes() {
+    std::FILE* f = std::fopen("/proc/self/statm", "r");
+    REQUIRE(f != nullptr);
+    long size = 0, resident = 0;
+    const int got = std::fscanf(f, "%ld %ld", &size, &resident);
+    std::fclose(f);
+    REQUIRE(got == 2);
+    return static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE));
+}
+
+TEST_CASE("hostile: RSS growth over distinct shapes stays within 1.5x TEMPURA_CACHE_MB") {
+    const char* mb = std::getenv("TEMPURA_CACHE_MB");
+    if (mb == nullptr) setenv("TEMPURA_CACHE_MB", "4", 1);
+    const double budget = static_cast<double>(tempura::cache_budget_bytes());
+    const int shapes = static_cast<int>(env_int("TEMPURA_RSS_SHAPES", 300));
+    tempura::clear_caches();
+    // Warm: the JIT, the thread pool and the allocator's arenas exist before the baseline.
+    for (int64_t n = 1; n <= 8; ++n) Tensor::ones({n, 7}).softmax(1).sum(0).realize();
+    tempura::clear_caches();
+    const double before = rss_bytes();
+    double peak = 0;
+    for (int64_t n = 9; n < 9 + shapes; ++n) {
+        const Tensor t = Tensor::ones({n, 7}).softmax(1).sum(0);
+        // Each column of softmax(ones) over 7 is 1/7; summed over n rows: n/7, within the
+        // rounding of a float32 sum of n terms (n units in the last place at most).
+        const std::vector<float> v = t.to_vector<float>();
+        REQUIRE(v.size() == 7);
+        const double want = static_cast<double>(n) / 7;
+        CHECK(std::fabs(v[3] - want) <= static_cast<double>(n + 1) * 0x1p-23 * want);
+        peak = std::max(peak, rss_bytes() - before);
+    }
+    const auto p = tempura::plan_cache_stats();
+    const auto k = tempura::runtime::cpu_kernel_cache_stats();
+    MESSAGE("TEMPURA_CACHE_MB=" << budget / 1048576 << ", " << shapes
+                                << " shapes: RSS grew by at most " << peak / 1048576
+                                << " MB; plan cache " << p.entries << " entries, " << p.bytes
+                                << " bytes, " << p.evictions << " evicted; kernel cache "
+                                << k.entries << " entries, " << k.bytes << " bytes, "
+                                << k.live_modules << " live modules");
+    CHECK(peak <= 1.5 * budget);
+    CHECK(p.bytes + k.bytes <= static_cast<size_t>(budget));
+    CHECK(p.evictions > 0);
+    tempura::clear_caches();
+    if (mb == nullptr) unsetenv("TEMPURA_CACHE_MB");
 }
 
 } // namespace

@@ -27,7 +27,7 @@ class CompiledKernel {
     CompiledKernel(std::string name, std::string symbol, std::string source, double compile_ms,
                    EntryFn entry, size_t buffer_count, size_t var_count,
                    std::shared_ptr<const void> code = {}, size_t shared_bytes = 0,
-                   bool barriers = false);
+                   bool barriers = false, size_t code_bytes = 0);
     virtual ~CompiledKernel();
     CompiledKernel(const CompiledKernel&) = delete;
     CompiledKernel& operator=(const CompiledKernel&) = delete;
@@ -47,6 +47,14 @@ class CompiledKernel {
     // CPU).
     size_t shared_bytes() const { return shared_bytes_; }
     bool barriers() const { return barriers_; }
+    // The memory the JIT holds for the machine code (its sections, page-rounded, and its
+    // records), shared by the copies under other names; 0 when the code is not the JIT's.
+    size_t code_bytes() const { return code_bytes_; }
+    // What this kernel keeps in memory: itself, its texts and code_bytes(). The caches charge it.
+    size_t memory_bytes() const {
+        return sizeof(*this) + name_.capacity() + symbol_.capacity() + source_.capacity() +
+               code_bytes_;
+    }
 
   private:
     std::string name_, symbol_, source_;
@@ -56,6 +64,7 @@ class CompiledKernel {
     std::shared_ptr<const void> code_;
     size_t shared_bytes_;
     bool barriers_;
+    size_t code_bytes_;
 };
 
 // Compiles a linearized kernel for the host CPU, or returns the cached one. The cache key is the

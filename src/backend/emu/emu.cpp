@@ -611,7 +611,7 @@ compile_emu_kernel(const std::string& name, const std::vector<UOp>& linear, int6
         if (k->name() == name) return k;
         return std::make_shared<const CompiledKernel>(
             name, k->symbol(), k->source(), k->compile_ms(), k->entry(), k->buffer_count(),
-            k->var_count(), k->code(), k->shared_bytes(), k->barriers());
+            k->var_count(), k->code(), k->shared_bytes(), k->barriers(), k->code_bytes());
     }
     const auto t0 = std::chrono::steady_clock::now();
     // A program of Hopper's warpgroup mma (lowered for an sm_90 device's limits, run on EMU
@@ -625,8 +625,10 @@ compile_emu_kernel(const std::string& name, const std::vector<UOp>& linear, int6
     auto k = std::make_shared<const CompiledKernel>(
         name, host->symbol(), std::move(ptx), host->compile_ms() + ptx_ms, host->entry(),
         host->buffer_count(), host->var_count(), host->code(), host->shared_bytes(),
-        host->barriers());
-    const size_t bytes = key.size() + 2 * k->source().size() + 1024;
+        host->barriers(), host->code_bytes());
+    // Its key and what it holds: the PTX, and the host program's JIT sections (shared with the
+    // CPU cache's entry, counted in both).
+    const size_t bytes = key.size() + k->memory_bytes();
     return emu_cache().insert(key, std::move(k), bytes);
 }
 

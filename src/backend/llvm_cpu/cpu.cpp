@@ -102,8 +102,13 @@ void optimize(llvm::Module& m, llvm::TargetMachine& tm, bool expanded) {
     pb.crossRegisterProxies(lam, fam, cgam, mam);
     // The GPU's kernels keep O2, whose NVPTX passes (address-space inference and others) the
     // target adds to it; kernels LLVM should vectorize itself keep it too.
+    // Long straight-line code (a deep elementwise chain: EMU's per-thread programs are scalar,
+    // so not `expanded`) gets the short pipeline too: O2's inliner and loop passes have nothing
+    // to do there and cost most of its compile time.
+    size_t instructions = 0;
+    for (const llvm::Function& f : m) instructions += f.getInstructionCount();
     llvm::ModulePassManager mpm =
-        expanded && tm.getTargetTriple().isX86()
+        (expanded || instructions > 16384) && tm.getTargetTriple().isX86()
             ? light_pipeline()
             : pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O2);
     mpm.run(m, mam);
@@ -116,10 +121,11 @@ namespace tempura::runtime {
 CompiledKernel::CompiledKernel(std::string name, std::string symbol, std::string source,
                                double compile_ms, EntryFn entry, size_t buffer_count,
                                size_t var_count, std::shared_ptr<const void> code,
-                               size_t shared_bytes, bool barriers)
+                               size_t shared_bytes, bool barriers, size_t code_bytes)
     : name_(std::move(name)), symbol_(std::move(symbol)), source_(std::move(source)),
       compile_ms_(compile_ms), entry_(entry), buffer_count_(buffer_count), var_count_(var_count),
-      code_(std::move(code)), shared_bytes_(shared_bytes), barriers_(barriers) {}
+      code_(std::move(code)), shared_bytes_(shared_bytes), barriers_(barriers),
+      code_bytes_(code_bytes) {}
 
 CompiledKernel::~CompiledKernel() = default;
 
@@ -155,6 +161,19 @@ void define_runtime_symbols(llvm::orc::LLJIT& jit) {
 // What the JIT reported while this thread's lookup materialized a module (ORC materializes on
 // the thread that looks the symbol up: there are no compile threads).
 thread_local std::string t_session_error;
+// The size of the object file this thread's lookup generated last (the same reason).
+thread_local size_t t_object_bytes = 0;
+
+// What the JIT holds for a module whose object file has `object` bytes: JITLink copies its
+// sections (a part of the file) into page-aligned segments (code, read-only data with the unwind
+// tables, writable data: each rounded up to a page), and keeps per module the symbol tables, the
+// resource tracker and the registration of the unwind tables (kJitRecordBytes, measured: RSS
+// growth per live module minus its sections, about 10 KB here).
+constexpr size_t kPageBytes = 4096;
+constexpr size_t kJitRecordBytes = 12 * 1024;
+size_t jit_bytes(size_t object) {
+    return (object + kPageBytes - 1) / kPageBytes * kPageBytes + 2 * kPageBytes + kJitRecordBytes;
+}
 
 // Kernels compile concurrently: each thread renders into its own LLVMContext, optimizes with a
 // TargetMachine of its own (taken from `idle_tms`; one is not shared safely) and has ORC, built
@@ -194,6 +213,10 @@ struct Jit {
 constexpr const char* kCodegenLevelFlag = "tempura.codegen-level";
 // Below this many lane-operations (about 16,000 AVX-512 instructions) a kernel is small.
 constexpr double kSmallKernelLanes = 262144;
+// Above this many operations a kernel is long straight-line code (a deep elementwise chain) and
+// is generated without the code generator's optimizations too: its DAG scheduling grows faster
+// than the block (a chain of 70,000 vector adds took 35 s at the default level, 0.5 s without).
+constexpr size_t kLongKernelOps = 16384;
 
 // The code generator's level for a module: compile_uncached's choice, in a module flag.
 llvm::CodeGenOptLevel codegen_level(const llvm::Module& m) {
@@ -233,6 +256,7 @@ class PooledCompiler : public llvm::orc::IRCompileLayer::IRCompiler {
         tm->setOptLevel(codegen_level(m));
         llvm::orc::SimpleCompiler compile(*tm);
         auto out = compile(m);
+        if (out) t_object_bytes = (*out)->getBufferSize();
         tm->setOptLevel(llvm::CodeGenOptLevel::Default);
         return out;
     }
@@ -330,7 +354,7 @@ std::shared_ptr<const CompiledKernel> compile_uncached(const std::string& name,
     // optimizations (instruction selection without DAG combining, the fast register allocator):
     // it halves the generation time, and what the kernel loses at run time is a microsecond or
     // two. The MLP's first realize: 28 -> 24 ms, its three softmax kernels being small.
-    const bool small = dynamic_lanes(linear) < kSmallKernelLanes;
+    const bool small = dynamic_lanes(linear) < kSmallKernelLanes || linear.size() > kLongKernelOps;
     mod->addModuleFlag(llvm::Module::Warning, kCodegenLevelFlag,
                        static_cast<uint32_t>(small ? llvm::CodeGenOptLevel::None
                                                    : llvm::CodeGenOptLevel::Default));
@@ -350,6 +374,7 @@ std::shared_ptr<const CompiledKernel> compile_uncached(const std::string& name,
              "kernel '" + name + "': the JIT rejected the module: " + to_string(std::move(e)));
     }
     t_session_error.clear();
+    t_object_bytes = 0;
     auto addr = j.lljit->lookup(symbol); // machine code is generated here
     if (!addr) {
         const std::string why = to_string(addr.takeError());
@@ -369,7 +394,8 @@ std::shared_ptr<const CompiledKernel> compile_uncached(const std::string& name,
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     return std::make_shared<const CompiledKernel>(
         name, symbol, std::move(source), ms, addr->toPtr<CompiledKernel::EntryFn>(),
-        info.buffer_count, info.var_count, std::move(code), info.shared_bytes, info.barriers);
+        info.buffer_count, info.var_count, std::move(code), info.shared_bytes, info.barriers,
+        jit_bytes(t_object_bytes));
 }
 
 // ---- the kernel cache -------------------------------------------------------------------------
@@ -387,9 +413,9 @@ Cache& cache() {
 std::shared_ptr<const CompiledKernel> renamed(const std::shared_ptr<const CompiledKernel>& k,
                                               const std::string& name) {
     if (k->name() == name) return k;
-    return std::make_shared<const CompiledKernel>(name, k->symbol(), k->source(), k->compile_ms(),
-                                                  k->entry(), k->buffer_count(), k->var_count(),
-                                                  k->code(), k->shared_bytes(), k->barriers());
+    return std::make_shared<const CompiledKernel>(
+        name, k->symbol(), k->source(), k->compile_ms(), k->entry(), k->buffer_count(),
+        k->var_count(), k->code(), k->shared_bytes(), k->barriers(), k->code_bytes());
 }
 
 } // namespace
@@ -408,8 +434,8 @@ std::shared_ptr<const CompiledKernel> compile_for_host(const std::string& name,
     // racing on one new program both compile, and the first to finish is kept.
     auto k = compile_uncached(name, linear, target);
     ++c.misses;
-    // What an entry costs: its key and IR text, and about as much again of machine code.
-    const size_t bytes = key.size() + 2 * k->source().size() + 1024;
+    // What an entry costs: its key, and what the kernel holds (its IR text, the JIT's sections).
+    const size_t bytes = key.size() + k->memory_bytes();
     return renamed(c.kernels.insert(key, k, bytes), name);
 }
 
