@@ -52,6 +52,14 @@ bool grows(const UOp& expand, const SymbolicShapes* sym) {
 
 std::vector<UOp> dims_of(const UOp& node, const SymbolicShapes* sym);
 
+// Whether a PAD adds elements (its gate is not always true).
+bool pads(const UOp& n) {
+    if (n.op() != Op::Pad) return false;
+    for (int64_t p : n.arg_as<std::vector<int64_t>>())
+        if (p > 0) return true;
+    return false;
+}
+
 // What computing one element of `v` costs, in ALU operations (a transcendental about 8, a
 // division 4), counting the elementwise nodes that its kernel would compute with it (it stops at
 // buffers, reduces and what is materialized); stops counting at `enough`.
@@ -180,9 +188,13 @@ std::vector<UOp> find_materialized(const UOp& root, const SymbolicShapes* sym) {
                 }
                 if (n.op() == Op::Buffer) continue;
                 // A gathered source is read at data-dependent places, its index possibly many
-                // times over: a reduce under either is computed once, not per element.
+                // times over: a reduce under either is computed once, not per element. A reduce
+                // under a PAD that adds elements would run under the padding's gate, over the
+                // padded grid (a convolution inside the next convolution's padded input): the
+                // gate makes every load a gated scalar one and the kernel gets no opts, so it is
+                // computed in its own kernel and the padding reads its buffer.
                 bool e = expanded || n.op() == Op::Gather || n.op() == Op::ScatterAdd ||
-                         (n.op() == Op::Expand && grows(n, sym));
+                         (n.op() == Op::Expand && grows(n, sym)) || pads(n);
                 for (const UOp& s : n.srcs()) stack.emplace_back(s, e);
             }
         }
