@@ -7,7 +7,7 @@ set -euo pipefail
 packages=(
     g++ cmake ninja-build ccache
     libboost-dev doctest-dev libbenchmark-dev libz3-dev llvm-19-dev nlohmann-json3-dev
-    libeigen3-dev libopenblas-dev libdnnl-dev
+    libeigen3-dev libopenblas-dev libdnnl-dev libtorch-dev
     clang-format git
     graphviz chromium fonts-dejavu-core
     libonnx-dev libprotobuf-dev libonnx-testdata python3-torch python3-torchvision

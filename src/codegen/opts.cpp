@@ -689,11 +689,15 @@ std::vector<Opt> heuristic_opts(const UOp& ast, const DeviceLimits& lim) {
     if (n_out > 0) {
         const UOp r = k.axes()[n_out - 1];
         jo_id = r.arg_as<RangeArg>().axis_id;
+        // A load strided by a small step (a stride-2 convolution's input) is a gather of
+        // neighbouring elements, a few cache lines a vector: still worth vectorizing the
+        // output, whose other operand (the weights) is then one broadcast for every lane.
+        constexpr int64_t kMaxStride = 4;
         bool store_contig = false, loads_ok = true;
         for (auto [c, st] : coeffs(r)) {
             if (st)
                 store_contig = c == 1;
-            else if (c != 0 && c != 1)
+            else if (c < 0 || c > kMaxStride)
                 loads_ok = false;
         }
         // Lanes: the register width, or the largest divisor of the axis below it (a 10-wide

@@ -52,6 +52,14 @@ bool grows(const UOp& expand, const SymbolicShapes* sym) {
 
 std::vector<UOp> dims_of(const UOp& node, const SymbolicShapes* sym);
 
+// Whether a PAD adds elements (its gate is not always true).
+bool pads(const UOp& n) {
+    if (n.op() != Op::Pad) return false;
+    for (int64_t p : n.arg_as<std::vector<int64_t>>())
+        if (p > 0) return true;
+    return false;
+}
+
 // What computing one element of `v` costs, in ALU operations (a transcendental about 8, a
 // division 4), counting the elementwise nodes that its kernel would compute with it (it stops at
 // buffers, reduces and what is materialized); stops counting at `enough`.
@@ -131,6 +139,34 @@ void expensive_expanded_operands(const UOp& reduce,
     }
 }
 
+// Whether a reduce is matmul-like: an operand of its elementwise input is grown by an EXPAND
+// along an axis the reduce keeps (a matmul's left operand along the output columns).
+bool grows_kept_axis(const UOp& reduce, const SymbolicShapes* sym) {
+    const auto& axes = reduce.arg_as<ReduceArg>().axes;
+    const UOp& in = reduce.src(0);
+    if (!in.has_shape()) return false;
+    const Shape& full = in.shape();
+    std::unordered_set<const UOpNode*> seen;
+    std::vector<UOp> stack{in};
+    while (!stack.empty()) {
+        UOp n = stack.back();
+        stack.pop_back();
+        if (!seen.insert(n.get()).second) continue;
+        if (n.op() == Op::Expand && n.shape() == full && grows(n, sym)) {
+            const std::vector<UOp> i = dims_of(n.src(0), sym), o = dims_of(n, sym);
+            for (size_t d = 0; d < i.size() && d < o.size(); ++d)
+                if (is_one(i[d]) && !is_one(o[d]) &&
+                    std::find(axes.begin(), axes.end(), static_cast<int64_t>(d)) == axes.end())
+                    return true;
+            continue;
+        }
+        if (n.same(in) || (is_alu(n.op()) && n.has_shape() && n.shape() == full))
+            for (const UOp& s : n.srcs())
+                if (s.has_shape() && s.shape() == full) stack.push_back(s);
+    }
+    return false;
+}
+
 std::vector<UOp> find_materialized(const UOp& root, const SymbolicShapes* sym) {
     // A REDUCE_AXIS that two kernels would each recompute (a matmul's logits read by softmax's
     // max, sum and output kernels) is materialized too: found by counting which kernels reach
@@ -149,6 +185,16 @@ std::vector<UOp> find_materialized(const UOp& root, const SymbolicShapes* sym) {
         while (!work.empty()) {
             UOp k = work.back();
             work.pop_back();
+            // A kernel whose output costs a transcendental or more an element (a matmul's gelu
+            // epilogue) computes it once per output of the matmul-like reduces it reaches
+            // directly, inside their register tiles: scalar when the reduce vectorizes along
+            // its reduce axis (x w^T, both operands contiguous along K), 32 scalar divisions a
+            // tile. Such a reduce gets its own kernel; the epilogue then runs elementwise,
+            // vectorized along the output.
+            constexpr int kExpensiveEpilogue = 8;
+            const bool expensive_epilogue =
+                k.op() != Op::ReduceAxis &&
+                elementwise_cost(k, is_mat, kExpensiveEpilogue) >= kExpensiveEpilogue;
             std::set<std::pair<const UOpNode*, bool>> seen;
             std::vector<std::pair<UOp, bool>> stack{{k, false}};
             while (!stack.empty()) {
@@ -158,7 +204,9 @@ std::vector<UOp> find_materialized(const UOp& root, const SymbolicShapes* sym) {
                 if (!n.same(k)) {
                     if (is_mat.count(n.get())) continue;
                     if (n.op() == Op::Contiguous || n.op() == Op::ScatterAdd ||
-                        (n.op() == Op::ReduceAxis && (expanded || shared.count(n.get())))) {
+                        (n.op() == Op::ReduceAxis &&
+                         (expanded || shared.count(n.get()) ||
+                          (expensive_epilogue && grows_kept_axis(n, sym))))) {
                         is_mat.insert(n.get());
                         mat.push_back(n);
                         work.push_back(n);
@@ -180,9 +228,13 @@ std::vector<UOp> find_materialized(const UOp& root, const SymbolicShapes* sym) {
                 }
                 if (n.op() == Op::Buffer) continue;
                 // A gathered source is read at data-dependent places, its index possibly many
-                // times over: a reduce under either is computed once, not per element.
+                // times over: a reduce under either is computed once, not per element. A reduce
+                // under a PAD that adds elements would run under the padding's gate, over the
+                // padded grid (a convolution inside the next convolution's padded input): the
+                // gate makes every load a gated scalar one and the kernel gets no opts, so it is
+                // computed in its own kernel and the padding reads its buffer.
                 bool e = expanded || n.op() == Op::Gather || n.op() == Op::ScatterAdd ||
-                         (n.op() == Op::Expand && grows(n, sym));
+                         (n.op() == Op::Expand && grows(n, sym)) || pads(n);
                 for (const UOp& s : n.srcs()) stack.emplace_back(s, e);
             }
         }

@@ -689,6 +689,9 @@ void Tensor::backward() const {
         cached_walk(graph.root, graph.topo, seed_of(*this), targets, TensorAccess::symbolic(*this));
     if (r.grads.empty())
         fail("backward", "no gradient reaches a tensor that requires one" + blocked_note(r));
+    // The loss's own state (shared by its copies from now on: sharing changes no value) lists
+    // the leaves its gradients wait in.
+    Shared& self = TensorAccess::share(const_cast<Tensor&>(*this));
     for (const auto& [node, s] : graph.leaf) {
         auto g = r.grads.find(node);
         if (g == r.grads.end()) continue;
@@ -705,6 +708,54 @@ void Tensor::backward() const {
             s->pending.clear();
         }
     }
+    // In the graph's order, the same at every step of a training loop (the leaf map's order
+    // follows the buffers' addresses): realizing the loss with these gradients then finds the
+    // same plan every step.
+    std::lock_guard<std::mutex> l(self.mu);
+    for (const UOp& n : graph.topo)
+        if (auto it = graph.leaf.find(n); it != graph.leaf.end() && r.grads.count(n))
+            self.grads_waiting.push_back(it->second);
+}
+
+bool tempura::detail::realize_with_pending_grads(Tensor& loss) {
+    const std::shared_ptr<Tensor::Shared>& ls = TensorAccess::shared(loss);
+    if (!ls) return false;
+    std::vector<std::weak_ptr<Tensor::Shared>> waiting;
+    {
+        std::lock_guard<std::mutex> l(ls->mu);
+        waiting.swap(ls->grads_waiting);
+    }
+    // The leaves whose lazy gradient still waits on this loss, and those gradients.
+    std::vector<std::shared_ptr<Tensor::Shared>> leaves;
+    std::vector<Tensor> grads;
+    for (const auto& w : waiting) {
+        std::shared_ptr<Tensor::Shared> s = w.lock();
+        if (!s) continue;
+        std::lock_guard<std::mutex> l(s->mu);
+        const bool waits = std::any_of(s->pending.begin(), s->pending.end(), [&](const Tensor& t) {
+            return TensorAccess::shared(t) == ls;
+        });
+        if (!waits || !s->grad || s->grad->is_realized()) continue;
+        if (std::find(leaves.begin(), leaves.end(), s) != leaves.end()) continue;
+        leaves.push_back(s);
+        grads.push_back(*s->grad);
+    }
+    if (leaves.empty()) return false;
+    std::vector<UOp> lazy;
+    std::vector<std::reference_wrapper<Tensor>> all{loss};
+    for (Tensor& g : grads) {
+        lazy.push_back(g.uop());
+        all.push_back(g);
+    }
+    tempura::realize(all);
+    for (size_t i = 0; i < leaves.size(); ++i) {
+        std::lock_guard<std::mutex> l(leaves[i]->mu);
+        // Unless another backward() added to it meanwhile (it then reads the old sum lazily).
+        if (!leaves[i]->grad || !leaves[i]->grad->uop().same(lazy[i])) continue;
+        leaves[i]->grad = grads[i];
+        leaves[i]->pending.clear();
+    }
+    return true;
 }
 
 std::vector<Tensor> gradients(const Tensor& loss, const std::vector<Tensor>& params) {

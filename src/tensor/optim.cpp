@@ -81,6 +81,19 @@ void Optimizer::step() {
 
 namespace {
 Tensor scalar(const Tensor& like, double v) { return tempura::detail::scalar_like(like, v); }
+
+// Zeros in a buffer of p's shape, dtype and device. State that starts as data, as it is after
+// every step, makes the first step's plan the plan of every step: zeros as a constant would be
+// folded into the first plan, and the second step would compile a plan of its own.
+Tensor zeros_buffer(const Tensor& p) {
+    Tensor z = Tensor::from_vector(std::vector<float>(static_cast<size_t>(p.numel()), 0.0f),
+                                   p.shape(), p.dtype());
+    if (z.device() != p.device()) {
+        z = z.to(p.device());
+        z.realize();
+    }
+    return z;
+}
 } // namespace
 
 // ---- SGD ----------------------------------------------------------------------------------------
@@ -94,7 +107,11 @@ SGD::SGD(std::vector<Tensor> params, double lr, double momentum, double weight_d
         fail("SGD", "weight_decay must be >= 0, got " + std::to_string(weight_decay));
 }
 
-std::vector<Tensor> SGD::init_state(const Tensor&) { return {}; }
+std::vector<Tensor> SGD::init_state(const Tensor& p) {
+    // momentum 0 + g is g: the first step's b = g, with the plan of the steps after it.
+    if (momentum_ != 0) return {zeros_buffer(p)};
+    return {};
+}
 
 Tensor SGD::update(size_t, const Tensor& p, const Tensor& grad, const Tensor&,
                    std::vector<Tensor>& state) {
@@ -133,9 +150,7 @@ AdamW::AdamW(std::vector<Tensor> params, double lr, double beta1, double beta2, 
              double weight_decay)
     : Adam(std::move(params), lr, beta1, beta2, eps, weight_decay, true, "AdamW") {}
 
-std::vector<Tensor> Adam::init_state(const Tensor& p) {
-    return {Tensor::zeros(p.shape(), p.dtype()), Tensor::zeros(p.shape(), p.dtype())};
-}
+std::vector<Tensor> Adam::init_state(const Tensor& p) { return {zeros_buffer(p), zeros_buffer(p)}; }
 
 // [lr / (1 - beta1^t), 1 / sqrt(1 - beta2^t)]: the step's bias corrections, as data.
 Tensor Adam::step_scalars() {

@@ -443,6 +443,7 @@ const Tensor::Buffers& Tensor::buffers() const { return *core().buffers; }
 
 Tensor& Tensor::realize() {
     if (is_realized()) return *this;
+    if (shared_ && detail::realize_with_pending_grads(*this)) return *this;
     adopt(realize_graph(uop(), core().device));
     return *this;
 }

@@ -57,6 +57,10 @@ struct Tensor::Shared {
     std::mutex mu;               // guards grad and pending
     std::optional<Tensor> grad;  // accumulated (lazy until realized)
     std::vector<Tensor> pending; // losses whose backward() added to grad since it was realized
+    // A loss's: the leaves whose pending gradient its backward() added to. Realizing the loss
+    // (loss.item() before the optimizer's step) realizes their gradients in the same plan, so
+    // that the forward pass runs once, not again in step().
+    std::vector<std::weak_ptr<Shared>> grads_waiting;
 };
 
 namespace detail {
@@ -73,6 +77,10 @@ Tensor in_float32(const Tensor& x, F&& f) {
 inline runtime::DeviceScope on_device_of(const Tensor& x) {
     return runtime::DeviceScope(TensorAccess::core(x).device);
 }
+
+// Realizes a loss whose backward() left gradients pending together with those gradients (one
+// plan); false when it has none waiting (autograd.cpp).
+bool realize_with_pending_grads(Tensor& loss);
 
 // Autograd's leaf registry (autograd.cpp): a requires-grad tensor's buffer -> its shared state.
 void register_leaf(const std::shared_ptr<Tensor::Shared>& s);
