@@ -508,7 +508,13 @@ TEST_CASE("hostile: RSS growth over distinct shapes stays within 1.5x TEMPURA_CA
                                 << " bytes, " << p.evictions << " evicted; kernel cache "
                                 << k.entries << " entries, " << k.bytes << " bytes, "
                                 << k.live_modules << " live modules");
+#if defined(__SANITIZE_ADDRESS__)
+    // AddressSanitizer keeps freed memory resident (its quarantine) and adds shadow memory: RSS
+    // says nothing about the caches there. The caches' own accounting is still checked.
+    MESSAGE("SKIPPED: the RSS bound under AddressSanitizer (peak " << peak / 1048576 << " MB)");
+#else
     CHECK(peak <= 1.5 * budget);
+#endif
     CHECK(p.bytes + k.bytes <= static_cast<size_t>(budget));
     CHECK(p.evictions > 0);
     tempura::clear_caches();
