@@ -188,15 +188,21 @@ double thread_cpu_seconds() {
 
 // Every iteration simplifies 2,000 freshly built inputs (over new variables, so nothing can have
 // been simplified before); building and releasing them is outside the timed region.
-void BM_SimplifyIndexExprs(benchmark::State& state) {
-    const Verification& v = verification();
-    if (!v.error.empty()) state.SkipWithError(v.error.c_str());
+// What simplify() did over the rounds of a benchmark, each on fresh inputs.
+struct FreshRounds {
     int64_t input_nodes = 0, exprs = 0;
-    double seconds = 0, cpu = 0;
+    double seconds = 0, cpu = 0; // simplify()'s wall and thread-CPU seconds
+};
+
+// Runs `state`'s rounds: each builds new inputs with `build(prefix + round)` (never simplified
+// before), outside the timed region, and times simplify() on each of them.
+template <class Build>
+FreshRounds simplify_fresh_rounds(benchmark::State& state, Build build, const char* prefix) {
+    FreshRounds r;
     for (auto _ : state) {
         state.PauseTiming();
-        std::vector<UOp> in = build_inputs("_r" + std::to_string(g_round.fetch_add(1)));
-        int64_t n = total_nodes(in);
+        std::vector<UOp> in = build(prefix + std::to_string(g_round.fetch_add(1)));
+        const int64_t n = total_nodes(in);
         std::vector<UOp> out;
         out.reserve(in.size());
         state.ResumeTiming();
@@ -204,19 +210,27 @@ void BM_SimplifyIndexExprs(benchmark::State& state) {
         auto t0 = std::chrono::steady_clock::now();
         for (const UOp& e : in) out.push_back(tempura::simplify(e));
         auto t1 = std::chrono::steady_clock::now();
-        cpu += thread_cpu_seconds() - c0;
+        r.cpu += thread_cpu_seconds() - c0;
         benchmark::DoNotOptimize(out.data());
         state.PauseTiming();
-        seconds += std::chrono::duration<double>(t1 - t0).count();
-        input_nodes += n;
-        exprs += static_cast<int64_t>(in.size());
+        r.seconds += std::chrono::duration<double>(t1 - t0).count();
+        r.input_nodes += n;
+        r.exprs += static_cast<int64_t>(in.size());
         out.clear();
         in.clear();
         state.ResumeTiming();
     }
-    set_counters(state, input_nodes, exprs, seconds);
-    if (cpu > 0) {
-        g_index_cpu_rate = static_cast<double>(input_nodes) / cpu;
+    return r;
+}
+
+void BM_SimplifyIndexExprs(benchmark::State& state) {
+    const Verification& v = verification();
+    if (!v.error.empty()) state.SkipWithError(v.error.c_str());
+    const FreshRounds r = simplify_fresh_rounds(
+        state, [](const std::string& suffix) { return build_inputs(suffix); }, "_r");
+    set_counters(state, r.input_nodes, r.exprs, r.seconds);
+    if (r.cpu > 0) {
+        g_index_cpu_rate = static_cast<double>(r.input_nodes) / r.cpu;
         state.counters["cpu_nodes/s"] = g_index_cpu_rate;
     }
 }
@@ -297,29 +311,10 @@ std::vector<UOp> build_tinygrad(const std::string& suffix) {
 
 void BM_SimplifyTinygradCases(benchmark::State& state) {
     if (tinygrad_cases().empty()) state.SkipWithError("no cases in tinygrad_symbolic.tsv");
-    int64_t input_nodes = 0, exprs = 0;
-    double seconds = 0, cpu = 0;
-    for (auto _ : state) {
-        state.PauseTiming();
-        std::vector<UOp> in = build_tinygrad("_t" + std::to_string(g_round.fetch_add(1)));
-        const int64_t n = total_nodes(in);
-        std::vector<UOp> out;
-        out.reserve(in.size());
-        state.ResumeTiming();
-        const double c0 = thread_cpu_seconds();
-        auto t0 = std::chrono::steady_clock::now();
-        for (const UOp& e : in) out.push_back(tempura::simplify(e));
-        auto t1 = std::chrono::steady_clock::now();
-        cpu += thread_cpu_seconds() - c0;
-        benchmark::DoNotOptimize(out.data());
-        state.PauseTiming();
-        seconds += std::chrono::duration<double>(t1 - t0).count();
-        input_nodes += n;
-        exprs += static_cast<int64_t>(in.size());
-        out.clear();
-        in.clear();
-        state.ResumeTiming();
-    }
+    const FreshRounds r = simplify_fresh_rounds(
+        state, [](const std::string& suffix) { return build_tinygrad(suffix); }, "_t");
+    const int64_t input_nodes = r.input_nodes, exprs = r.exprs;
+    const double seconds = r.seconds, cpu = r.cpu;
     state.counters["input_nodes/s"] =
         benchmark::Counter(static_cast<double>(input_nodes), benchmark::Counter::kIsRate);
     state.counters["exprs/s"] =
