@@ -1,0 +1,244 @@
+// Float32 matmuls on the GPU path, staged through shared memory (the SMEM opt): each block's
+// threads copy k-steps of A and B into shared memory, a barrier, then every thread updates its
+// register tile from there. Checked on EMU against the reference interpreter (small whole
+// numbers over 8 and 4: every product and sum is exact, so every order of summation agrees),
+// against the unoptimized kernel bit for bit on random floats (the same fused multiply-adds in
+// the same order), by the PTX's shared loads and barriers, and through ptxas.
+#include <doctest/doctest.h>
+
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "../support.hpp"
+#include "matmul_buffers.hpp"
+#include "ptxas.hpp"
+#include "tempura/backend/gpu.hpp"
+#include "tempura/codegen/opts.hpp"
+#include "tempura/codegen/stages.hpp"
+#include "tempura/schedule/schedule.hpp"
+#include "tempura/schedule/symbolic_shapes.hpp"
+#include "tempura/symbolic/eval.hpp"
+#include "tempura/tempura.hpp"
+#include "tempura/tensor/reference.hpp"
+
+using namespace tempura;
+
+namespace {
+
+std::vector<float> a_values(int64_t n) {
+    std::vector<float> v;
+    for (int64_t i = 0; i < n; ++i) v.push_back(static_cast<float>((i * 37) % 17 - 8) / 8);
+    return v;
+}
+std::vector<float> b_values(int64_t n) {
+    std::vector<float> v;
+    for (int64_t i = 0; i < n; ++i) v.push_back(static_cast<float>((i * 11) % 13 - 6) / 4);
+    return v;
+}
+std::vector<float> random_values(int64_t n, uint32_t seed) {
+    std::mt19937 g(seed);
+    std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+    std::vector<float> v(static_cast<size_t>(n));
+    for (float& x : v) x = d(g);
+    return v;
+}
+
+std::vector<float> reference(const Tensor& t) {
+    std::vector<float> out;
+    for (double d : reference_eval(t.uop())) out.push_back(static_cast<float>(d));
+    return out;
+}
+
+// The matmul a @ b (a0, b0 as stored; read transposed where a_t, b_t) lowered with `opts` for
+// EMU and run there into an output of NaN: the lowered kernel, its PTX and the product.
+struct OnEmu {
+    codegen::LoweredKernel low;
+    std::string ptx;
+    std::vector<float> got;
+};
+OnEmu run_on_emu(const Tensor& a0, const Tensor& b0, bool a_t, bool b_t,
+                 std::vector<codegen::Opt> opts, const std::string& name) {
+    const Tensor a = a_t ? a0.transpose() : a0, b = b_t ? b0.transpose() : b0;
+    const Tensor prod = a.matmul(b);
+    const std::vector<ScheduledKernel> ks = schedule_graph(prod.uop());
+    REQUIRE(ks.size() == 1);
+    const codegen::DeviceLimits lim = runtime::emu_limits();
+    OnEmu r;
+    r.low = codegen::lower_kernel_opt("r", ks[0].ast, lim, &opts);
+    const auto kernel = runtime::compile_emu_kernel(
+        name, r.low.program, r.low.block[0] * r.low.block[1] * r.low.block[2]);
+    r.ptx = kernel->source();
+    const Tensor out = Tensor::from_vector(
+        std::vector<float>(static_cast<size_t>(prod.numel()), NAN), prod.shape());
+    const auto bufs = matmul_buffers(ks[0], out, a0, b0);
+    runtime::emu_launch(*kernel, bufs.data(), nullptr, r.low.grid, r.low.block, lim);
+    r.got = out.to_vector<float>();
+    return r;
+}
+
+// The heuristics' opts for t's last kernel under `lim` (EMU's limits by default).
+std::string gpu_heuristics(const Tensor& t,
+                           const codegen::DeviceLimits& lim = runtime::emu_limits()) {
+    const auto ks = schedule_graph(t.uop());
+    REQUIRE(!ks.empty());
+    return codegen::to_string(
+        codegen::heuristic_opts(codegen::prepare_for_opts(ks.back().ast), lim));
+}
+
+codegen::Opt smem(int64_t tm, int64_t tn, int64_t lm, int64_t ln, int64_t bk) {
+    const codegen::SmemTile t{tm, tn, lm, ln, bk};
+    return {codegen::OptOp::Smem, t.tile(), t.block()};
+}
+
+} // namespace
+
+TEST_CASE("SMEM: float32 matmuls staged through shared memory on EMU, exact, many shapes") {
+#ifndef TEMPURA_PTXAS
+    MESSAGE("SKIPPED: ptxas checks (CMake found no CUDA toolkit); the values are still checked");
+#endif
+    struct Case {
+        int64_t m, k, n;
+        codegen::SmemTile t;
+        bool a_t, b_t; // A stored [K, M], B stored [N, K]
+    };
+    const Case cases[] = {
+        {64, 32, 64, {4, 4, 16, 16, 16}, false, false},
+        {128, 64, 128, {8, 8, 16, 16, 8}, false, false},
+        {128, 64, 128, {8, 8, 16, 16, 8}, true, true},
+        {96, 48, 80, {4, 4, 16, 16, 16}, true, false},
+        {64, 40, 96, {4, 8, 16, 8, 8}, false, true},
+        // M, N and K padded, odd sizes: copies one element at a time, scalar stores
+        {33, 17, 31, {4, 4, 16, 16, 16}, false, false},
+        {100, 70, 90, {4, 4, 16, 16, 32}, false, false},
+        {7, 5, 3, {2, 2, 16, 16, 4}, false, false},
+        {3, 9, 50, {1, 4, 4, 16, 8}, true, true},
+        {130, 129, 65, {8, 8, 16, 16, 8}, false, false},
+        // blocks of 32 x 8 and 8 x 32 threads, tiles of 8 x 1 and 1 x 8
+        {64, 24, 64, {2, 8, 32, 8, 8}, false, false},
+        {64, 24, 64, {8, 2, 8, 32, 4}, false, true},
+        {256, 16, 8, {8, 1, 32, 8, 16}, false, false},
+        {8, 16, 256, {1, 8, 8, 32, 16}, true, false},
+    };
+    for (const Case& c : cases) {
+        const codegen::Opt o = smem(c.t.tm, c.t.tn, c.t.lm, c.t.ln, c.t.bk);
+        INFO(c.m << " x " << c.k << " x " << c.n << ", " << codegen::to_string(o) << ", A^T "
+                 << c.a_t << ", B^T " << c.b_t);
+        const Tensor a0 =
+            Tensor::from_vector(a_values(c.m * c.k), c.a_t ? Shape{c.k, c.m} : Shape{c.m, c.k});
+        const Tensor b0 =
+            Tensor::from_vector(b_values(c.k * c.n), c.b_t ? Shape{c.n, c.k} : Shape{c.k, c.n});
+        const Tensor a = c.a_t ? a0.transpose() : a0, b = c.b_t ? b0.transpose() : b0;
+        const OnEmu run = run_on_emu(a0, b0, c.a_t, c.b_t, {o}, "r_smem");
+        CHECK(run.got == reference(a.matmul(b)));
+        const int64_t bm = c.t.lm * c.t.tm, bn = c.t.ln * c.t.tn;
+        // Threads: tx the block's x, ty its y; a block per bm x bn outputs.
+        CHECK(run.low.block == std::array<int64_t, 3>{c.t.ln, c.t.lm, 1});
+        CHECK(run.low.grid[0] * run.low.grid[1] * run.low.grid[2] ==
+              (c.m + bm - 1) / bm * ((c.n + bn - 1) / bn));
+        // One barrier a k-step; the register tile reads its operands from shared memory, four
+        // neighbours at a time where the tile has four along a row.
+        const std::string& ptx = run.ptx;
+        CHECK(count_of(ptx, "bar.sync") == 1);
+        CHECK(count_of(ptx, "ld.shared") > 0);
+        CHECK((count_of(ptx, "ld.shared.v4.f32") > 0) == (c.t.tm >= 4 || c.t.tn >= 4));
+        CHECK(count_of(ptx, "st.shared") > 0);
+        CHECK(ptxas(ptx, "sm_80") == "");
+        CHECK(ptxas(ptx, "sm_90") == "");
+    }
+}
+
+TEST_CASE("SMEM: the same fused multiply-adds in the same order as the plain loop, bit for bit") {
+    // Random floats: the staged kernel's sums round as the unoptimized kernel's do (one FMA a
+    // k, in k order), so the two agree bit for bit, padding included.
+    for (const auto& [m, k, n] :
+         std::vector<std::array<int64_t, 3>>{{64, 64, 64}, {45, 77, 51}, {128, 24, 130}}) {
+        INFO(m << " x " << k << " x " << n);
+        const Tensor a = Tensor::from_vector(random_values(m * k, 1), {m, k});
+        const Tensor b = Tensor::from_vector(random_values(k * n, 2), {k, n});
+        const OnEmu plain = run_on_emu(a, b, false, false, {}, "r_plain");
+        for (const codegen::Opt& o :
+             {smem(4, 4, 16, 16, 16), smem(8, 8, 16, 16, 8), smem(2, 4, 8, 16, 32)}) {
+            INFO(codegen::to_string(o));
+            const OnEmu staged = run_on_emu(a, b, false, false, {o}, "r_smem");
+            CHECK(staged.got == plain.got);
+        }
+    }
+}
+
+TEST_CASE("SMEM: the heuristics stage float32 matmuls; batched and with an epilogue, one kernel") {
+#ifndef TEMPURA_PTXAS
+    MESSAGE("SKIPPED: ptxas checks (CMake found no CUDA toolkit); the values are still checked");
+#endif
+    const auto mat = [](int64_t r, int64_t c, bool left) {
+        return Tensor::from_vector(left ? a_values(r * c) : b_values(r * c), {r, c});
+    };
+    // 16 x 16 threads a block: 128 x 128 outputs (8 x 8 a thread, k-steps of 8) where 128 or
+    // more such blocks tile the output, else 64 x 64 (4 x 4, k-steps of 16) where 128 of those
+    // do, else 32 x 32 (2 x 2); a padded size takes the next smaller where padding would add
+    // more than a quarter.
+    CHECK(gpu_heuristics(mat(2048, 64, true).matmul(mat(64, 1024, false))) == "[SMEM(136, 81616)]");
+    CHECK(gpu_heuristics(mat(1024, 64, true).matmul(mat(64, 1024, false))) == "[SMEM(68, 161616)]");
+    CHECK(gpu_heuristics(mat(128, 64, true).matmul(mat(64, 96, false))) == "[SMEM(34, 161616)]");
+    CHECK(gpu_heuristics(mat(2050, 64, true).matmul(mat(64, 1024, false))) == "[SMEM(136, 81616)]");
+    // 129 rows: 128 x 128 blocks would double them, 64 x 64 add half: 32 x 32.
+    CHECK(gpu_heuristics(mat(129, 64, true).matmul(mat(64, 16384, false))) == "[SMEM(34, 161616)]");
+    // K of 5: k-steps of 8.
+    CHECK(gpu_heuristics(mat(64, 5, true).matmul(mat(5, 64, false))) == "[SMEM(34, 81616)]");
+    // A batch of 8 of 256 x 256: 32 blocks of 128 x 128, 128 of 64 x 64.
+    const Tensor ba = Tensor::from_vector(a_values(8 * 256 * 32), {8, 256, 32});
+    const Tensor bb = Tensor::from_vector(b_values(8 * 32 * 256), {8, 32, 256});
+    CHECK(gpu_heuristics(ba.matmul(bb)) == "[SMEM(68, 161616)]");
+    // Under 32 rows or columns, or not float32: the register tiling without shared memory.
+    CHECK(gpu_heuristics(mat(16, 64, true).matmul(mat(64, 256, false))) ==
+          "[UPCAST(1, 4), UPCAST(0, 4), LOCAL(1, 16), LOCAL(0, 4)]");
+    const Tensor d = Tensor::from_vector(a_values(64 * 64), {64, 64}, DType::Float64);
+    CHECK(gpu_heuristics(d.matmul(d)).find("SMEM") == std::string::npos);
+
+    // Through realize on EMU: a matmul, a batched one with a shared weight, one with a bias and
+    // a ReLU after it, odd sizes: one kernel each (as on the CPU), the reference's values, the
+    // PTX staging through shared memory.
+    const Tensor bias = Tensor::from_vector(b_values(70), {70});
+    const Tensor w = mat(40, 70, false);
+    const auto programs = std::vector<std::pair<std::string, std::function<Tensor(bool)>>>{
+        {"matmul",
+         [&](bool emu) {
+             const Tensor x = mat(200, 72, true), y = mat(72, 136, false);
+             return emu ? x.to("EMU").matmul(y.to("EMU")) : x.matmul(y);
+         }},
+        {"batched, shared weight",
+         [&](bool emu) {
+             const Tensor x = Tensor::from_vector(a_values(3 * 50 * 40), {3, 50, 40});
+             return emu ? x.to("EMU").matmul(w.to("EMU")) : x.matmul(w);
+         }},
+        {"batched",
+         [&](bool emu) { return emu ? ba.to("EMU").matmul(bb.to("EMU")) : ba.matmul(bb); }},
+        {"bias and relu",
+         [&](bool emu) {
+             const Tensor x = mat(90, 40, true);
+             return emu ? (x.to("EMU").matmul(w.to("EMU")) + bias.to("EMU")).relu()
+                        : (x.matmul(w) + bias).relu();
+         }},
+    };
+    for (const auto& [what, make] : programs) {
+        INFO(what);
+        const Tensor cpu = make(false);
+        const std::vector<float> want = reference(cpu);
+        Tensor e = make(true);
+        e.realize();
+        CHECK(e.to_vector<float>() == want);
+        Tensor c = make(false);
+        c.realize();
+        CHECK(e.kernels().size() == c.kernels().size());
+        REQUIRE(e.kernels().size() == 1);
+        const std::string& ptx = e.kernels()[0].source;
+        CHECK(count_of(ptx, "bar.sync") == 1);
+        CHECK(count_of(ptx, "ld.shared") > 0);
+        CHECK(ptxas(ptx, "sm_80") == "");
+        CHECK(ptxas(ptx, "sm_90") == "");
+    }
+}
