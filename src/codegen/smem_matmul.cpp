@@ -1,26 +1,33 @@
 // The SMEM opt: a matmul of Float32 operands on a GPU's threads (no tensor cores take float32),
 // its operands staged through shared memory and each thread's outputs held in a register tile.
 //
-// SMEM(16 tm + tn, 10000 bk + 100 lm + ln) (SmemTile): a block of lm x ln threads (ty, tx; tx
-// the block's x) computes bm x bn = (lm tm) x (ln tn) outputs, thread (ty, tx) the tm x tn of
-// rows ty tm + ti and columns tx tn + tj of the block's. The kernel loops over k-steps of bk:
-//   1. the block's threads copy A's bm x bk elements and B's bk x bn into shared memory, 16
-//      bytes a load where an operand runs along K or along its rows or columns (a row-major A
-//      along K, a [K, N] B along N), each tile laid out with M (N) contiguous: element (k, r)
-//      at k ld + r. Two tiles of each operand are taken in turn (k-step t writes tile t % 2);
-//   2. one BARRIER: a thread past step t's barrier has every copy of step t, and no thread can
-//      still read tile t % 2 of step t - 2, since it passed step t - 1's barrier after those
-//      reads (two tiles make one barrier a k-step enough);
-//   3. for each k of the step (a loop), the thread reads its tm values of A and tn of B from
+// SMEM(16 tm + tn, 1000000 p + 10000 bk + 100 lm + ln) (SmemTile): a block of lm x ln threads
+// (ty, tx; tx the block's x) computes bm x bn = (lm tm) x (ln tn) outputs, thread (ty, tx) the
+// tm x tn of rows ty tm + ti and columns tx tn + tj of the block's. The kernel loops over k-steps
+// of bk:
+//   1. the block's threads copy A's bm x bk elements and B's bk x bn into shared memory, each
+//      tile laid out with M (N) contiguous: element (k, r) at k ld + r, ld = bm + 4 (bn + 4), so
+//      that rows stay 16-byte aligned and a warp writing down a column (an operand stored along
+//      K, transposed into the tile) hits different banks. Neighbouring threads copy neighbouring
+//      elements of the operand as stored. Without a pipeline (p = 0) the copies go through
+//      registers (16-byte loads where the operand runs along K or along its rows or columns)
+//      into two tiles taken in turn, k-step t into tile t % 2, then one BARRIER: a thread past
+//      step t's barrier has every copy of step t, and no thread can still read tile t % 2 of
+//      step t - 2, since it passed step t - 1's barrier after those reads. With a pipeline of p
+//      tiles (2, 3 or 4) the copies are cp.async (16 bytes along M or N, 4 bytes where a copy
+//      transposes): tiles 0 .. p - 2 before the loop; k-step t waits for its own tile
+//      (ASYNC_WAIT), a BARRIER, issues step t + p - 1's copies into the tile step t - 1 read,
+//      and computes while they are in flight;
+//   2. for each k of the step (a loop), the thread reads its tm values of A and tn of B from
 //      the tiles (16-byte loads of 4 neighbours along a tile row) and updates its tm x tn
 //      accumulators with one fused multiply-add each, in k order: the same products and sums
 //      as the plain loop, bit for bit.
 // Every loaded value serves tn (A) or tm (B) accumulators; every element of A the block reads
 // from global memory serves its bn columns. M, N and K are padded up to bm, bn and bk: the copies
-// read zeros past them (gated loads; the tiles are written whole each step), and the stores past
-// M and N do not happen. After the loop each thread applies the kernel's epilogue (a bias, an
-// activation, a cast) to its accumulators and stores them, tn neighbouring columns as one vector
-// store where the output runs along N.
+// read zeros past them (gated loads, or cp.async's zero fill; the tiles are written whole each
+// step), and the stores past M and N do not happen. After the loop each thread applies the
+// kernel's epilogue (a bias, an activation, a cast) to its accumulators and stores them, up to 4
+// neighbouring columns as one vector store where the output runs along N.
 #include <algorithm>
 #include <string>
 #include <unordered_map>
@@ -160,18 +167,25 @@ UOp smem_matmul_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis,
     if (tile < 0 || block < 0 || !st.valid() || st.tile() != tile || st.block() != block)
         fail("opt", what +
                         "the tile is 16 * rows + columns (each 1, 2, 4 or 8) and the block "
-                        "10000 * k-step (4, 8, 16 or 32) + 100 * row threads + column threads "
-                        "(each a power of two up to 32, at least 32 threads), got " +
+                        "1000000 * pipeline tiles (0, 2, 3 or 4) + 10000 * k-step (4, 8, 16 or "
+                        "32) + 100 * row threads + column threads (each a power of two up to 32, "
+                        "at least 32 threads), got " +
                         std::to_string(tile) + " and " + std::to_string(block));
     if (!lim.gpu || !lim.has_shared)
         fail("opt", what + "the " + lim.name +
                         " device has no shared memory to stage a matmul's operands in (a GPU has)");
-    const int64_t tm = st.tm, tn = st.tn, lm = st.lm, ln = st.ln, bk = st.bk;
+    if (st.pipe != 0 && lim.sm < 80)
+        fail("opt", what + "the " + lim.name + " device has no cp.async (sm_80 and later have)");
+    const int64_t tm = st.tm, tn = st.tn, lm = st.lm, ln = st.ln, bk = st.bk, pipe = st.pipe;
     const int64_t bm = lm * tm, bn = ln * tn, threads = lm * ln;
+    const int64_t tiles_n = pipe == 0 ? 2 : pipe;
     if (threads > lim.max_threads_per_block)
         fail("opt", what + std::to_string(threads) + " threads a block exceed the " + lim.name +
                         " device's " + std::to_string(lim.max_threads_per_block));
-    const int64_t shared = 2 * bk * (bm + bn) * 4;
+    // Tile rows are 4 elements longer than the tile is wide: 16-byte aligned still, and the
+    // copies that write a column of a tile (an operand stored along K) hit different banks.
+    const int64_t lda = bm + 4, ldb = bn + 4;
+    const int64_t shared = tiles_n * bk * (lda + ldb) * 4;
     if (shared > lim.shared_bytes)
         fail("opt", what + "the staged tiles need " + std::to_string(shared) +
                         " bytes of shared memory, over the " + lim.name + " device's " +
@@ -182,31 +196,31 @@ UOp smem_matmul_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis,
     const std::vector<UOp>& batch = mm.batch;
     const int64_t m = size_of(i), n = size_of(j), kk = size_of(k);
     const auto up = [](int64_t v, int64_t to) { return (v + to - 1) / to * to; };
-    const int64_t mp = up(m, bm), np = up(n, bn), kp = up(kk, bk);
+    const int64_t mp = up(m, bm), np = up(n, bn), kp = up(kk, bk), steps = kp / bk;
     const auto inside = [](const UOp& v, int64_t size, int64_t padded) {
         return padded == size ? UOp() : v < idx(size);
     };
 
     const UOp it = make_range(mp / bm, i.arg_as<RangeArg>().axis_id, AxisType::Loop);
     const UOp jt = make_range(np / bn, j.arg_as<RangeArg>().axis_id, AxisType::Loop);
-    const UOp kt = make_range(kp / bk, k.arg_as<RangeArg>().axis_id, AxisType::Reduce);
+    const UOp kt = make_range(steps, k.arg_as<RangeArg>().axis_id, AxisType::Reduce);
     const UOp kq = make_range(bk, next_axis++, AxisType::Reduce);
     const UOp ty = make_range(lm, next_axis++, AxisType::Local);
     const UOp tx = make_range(ln, next_axis++, AxisType::Local);
     const UOp flat = ty * idx(ln) + tx;
-    const UOp tile_of = kp / bk > 1 ? kt % idx(2) : idx(0);
+    const auto tile_of = [&](const UOp& step) { return steps > 1 ? step % idx(tiles_n) : idx(0); };
 
     // One operand's tiles: `extent` (bm or bn) elements of its outer axis `r` from `base` by bk,
-    // two of them, element (k, x) of a tile at k extent + x.
+    // tiles_n of them, element (k, x) of a tile at k ld + x.
     struct Tile {
         UOp load, r, base, smem;
-        int64_t extent = 0, size = 0, padded = 0;
+        int64_t extent = 0, size = 0, padded = 0, ld = 0;
         int64_t vec = 1;      // elements a copy
-        bool along_k = false; // the copies' vectors run along K (else along r)
+        bool along_k = false; // neighbouring threads copy neighbouring k (else neighbouring r)
     };
     const auto plan = [&](const UOp& load, const UOp& r, const UOp& base, int64_t extent,
-                          int64_t size, int64_t padded, int64_t id) {
-        Tile t{load, r, base, {}, extent, size, padded};
+                          int64_t size, int64_t padded, int64_t ld, int64_t id) {
+        Tile t{load, r, base, {}, extent, size, padded, ld};
         // Vectors of up to 4 neighbours where the operand runs along K (or else along r) and a
         // vector never straddles the padding.
         const auto contiguous = [&](const UOp& along, int64_t sz, int64_t padded_sz, int64_t run) {
@@ -216,18 +230,25 @@ UOp smem_matmul_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis,
                     return v;
             return int64_t{1};
         };
-        t.vec = contiguous(k, kk, kp, bk);
-        t.along_k = t.vec > 1;
-        if (!t.along_k) t.vec = contiguous(r, size, padded, extent);
+        const UOp& index = load.src(0);
+        t.along_k = linear_coefficient(index.src(1), k) == 1;
+        // cp.async cannot transpose: an operand along K is copied 4 bytes at a time then.
+        if (t.along_k)
+            t.vec = pipe == 0 ? contiguous(k, kk, kp, bk) : 1;
+        else
+            t.vec = contiguous(r, size, padded, extent);
         t.smem = UOp::make(Op::DefineLocal, DType::Float32.ptr(AddrSpace::Local), {},
-                           std::vector<int64_t>{2 * bk * extent, id});
+                           std::vector<int64_t>{tiles_n * bk * ld, id});
         return t;
     };
-    const Tile ta = plan(loads[0], i, it * idx(bm), bm, m, mp, 0);
-    const Tile tb = plan(loads[1], j, jt * idx(bn), bn, n, np, 1);
+    const Tile ta = plan(loads[0], i, it * idx(bm), bm, m, mp, lda, 0);
+    const Tile tb = plan(loads[1], j, jt * idx(bn), bn, n, np, ldb, 1);
 
-    // k-step kt's copies of tile t: thread u of the block takes units u, u + threads, ...
-    const auto copy = [&](const Tile& t) {
+    // k-step `step`'s copies of tile t into `dst` (its array, or the array read through an
+    // AFTER), none where `skip` (a step past the last) is false: thread u of the block takes
+    // units u, u + threads, ...; cp.async where `async`, else a load and stores.
+    const auto copy = [&](const Tile& t, const UOp& step, const UOp& dst, const UOp& skip,
+                          bool async) {
         std::vector<UOp> out;
         const int64_t run = (t.along_k ? bk : t.extent) / t.vec; // copies a run
         const int64_t units = (t.along_k ? t.extent : bk) * run;
@@ -236,58 +257,120 @@ UOp smem_matmul_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis,
             const UOp q = u / idx(run), p = (u % idx(run)) * idx(t.vec);
             const UOp x = t.along_k ? q : p; // along r, within the tile
             const UOp kx = t.along_k ? p : q;
-            const UOp outer = t.base + x, kg = kt * idx(bk) + kx;
+            const UOp outer = t.base + x, kg = step * idx(bk) + kx;
             // The last round of copies may have fewer units than threads.
             const UOp some =
                 units % threads != 0 && (c + 1) * threads > units ? u < idx(units) : UOp();
             const UOp pad = both(inside(outer, t.size, t.padded), inside(kg, kk, kp));
             const Subs subs{{t.r, outer}, {k, kg}};
-            const UOp gate = both(some, pad);
+            const UOp go = both(skip, some); // whether this thread copies
+            const UOp at_tile = tile_of(step) * idx(bk * t.ld) + kx * idx(t.ld) + x;
+            // One vector of the tile's row where the copy runs along r, else one element a row.
+            const bool row_vector = !t.along_k && t.vec > 1;
+            const auto dst_index = [&](const UOp& offset, int64_t v) {
+                const DType pdt =
+                    v == 1 ? DType::Float32.ptr(AddrSpace::Local)
+                           : DType::Float32.vec(static_cast<uint16_t>(v)).ptr(AddrSpace::Local);
+                const UOp sidx = UOp::make(Op::Index, pdt, {dst, offset});
+                return go.is_null() ? sidx : with_gate(sidx, go);
+            };
+            if (async) {
+                // cp.async: the padding reads as zeros (src-size 0).
+                UOp src =
+                    t.vec == 1 ? at(t.load.src(0), subs) : vector_index(t.load, t.vec, subs, UOp());
+                if (!pad.is_null()) src = with_gate(src, pad);
+                out.push_back(
+                    UOp::make(Op::CopyAsync, DType::Void, {dst_index(at_tile, t.vec), src}));
+                continue;
+            }
+            const UOp gate = both(go, pad);
             std::vector<UOp> values;
             if (t.vec == 1) {
-                values.push_back(
-                    UOp::make(Op::Load, DType::Float32,
-                              {gate.is_null() ? at(t.load.src(0), subs)
-                                              : with_gate(at(t.load.src(0), subs), gate)}));
+                const UOp src = at(t.load.src(0), subs);
+                values.push_back(UOp::make(Op::Load, DType::Float32,
+                                           {gate.is_null() ? src : with_gate(src, gate)}));
             } else {
                 values =
                     lanes_of(UOp::make(Op::Load, DType::Float32.vec(static_cast<uint16_t>(t.vec)),
                                        {vector_index(t.load, t.vec, subs, gate)}),
                              DType::Float32);
             }
-            const UOp at_tile = tile_of * idx(bk * t.extent) + kx * idx(t.extent) + x;
-            const auto put = [&](const UOp& offset, const UOp& value, int64_t v) {
-                const DType pdt =
-                    v == 1 ? DType::Float32.ptr(AddrSpace::Local)
-                           : DType::Float32.vec(static_cast<uint16_t>(v)).ptr(AddrSpace::Local);
-                UOp sidx = UOp::make(Op::Index, pdt, {t.smem, offset});
-                if (!some.is_null()) sidx = with_gate(sidx, some);
-                out.push_back(UOp::make(Op::Store, DType::Void, {sidx, value}));
-            };
-            if (t.along_k || t.vec == 1) {
-                // Along K: each element to its own row of the tile (the tile runs along r).
-                for (int64_t e = 0; e < t.vec; ++e)
-                    put(at_tile + idx(e * t.extent), values[static_cast<size_t>(e)], 1);
-            } else {
-                put(at_tile,
-                    UOp::make(Op::Vectorize, DType::Float32.vec(static_cast<uint16_t>(t.vec)),
-                              values),
-                    t.vec);
+            if (row_vector) {
+                out.push_back(UOp::make(
+                    Op::Store, DType::Void,
+                    {dst_index(at_tile, t.vec),
+                     UOp::make(Op::Vectorize, DType::Float32.vec(static_cast<uint16_t>(t.vec)),
+                               values)}));
+                continue;
             }
+            // Along K: each element to its own row of the tile (the tile runs along r).
+            for (int64_t e = 0; e < t.vec; ++e)
+                out.push_back(UOp::make(
+                    Op::Store, DType::Void,
+                    {dst_index(at_tile + idx(e * t.ld), 1), values[static_cast<size_t>(e)]}));
         }
         return out;
     };
-    std::vector<UOp> copies = copy(ta);
-    for (const UOp& s : copy(tb)) copies.push_back(s);
-    const UOp barrier = UOp::make(Op::Barrier, DType::Void, std::move(copies));
+    const auto join = [](std::vector<UOp> x, const std::vector<UOp>& y) {
+        x.insert(x.end(), y.begin(), y.end());
+        return x;
+    };
+    // Without a pipeline: k-step t's copies (through registers) to tile t % 2, then one BARRIER
+    // (two tiles taken in turn make one barrier a k-step enough: a thread past step t's barrier
+    // has finished its reads of step t - 1, and every thread is past step t - 1's when any
+    // writes tile t % 2 again, in step t + 2... after step t + 1's barrier). With a pipeline of
+    // p tiles (cp.async): tiles 0 .. p - 2 before the loop, each a group; k-step t waits until
+    // its own tile has landed (ASYNC_WAIT leaving p - 2 groups in flight), a BARRIER, then
+    // issues step t + p - 1's copies into the tile step t - 1 read (every thread is past those
+    // reads) and computes from tile t while they are in flight.
+    UOp barrier;
+    std::vector<UOp> in_flight; // the step's copies the reads are ordered after
+    if (pipe == 0) {
+        barrier =
+            UOp::make(Op::Barrier, DType::Void,
+                      join(copy(ta, kt, ta.smem, {}, false), copy(tb, kt, tb.smem, {}, false)));
+    } else {
+        const int64_t lead = pipe - 1;
+        const int64_t ready = std::min(lead, steps); // tiles the prologue copies
+        UOp commit;
+        std::vector<UOp> last;
+        for (int64_t s = 0; s < ready; ++s) {
+            // Tied to the batch ranges too: an operand the batch does not index (a shared
+            // weight) must still be copied again in each trip of a batch loop.
+            std::vector<UOp> ties = batch;
+            if (!commit.is_null()) ties.push_back(commit);
+            const auto dst = [&](const Tile& t) {
+                if (ties.empty()) return t.smem;
+                std::vector<UOp> deps(1, t.smem);
+                deps.insert(deps.end(), ties.begin(), ties.end());
+                return UOp::make(Op::After, t.smem.dtype(), std::move(deps));
+            };
+            last = join(copy(ta, idx(s), dst(ta), {}, true), copy(tb, idx(s), dst(tb), {}, true));
+            if (s + 1 < ready)
+                commit = UOp::make(Op::AsyncWait, DType::Void, last, std::vector<int64_t>{pipe});
+        }
+        last.push_back(kt);
+        const UOp wait =
+            UOp::make(Op::AsyncWait, DType::Void, last, std::vector<int64_t>{ready - 1});
+        barrier = UOp::make(Op::Barrier, DType::Void, {wait});
+        const UOp ahead = kt + idx(lead);
+        const UOp skip = steps > lead ? ahead < idx(steps) : UOp::constant(DType::Bool, 0);
+        const auto after = [&](const Tile& t) {
+            return UOp::make(Op::After, t.smem.dtype(), {t.smem, barrier});
+        };
+        in_flight =
+            join(copy(ta, ahead, after(ta), skip, true), copy(tb, ahead, after(tb), skip, true));
+    }
 
     // The thread's `count` values of tile t at k-step kt's k = kq, from `first` along r.
     const auto read = [&](const Tile& t, const UOp& first, int64_t count) {
-        const UOp after = UOp::make(Op::After, t.smem.dtype(), {t.smem, barrier});
+        std::vector<UOp> deps{t.smem, barrier};
+        deps.insert(deps.end(), in_flight.begin(), in_flight.end());
+        const UOp after = UOp::make(Op::After, t.smem.dtype(), std::move(deps));
         const int64_t v = std::min<int64_t>(count, 4);
         std::vector<UOp> out;
         for (int64_t g = 0; g < count / v; ++g) {
-            const UOp off = tile_of * idx(bk * t.extent) + kq * idx(t.extent) + first + idx(g * v);
+            const UOp off = tile_of(kt) * idx(bk * t.ld) + kq * idx(t.ld) + first + idx(g * v);
             if (v == 1) {
                 out.push_back(UOp::make(
                     Op::Load, DType::Float32,
@@ -384,12 +467,14 @@ std::vector<Opt> smem_heuristic_opts(const UOp& ast, const DeviceLimits& lim) {
     int64_t batch = 1;
     for (const UOp& r : mm.batch)
         if (r.src(0).is_const()) batch *= size_of(r);
-    // Blocks of 16 x 16 threads: 128 x 128 outputs (8 x 8 a thread, k-steps of 8: 16 KiB of
-    // tiles), 64 x 64 (4 x 4, k-steps of 16) or 32 x 32 (2 x 2): the largest of which there are
-    // at least 128 (about an H100's 132 SMs) with at most a quarter more outputs than M x N
-    // once padded, else the smallest. These are the usual shapes of a float32 GEMM's thread
-    // blocks on a GPU; they have not been timed here (no GPU), only checked on EMU.
-    const SmemTile cands[] = {{8, 8, 16, 16, 8}, {4, 4, 16, 16, 16}, {2, 2, 16, 16, 16}};
+    // Blocks of 16 x 16 threads: 128 x 128 outputs (8 x 8 a thread, k-steps of 8), 64 x 64
+    // (4 x 4, k-steps of 16) or 32 x 32 (2 x 2): the largest of which there are at least 128
+    // (about an H100's 132 SMs) with at most a quarter more outputs than M x N once padded, else
+    // the smallest; the copies by a cp.async pipeline of 3 tiles (about 25 KiB of them). These
+    // are the usual shapes of a float32 GEMM's thread blocks on a GPU; they have not been timed
+    // on one yet (bench_gpu's BM_MatmulF32 and BEAM over smem_matmul_variants will), only
+    // checked on EMU.
+    const SmemTile cands[] = {{8, 8, 16, 16, 8, 3}, {4, 4, 16, 16, 16, 3}, {2, 2, 16, 16, 16, 3}};
     const size_t count = sizeof cands / sizeof cands[0];
     for (size_t c = 0; c < count; ++c) {
         SmemTile t = cands[c];

@@ -819,16 +819,18 @@ std::vector<std::vector<Opt>> tensor_core_variants(const UOp& prepared, const De
 std::vector<std::vector<Opt>> smem_matmul_variants(const UOp& prepared, const DeviceLimits& lim) {
     std::vector<std::vector<Opt>> out;
     // Register tiles of 4 x 4 to 8 x 8, blocks of 8 x 8 to 16 x 16 threads, k-steps of 8, 16 or
-    // 32 (those the device's threads and shared memory allow).
-    for (const auto& [tm, tn] :
-         {std::pair{4, 4}, std::pair{4, 8}, std::pair{8, 4}, std::pair{8, 8}})
-        for (const auto& [lm, ln] :
-             {std::pair{16, 16}, std::pair{8, 16}, std::pair{16, 8}, std::pair{8, 8}})
-            for (const int64_t bk : {8, 16, 32}) {
-                const SmemTile t{tm, tn, lm, ln, bk};
-                if (OptKernel k(prepared, lim); k.try_apply({OptOp::Smem, t.tile(), t.block()}))
-                    out.push_back(k.applied());
-            }
+    // 32, copied through registers or by a cp.async pipeline of 3 tiles (those the device's
+    // threads and shared memory allow).
+    for (const int64_t pipe : {0, 3})
+        for (const auto& [tm, tn] :
+             {std::pair{4, 4}, std::pair{4, 8}, std::pair{8, 4}, std::pair{8, 8}})
+            for (const auto& [lm, ln] :
+                 {std::pair{16, 16}, std::pair{8, 16}, std::pair{16, 8}, std::pair{8, 8}})
+                for (const int64_t bk : {8, 16, 32}) {
+                    const SmemTile t{tm, tn, lm, ln, bk, pipe};
+                    if (OptKernel k(prepared, lim); k.try_apply({OptOp::Smem, t.tile(), t.block()}))
+                        out.push_back(k.applied());
+                }
     return out;
 }
 

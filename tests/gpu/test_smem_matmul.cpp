@@ -6,10 +6,12 @@
 // the same order), by the PTX's shared loads and barriers, and through ptxas.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -90,8 +92,8 @@ std::string gpu_heuristics(const Tensor& t,
         codegen::heuristic_opts(codegen::prepare_for_opts(ks.back().ast), lim));
 }
 
-codegen::Opt smem(int64_t tm, int64_t tn, int64_t lm, int64_t ln, int64_t bk) {
-    const codegen::SmemTile t{tm, tn, lm, ln, bk};
+codegen::Opt smem(int64_t tm, int64_t tn, int64_t lm, int64_t ln, int64_t bk, int64_t pipe = 0) {
+    const codegen::SmemTile t{tm, tn, lm, ln, bk, pipe};
     return {codegen::OptOp::Smem, t.tile(), t.block()};
 }
 
@@ -123,9 +125,17 @@ TEST_CASE("SMEM: float32 matmuls staged through shared memory on EMU, exact, man
         {64, 24, 64, {8, 2, 8, 32, 4}, false, true},
         {256, 16, 8, {8, 1, 32, 8, 16}, false, false},
         {8, 16, 256, {1, 8, 8, 32, 16}, true, false},
+        // cp.async pipelines of 2, 3 and 4 tiles: an operand along K copied 4 bytes at a time
+        // (transposed into the tile), one along M or N 16 bytes; fewer k-steps than tiles
+        {128, 64, 128, {8, 8, 16, 16, 8, 2}, false, false},
+        {128, 64, 128, {8, 8, 16, 16, 8, 3}, true, true},
+        {96, 48, 80, {4, 4, 16, 16, 16, 4}, true, false},
+        {33, 17, 31, {4, 4, 16, 16, 16, 3}, false, false},
+        {100, 70, 90, {4, 4, 16, 16, 32, 2}, false, true},
+        {64, 16, 64, {4, 4, 16, 16, 8, 4}, false, false},
     };
     for (const Case& c : cases) {
-        const codegen::Opt o = smem(c.t.tm, c.t.tn, c.t.lm, c.t.ln, c.t.bk);
+        const codegen::Opt o = smem(c.t.tm, c.t.tn, c.t.lm, c.t.ln, c.t.bk, c.t.pipe);
         INFO(c.m << " x " << c.k << " x " << c.n << ", " << codegen::to_string(o) << ", A^T "
                  << c.a_t << ", B^T " << c.b_t);
         const Tensor a0 =
@@ -146,7 +156,21 @@ TEST_CASE("SMEM: float32 matmuls staged through shared memory on EMU, exact, man
         CHECK(count_of(ptx, "bar.sync") == 1);
         CHECK(count_of(ptx, "ld.shared") > 0);
         CHECK((count_of(ptx, "ld.shared.v4.f32") > 0) == (c.t.tm >= 4 || c.t.tn >= 4));
-        CHECK(count_of(ptx, "st.shared") > 0);
+        if (c.t.pipe == 0) {
+            CHECK(count_of(ptx, "st.shared") > 0);
+            CHECK(count_of(ptx, "cp.async") == 0);
+        } else {
+            // Copies by cp.async only: a commit after each of the prologue's tiles but the
+            // last, and the loop's wait.
+            CHECK(count_of(ptx, "st.shared") == 0);
+            CHECK(count_of(ptx, "cp.async.ca.shared.global") +
+                      count_of(ptx, "cp.async.cg.shared.global") >
+                  0);
+            const int64_t steps = (c.k + c.t.bk - 1) / c.t.bk;
+            size_t waits = 0;
+            for (const UOp& u : run.low.program) waits += u.op() == Op::AsyncWait ? 1 : 0;
+            CHECK(waits == static_cast<size_t>(std::min(c.t.pipe - 1, steps)));
+        }
         CHECK(ptxas(ptx, "sm_80") == "");
         CHECK(ptxas(ptx, "sm_90") == "");
     }
@@ -179,20 +203,24 @@ TEST_CASE("SMEM: the heuristics stage float32 matmuls; batched and with an epilo
     };
     // 16 x 16 threads a block: 128 x 128 outputs (8 x 8 a thread, k-steps of 8) where 128 or
     // more such blocks tile the output, else 64 x 64 (4 x 4, k-steps of 16) where 128 of those
-    // do, else 32 x 32 (2 x 2); a padded size takes the next smaller where padding would add
-    // more than a quarter.
-    CHECK(gpu_heuristics(mat(2048, 64, true).matmul(mat(64, 1024, false))) == "[SMEM(136, 81616)]");
-    CHECK(gpu_heuristics(mat(1024, 64, true).matmul(mat(64, 1024, false))) == "[SMEM(68, 161616)]");
-    CHECK(gpu_heuristics(mat(128, 64, true).matmul(mat(64, 96, false))) == "[SMEM(34, 161616)]");
-    CHECK(gpu_heuristics(mat(2050, 64, true).matmul(mat(64, 1024, false))) == "[SMEM(136, 81616)]");
+    // do, else 32 x 32 (2 x 2), each by a cp.async pipeline of 3 tiles; a padded size takes the
+    // next smaller where padding would add more than a quarter.
+    CHECK(gpu_heuristics(mat(2048, 64, true).matmul(mat(64, 1024, false))) ==
+          "[SMEM(136, 3081616)]");
+    CHECK(gpu_heuristics(mat(1024, 64, true).matmul(mat(64, 1024, false))) ==
+          "[SMEM(68, 3161616)]");
+    CHECK(gpu_heuristics(mat(128, 64, true).matmul(mat(64, 96, false))) == "[SMEM(34, 3161616)]");
+    CHECK(gpu_heuristics(mat(2050, 64, true).matmul(mat(64, 1024, false))) ==
+          "[SMEM(136, 3081616)]");
     // 129 rows: 128 x 128 blocks would double them, 64 x 64 add half: 32 x 32.
-    CHECK(gpu_heuristics(mat(129, 64, true).matmul(mat(64, 16384, false))) == "[SMEM(34, 161616)]");
+    CHECK(gpu_heuristics(mat(129, 64, true).matmul(mat(64, 16384, false))) ==
+          "[SMEM(34, 3161616)]");
     // K of 5: k-steps of 8.
-    CHECK(gpu_heuristics(mat(64, 5, true).matmul(mat(5, 64, false))) == "[SMEM(34, 81616)]");
+    CHECK(gpu_heuristics(mat(64, 5, true).matmul(mat(5, 64, false))) == "[SMEM(34, 3081616)]");
     // A batch of 8 of 256 x 256: 32 blocks of 128 x 128, 128 of 64 x 64.
     const Tensor ba = Tensor::from_vector(a_values(8 * 256 * 32), {8, 256, 32});
     const Tensor bb = Tensor::from_vector(b_values(8 * 32 * 256), {8, 32, 256});
-    CHECK(gpu_heuristics(ba.matmul(bb)) == "[SMEM(68, 161616)]");
+    CHECK(gpu_heuristics(ba.matmul(bb)) == "[SMEM(68, 3161616)]");
     // Under 32 rows or columns, or not float32: the register tiling without shared memory.
     CHECK(gpu_heuristics(mat(16, 64, true).matmul(mat(64, 256, false))) ==
           "[UPCAST(1, 4), UPCAST(0, 4), LOCAL(1, 16), LOCAL(0, 4)]");
@@ -241,4 +269,94 @@ TEST_CASE("SMEM: the heuristics stage float32 matmuls; batched and with an epilo
         CHECK(ptxas(ptx, "sm_80") == "");
         CHECK(ptxas(ptx, "sm_90") == "");
     }
+}
+
+TEST_CASE("SMEM: a symbolic batch that stays a loop in every thread, and the opt's errors") {
+    // Two symbolic batch axes: one gets a grid dim, the other stays a loop around the block's
+    // copies, k-steps and stores, so a barrier after the k-steps keeps the next batch's first
+    // copies off the tiles other threads still read (EMU's race detector would report them).
+    const Dim p = Dim::variable("p", 1, 4), q = Dim::variable("q", 1, 4);
+    const int64_t pv = 2, qv = 3, m = 40, k = 24, n = 36;
+    const Tensor a = Tensor::from_vector(a_values(pv * qv * m * k), {p.bind(pv), q.bind(qv), m, k});
+    const Tensor b = Tensor::from_vector(b_values(k * n), {k, n});
+    const Tensor prod = a.matmul(b);
+    const std::vector<float> want =
+        reference(Tensor::from_vector(a_values(pv * qv * m * k), {pv, qv, m, k}).matmul(b));
+    const std::vector<UOp> topo = prod.uop().toposort();
+    const SymbolicShapes sym = infer_symbolic_shapes(topo);
+    const std::vector<ScheduledKernel> ks = schedule_graph(prod.uop(), &sym);
+    REQUIRE(ks.size() == 1);
+    const codegen::DeviceLimits lim = runtime::emu_limits();
+    for (const codegen::Opt& o : {smem(4, 4, 8, 8, 8), smem(2, 2, 16, 16, 8, 3)}) {
+        INFO(codegen::to_string(o));
+        std::vector<codegen::Opt> opts{o};
+        const codegen::LoweredKernel low = codegen::lower_kernel_opt("r", ks[0].ast, lim, &opts);
+        size_t barriers = 0, sym_loops = 0;
+        for (const UOp& u : low.program) {
+            barriers += u.op() == Op::Barrier ? 1 : 0;
+            sym_loops += u.op() == Op::Range && !u.src(0).is_const() ? 1 : 0;
+        }
+        CHECK(sym_loops == 1);
+        CHECK(barriers == 2);
+        const auto kern = runtime::compile_emu_kernel("r_batch", low.program,
+                                                      low.block[0] * low.block[1] * low.block[2]);
+        const Tensor out =
+            Tensor::from_vector(std::vector<float>(want.size(), NAN), {pv, qv, m, n});
+        const auto bufs = matmul_buffers(ks[0], out, a, b);
+        const std::map<std::string, int64_t> values{{"p", pv}, {"q", qv}};
+        std::array<int64_t, 3> grid = low.grid;
+        for (size_t d = 0; d < 3; ++d)
+            if (!low.grid_size[d].is_null()) grid[d] = evaluate(low.grid_size[d], values);
+        const int64_t vars[2] = {pv, qv};
+        runtime::emu_launch(*kern, bufs.data(), vars, grid, low.block, lim);
+        CHECK(out.to_vector<float>() == want);
+    }
+
+    // The errors.
+    const Tensor x = Tensor::from_vector(a_values(64 * 64), {64, 64});
+    const auto ks2 = schedule_graph(x.matmul(x).uop());
+    const UOp prepared = codegen::prepare_for_opts(ks2[0].ast);
+    const auto error = [&](const codegen::Opt& o, const codegen::DeviceLimits& l) {
+        codegen::OptKernel kern(prepared, l);
+        return error_of([&] { kern.apply(o); });
+    };
+    const std::string bad =
+        "the tile is 16 * rows + columns (each 1, 2, 4 or 8) and the block 1000000 * pipeline "
+        "tiles (0, 2, 3 or 4) + 10000 * k-step (4, 8, 16 or 32) + 100 * row threads + column "
+        "threads (each a power of two up to 32, at least 32 threads), got ";
+    CHECK(error({codegen::OptOp::Smem, 68, 161603}, lim) ==
+          "[opt] SMEM(68, 161603): " + bad + "68 and 161603");
+    CHECK(error({codegen::OptOp::Smem, 67, 161616}, lim) ==
+          "[opt] SMEM(67, 161616): " + bad + "67 and 161616");
+    CHECK(error({codegen::OptOp::Smem, 68, 1161616}, lim) ==
+          "[opt] SMEM(68, 1161616): " + bad + "68 and 1161616");
+    CHECK(error({codegen::OptOp::Smem, 68, 40404}, lim) ==
+          "[opt] SMEM(68, 40404): " + bad + "68 and 40404");
+    CHECK(error({codegen::OptOp::Smem, 68, 161616}, codegen::DeviceLimits{}) ==
+          "[opt] SMEM(68, 161616): the CPU device has no shared memory to stage a matmul's "
+          "operands in (a GPU has)");
+    // 32 x 32 threads of 8 x 8: 256 x 256 outputs, k-steps of 32 in 4 tiles of rows of 256 + 4,
+    // for each operand: 4 x 32 x 260 x 2 x 4 bytes.
+    CHECK(error({codegen::OptOp::Smem, 136, 4323232}, lim) ==
+          "[opt] SMEM(136, 4323232): the staged tiles need 266240 bytes of shared memory, over "
+          "the EMU device's 166912");
+    const Tensor h = Tensor::from_vector(a_values(64 * 64), {64, 64}, DType::Float16);
+    codegen::OptKernel hk(codegen::prepare_for_opts(schedule_graph(h.matmul(h).uop())[0].ast), lim);
+    CHECK(error_of([&] {
+              hk.apply({codegen::OptOp::Smem, 68, 161616});
+          }) ==
+          "[opt] SMEM(68, 161616): the kernel is not a matmul of Float32 operands (one sum over "
+          "one axis of the products of two float32 loads)");
+    codegen::OptKernel kern(prepared, lim);
+    kern.apply({codegen::OptOp::Upcast, 0, 4});
+    CHECK(error_of([&] {
+              kern.apply({codegen::OptOp::Smem, 68, 161616});
+          }) == "[opt] SMEM(68, 161616): SMEM comes first: the kernel has opts applied already");
+    codegen::OptKernel first(prepared, lim);
+    first.apply({codegen::OptOp::Smem, 68, 161616});
+    CHECK(error_of([&] {
+              first.apply({codegen::OptOp::Upcast, 0, 2});
+          }) ==
+          "[opt] UPCAST(0, 2): SMEM(68, 161616) staged the operands through shared memory for its "
+          "block of threads: no opt may follow it");
 }

@@ -189,25 +189,29 @@ void set_tc_full_lead_for_testing(bool full);
 // SMEM's tiling of a float32 matmul (src/codegen/smem_matmul.cpp): a block of lm x ln threads
 // computes bm x bn = (lm tm) x (ln tn) outputs, each thread a register tile of tm x tn of them
 // (rows ty tm + ti, columns tx tn + tj of the block's). Each k-step of bk, the block's threads
-// copy A's bm x bk and B's bk x bn elements into shared memory (laid out along M and N, two
-// tiles taken in turn, one barrier a k-step) and every thread then reads its tm values of A and
-// tn of B there for each k (16-byte loads where four run along a row), tm x tn fused
-// multiply-adds a k in k order (the products and sums of the plain loop, bit for bit). M, N
-// and K are padded up to the block and the k-step: the copies read zeros past them and the
-// stores past M and N do not happen. SMEM(16 tm + tn, 10000 bk + 100 lm + ln).
+// copy A's bm x bk and B's bk x bn elements into shared memory (laid out along M and N), through
+// registers into two tiles taken in turn (pipe 0, one barrier a k-step) or by a cp.async
+// pipeline of pipe (2, 3 or 4) tiles, pipe - 1 k-steps in flight; every thread then reads its
+// tm values of A and tn of B there for each k (16-byte loads where four run along a row), tm x
+// tn fused multiply-adds a k in k order (the products and sums of the plain loop, bit for bit).
+// M, N and K are padded up to the block and the k-step: the copies read zeros past them and the
+// stores past M and N do not happen. SMEM(16 tm + tn, 1000000 pipe + 10000 bk + 100 lm + ln).
 struct SmemTile {
     int64_t tm = 4, tn = 4, lm = 16, ln = 16, bk = 16;
+    int64_t pipe = 0;
     static SmemTile decode(int64_t tile, int64_t block) {
-        return {tile / 16, tile % 16, block / 100 % 100, block % 100, block / 10000};
+        return {tile / 16,   tile % 16,           block / 100 % 100,
+                block % 100, block / 10000 % 100, block / 1000000};
     }
     int64_t tile() const { return 16 * tm + tn; }
-    int64_t block() const { return 10000 * bk + 100 * lm + ln; }
+    int64_t block() const { return 1000000 * pipe + 10000 * bk + 100 * lm + ln; }
     bool valid() const {
         const auto pow2 = [](int64_t v, int64_t most) {
             return v >= 1 && v <= most && (v & (v - 1)) == 0;
         };
         return pow2(tm, 8) && pow2(tn, 8) && pow2(lm, 32) && pow2(ln, 32) && lm * ln >= 32 &&
-               (bk == 4 || bk == 8 || bk == 16 || bk == 32);
+               (bk == 4 || bk == 8 || bk == 16 || bk == 32) &&
+               (pipe == 0 || (pipe >= 2 && pipe <= 4));
     }
 };
 

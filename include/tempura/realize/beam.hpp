@@ -57,7 +57,8 @@ std::vector<std::vector<Opt>> tensor_core_variants(const UOp& prepared, const De
 
 // A float32 matmul's starting points on a GPU (empty for any other kernel): its operands staged
 // through shared memory (SMEM: register tiles of 4 x 4, 4 x 8, 8 x 4 and 8 x 8, blocks of 8 x 8
-// to 16 x 16 threads, k-steps of 8, 16 and 32), those the kernel and the device allow.
+// to 16 x 16 threads, k-steps of 8, 16 and 32, copied through registers or by a cp.async pipeline
+// of 3 tiles), those the kernel and the device allow.
 std::vector<std::vector<Opt>> smem_matmul_variants(const UOp& prepared, const DeviceLimits& limits);
 
 // The opts the environment asks for: {} with TEMPURA_NOOPT=1, beam_search with width N when
