@@ -818,6 +818,7 @@ std::vector<std::vector<Opt>> tensor_core_variants(const UOp& prepared, const De
 
 std::vector<std::vector<Opt>> smem_matmul_variants(const UOp& prepared, const DeviceLimits& lim) {
     std::vector<std::vector<Opt>> out;
+    if (!lim.gpu || !lim.has_shared) return out;
     // Register tiles of 4 x 4 to 8 x 8, blocks of 8 x 8 to 16 x 16 threads, k-steps of 8, 16 or
     // 32, copied through registers or by a cp.async pipeline of 3 tiles (those the device's
     // threads and shared memory allow).
