@@ -18,6 +18,10 @@
 //                       Without cuBLAS the row says so in its label.
 //   BM_MatmulF16/16     the same with float16 accumulation (matmul(b, DType::Float16); cuBLAS
 //                       with CUBLAS_COMPUTE_16F).
+//   BM_MatmulF32        [4096, 4096] @ [4096, 4096] in float32: no tensor cores, the operands
+//                       staged through shared memory into register tiles (the SMEM opt). Beside
+//                       it cuBLAS's cublasGemmEx with CUDA_R_32F operands and CUBLAS_COMPUTE_32F
+//                       (plain float32, not TF32: the handle's default math mode).
 //
 // Each iteration ends when the device is done (the stream synchronized): the time is the
 // kernels', plus Tempura's per-realize host work (a cached plan). With no usable CUDA device every
@@ -25,8 +29,8 @@
 //
 // Every row also checks its result once, untimed: max_abs_err against the same program on the
 // CPU (Triad, Softmax), rel_err against a float64 sum (Sum), rel_err = |C - C_cublas| / |C_cublas|
-// (Frobenius norms) against cuBLAS's product (MatmulF16). A figure with a wrong result is no
-// figure: look at these first.
+// (Frobenius norms) against cuBLAS's product (MatmulF16, MatmulF32). A figure with a wrong result
+// is no figure: look at these first.
 #include <dlfcn.h>
 
 #include <benchmark/benchmark.h>
@@ -229,6 +233,7 @@ struct Cublas {
     std::string library;
     static constexpr int kOpN = 0;          // CUBLAS_OP_N
     static constexpr int kR16F = 2;         // CUDA_R_16F
+    static constexpr int kR32F = 0;         // CUDA_R_32F
     static constexpr int kCompute16F = 64;  // CUBLAS_COMPUTE_16F
     static constexpr int kCompute32F = 68;  // CUBLAS_COMPUTE_32F
     static constexpr int kGemmDefault = -1; // CUBLAS_GEMM_DEFAULT
@@ -254,14 +259,14 @@ struct Cublas {
     }
 };
 
-// state.range(0): the accumulator's bits, 32 or 16.
-void BM_MatmulF16(benchmark::State& state) {
+// Tempura's n x n x n matmul of `in` operands with `acc` accumulation beside cuBLAS's.
+void matmul_vs_cublas(benchmark::State& state, DType in, DType acc) {
     if (skip_without_gpu(state)) return;
     const int64_t n = kMatmul;
-    const bool f16_acc = state.range(0) == 16;
-    const DType acc = f16_acc ? DType::Float16 : DType::Float32;
-    const Tensor a = Tensor::from_vector(values(n * n, 1), {n, n}, DType::Float16).to("CUDA");
-    const Tensor b = Tensor::from_vector(values(n * n, 1, 777), {n, n}, DType::Float16).to("CUDA");
+    const bool f16_acc = acc == DType::Float16;
+    const bool f32 = in == DType::Float32;
+    const Tensor a = Tensor::from_vector(values(n * n, 1), {n, n}, in).to("CUDA");
+    const Tensor b = Tensor::from_vector(values(n * n, 1, 777), {n, n}, in).to("CUDA");
     const double flops =
         2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n);
     auto step = [&] {
@@ -285,9 +290,9 @@ void BM_MatmulF16(benchmark::State& state) {
     }
     blas.set_stream(h, context().stream());
     // cuBLAS writes a tensor of its own (NaN until it does): Tempura's result is Tempura's.
-    const Tensor out = Tensor::from_vector(std::vector<float>(static_cast<size_t>(n * n), NAN),
-                                           {n, n}, DType::Float16)
-                           .to("CUDA");
+    const Tensor out =
+        Tensor::from_vector(std::vector<float>(static_cast<size_t>(n * n), NAN), {n, n}, in)
+            .to("CUDA");
     const auto ptr = [](const Tensor& t) {
         return reinterpret_cast<void*>(static_cast<uintptr_t>(t.buffer()->address()));
     };
@@ -295,12 +300,12 @@ void BM_MatmulF16(benchmark::State& state) {
     const float alpha = 1, beta = 0;
     const uint16_t alpha16 = 0x3c00, beta16 = 0;
     const int ni = static_cast<int>(n);
+    const int type = f32 ? Cublas::kR32F : Cublas::kR16F;
     auto gemm = [&] {
         return blas.gemm_ex(h, Cublas::kOpN, Cublas::kOpN, ni, ni, ni,
-                            f16_acc ? static_cast<const void*>(&alpha16) : &alpha, ptr(b),
-                            Cublas::kR16F, ni, ptr(a), Cublas::kR16F, ni,
-                            f16_acc ? static_cast<const void*>(&beta16) : &beta, ptr(out),
-                            Cublas::kR16F, ni, f16_acc ? Cublas::kCompute16F : Cublas::kCompute32F,
+                            f16_acc ? static_cast<const void*>(&alpha16) : &alpha, ptr(b), type, ni,
+                            ptr(a), type, ni, f16_acc ? static_cast<const void*>(&beta16) : &beta,
+                            ptr(out), type, ni, f16_acc ? Cublas::kCompute16F : Cublas::kCompute32F,
                             Cublas::kGemmDefault);
     };
     if (gemm() != 0) {
@@ -324,11 +329,21 @@ void BM_MatmulF16(benchmark::State& state) {
     state.SetLabel(label + "; " + blas.library);
 }
 
+// state.range(0): the accumulator's bits, 32 or 16.
+void BM_MatmulF16(benchmark::State& state) {
+    matmul_vs_cublas(state, DType::Float16, state.range(0) == 16 ? DType::Float16 : DType::Float32);
+}
+
+void BM_MatmulF32(benchmark::State& state) {
+    matmul_vs_cublas(state, DType::Float32, DType::Float32);
+}
+
 BENCHMARK(BM_CopyDtoD)->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Triad)->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Sum)->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Softmax)->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_MatmulF16)->Arg(32)->Arg(16)->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_MatmulF32)->UseManualTime()->Unit(benchmark::kMillisecond);
 
 } // namespace
 

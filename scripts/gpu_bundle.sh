@@ -5,7 +5,10 @@
 #                           library they load (LLVM 19 and its dependencies), but for glibc's;
 #   .gpurun/run.sh          unpacks it under /tmp/tempura-gpu and runs the real-GPU cases, the
 #                           tensor suite and the random-program differential on CUDA, then
-#                           bench_gpu. Run it from the repository root (the tests read tests/data).
+#                           bench_gpu (its rows include BM_MatmulF32, the float32 matmul staged
+#                           through shared memory, beside cuBLAS; LIMIT_SMEM=... above 0 adds
+#                           BEAM over its SMEM variants). Run it from the repository root (the
+#                           tests read tests/data).
 # Usage: scripts/gpu_bundle.sh [build dir, default build/release]. The build must be current.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."

@@ -41,8 +41,8 @@ step() { # step NAME LIMIT COMMAND... (a LIMIT of 0 skips the step)
     tail -n 25 "$logs/$name.log"
 }
 export TEMPURA_TEST_CUDA=1
-step cuda_cases "${LIMIT_CASES:-90}" "$bin/test_gpu" "-tc=cuda device:*,cuda realize:*"
-step bench "${LIMIT_BENCH:-150}" "$bin/bench_gpu" --benchmark_min_time=0.3 \
+step cuda_cases "${LIMIT_CASES:-120}" "$bin/test_gpu" "-tc=cuda device:*,cuda realize:*"
+step bench "${LIMIT_BENCH:-180}" "$bin/bench_gpu" --benchmark_min_time=0.3 \
     --benchmark_repetitions=3 --benchmark_counters_tabular=true "$@"
 # The float16 matmuls again with TEMPURA_WGMMA=1: on an sm_90 GPU the heuristics' choice is then
 # Hopper's warpgroup mma (TC(24421, 256) at 4096^3), beside cuBLAS in the same run.
@@ -60,6 +60,12 @@ fi
 if [ "${LIMIT_TC:-0}" -gt 0 ]; then
     step tc_sweep "$LIMIT_TC" env TEMPURA_BEAM=1 TEMPURA_DEBUG=2 TEMPURA_WGMMA=1 "$bin/bench_gpu" \
         --benchmark_min_time=0.3 --benchmark_counters_tabular=true "--benchmark_filter=MatmulF16"
+fi
+# BEAM on the float32 matmul (BM_MatmulF32, beside cuBLAS), one line per candidate: every SMEM
+# variant (register tiles, blocks of threads, k-steps) timed on the GPU.
+if [ "${LIMIT_SMEM:-0}" -gt 0 ]; then
+    step smem_sweep "$LIMIT_SMEM" env TEMPURA_BEAM=1 TEMPURA_DEBUG=2 "$bin/bench_gpu" \
+        --benchmark_min_time=0.3 --benchmark_counters_tabular=true "--benchmark_filter=MatmulF32"
 fi
 step differential "${LIMIT_DIFF:-100}" env TEMPURA_DEVICE=CUDA TEMPURA_DIFF_N=400 \
     "$bin/test_tensor" "-tc=differential: random tensor programs*"

@@ -28,6 +28,7 @@ std::string_view opt_op_name(OptOp op) {
     case OptOp::Swap: return "SWAP";
     case OptOp::PadTo: return "PADTO";
     case OptOp::Tc: return "TC";
+    case OptOp::Smem: return "SMEM";
     }
     return "?";
 }
@@ -219,11 +220,16 @@ void OptKernel::apply(const Opt& o) {
     if (serial_)
         fail("opt", what + "the kernel reads what it writes (a scatter): it runs serially, with no "
                            "opts");
-    for (const Opt& p : applied_)
+    for (const Opt& p : applied_) {
         if (p.op == OptOp::Tc && p.axis != 0)
             fail("opt", what + to_string(p) +
                             " staged the operands through shared memory for its block of warps: "
                             "no opt may follow it");
+        if (p.op == OptOp::Smem)
+            fail("opt", what + to_string(p) +
+                            " staged the operands through shared memory for its block of "
+                            "threads: no opt may follow it");
+    }
     const UOp before = ast_;
     const int64_t next_before = next_axis_;
     auto amount_ok = [&](const UOp& r) {
@@ -375,6 +381,11 @@ void OptKernel::apply(const Opt& o) {
             if (!applied_.empty())
                 fail("opt", what + "TC comes first: the kernel has opts applied already");
             ast_ = tensor_core_ast(ast_, limits_, next_axis_, o.axis, o.arg, what);
+            break;
+        case OptOp::Smem:
+            if (!applied_.empty())
+                fail("opt", what + "SMEM comes first: the kernel has opts applied already");
+            ast_ = smem_matmul_ast(ast_, limits_, next_axis_, o.axis, o.arg, what);
             break;
         case OptOp::PadTo: {
             check_axis(o, true, true);
@@ -630,6 +641,8 @@ std::vector<Opt> heuristic_opts(const UOp& ast, const DeviceLimits& lim) {
         };
         const bool has_reduce = k.axes().size() > n_out && k.axes()[n_out].src(0).is_const();
         if (has_reduce && outputs < 1024 && group_reduce(16)) return k.applied();
+        // A float32 matmul: register tiles fed from operands staged through shared memory.
+        if (std::vector<Opt> s = smem_heuristic_opts(ast, lim); !s.empty()) return s;
         if (gpu_matmul_tiling(k, acc, lim)) return k.applied();
         if (has_reduce && size_of(k.axes()[n_out]) >= 128) {
             bool along_rows = false;

@@ -343,6 +343,8 @@ class Search {
         std::vector<std::vector<Opt>> roots{heur, {}};
         for (std::vector<Opt>& o : tensor_core_variants(prepared_, limits_))
             roots.push_back(std::move(o));
+        for (std::vector<Opt>& o : smem_matmul_variants(prepared_, limits_))
+            roots.push_back(std::move(o));
         std::vector<Candidate> beam;
         for (size_t i = 0; i < roots.size(); ++i) {
             const std::vector<Opt>& o = roots[i];
@@ -680,7 +682,7 @@ bool parse_opts(const std::string& text, std::vector<Opt>& opts) {
         ls >> name;
         Opt o;
         bool known = false;
-        for (int i = 0; i <= static_cast<int>(OptOp::Tc); ++i)
+        for (int i = 0; i <= static_cast<int>(OptOp::Smem); ++i)
             if (opt_op_name(static_cast<OptOp>(i)) == name) {
                 o.op = static_cast<OptOp>(i);
                 known = true;
@@ -720,6 +722,9 @@ std::string beam_cache_key(const UOp& ast, const DeviceLimits& limits, int width
            std::to_string(limits.max_upcast);
     // TEMPURA_WGMMA=1 widens the search: a pick made with it is not one made without.
     if (wgmma_offered(limits)) key += "\nwgmma";
+    // A GPU's float32 matmuls start from their SMEM variants too: picks made before those
+    // existed are not reused.
+    if (limits.gpu) key += "\nsmem";
     // What ran the timings: this CPU, or the GPU's model (not its ordinal).
     key += cuda < 0 ? "\ncpu " + runtime::host_cpu_name() + " " + runtime::host_cpu_features()
                     : "\ngpu " + runtime::cuda_device_tag(cuda);
@@ -808,6 +813,25 @@ std::vector<std::vector<Opt>> tensor_core_variants(const UOp& prepared, const De
                     if (OptKernel k(prepared, lim); // (no mma in flight in a pipeline of 2)
                         k.try_apply({OptOp::Tc, TcStage{pipe, 4, wm, wn, wg}.code(), cols}))
                         out.push_back(k.applied());
+    return out;
+}
+
+std::vector<std::vector<Opt>> smem_matmul_variants(const UOp& prepared, const DeviceLimits& lim) {
+    std::vector<std::vector<Opt>> out;
+    if (!lim.gpu || !lim.has_shared) return out;
+    // Register tiles of 4 x 4 to 8 x 8, blocks of 8 x 8 to 16 x 16 threads, k-steps of 8, 16 or
+    // 32, copied through registers or by a cp.async pipeline of 3 tiles (those the device's
+    // threads and shared memory allow).
+    for (const int64_t pipe : {0, 3})
+        for (const auto& [tm, tn] :
+             {std::pair{4, 4}, std::pair{4, 8}, std::pair{8, 4}, std::pair{8, 8}})
+            for (const auto& [lm, ln] :
+                 {std::pair{16, 16}, std::pair{8, 16}, std::pair{16, 8}, std::pair{8, 8}})
+                for (const int64_t bk : {8, 16, 32}) {
+                    const SmemTile t{tm, tn, lm, ln, bk, pipe};
+                    if (OptKernel k(prepared, lim); k.try_apply({OptOp::Smem, t.tile(), t.block()}))
+                        out.push_back(k.applied());
+                }
     return out;
 }
 

@@ -168,6 +168,18 @@ void check_programs(const std::string& dev) {
               std::string::npos);
         check_ptx(m, arch);
     }
+    SUBCASE("a float32 matmul staged through shared memory (SMEM)") {
+        const Tensor a = Tensor::from_vector(ints(96 * 80, 11, 4), {96, 80});
+        const Tensor b = Tensor::from_vector(ints(80 * 72, 12, 4), {80, 72});
+        Tensor m = a.to(dev).matmul(b.to(dev));
+        m.realize();
+        CHECK(m.to_vector<float>() == a.matmul(b).to_vector<float>());
+        REQUIRE(m.kernels().size() == 1);
+        const std::string& ptx = m.kernels()[0].source;
+        CHECK(count_of(ptx, "bar.sync") == 1);
+        CHECK(count_of(ptx, "ld.shared") > 0);
+        check_ptx(m, arch);
+    }
     SUBCASE("a symbolic size: one kernel for every batch, the grid sized at launch") {
         const Dim batch = Dim::variable("batch", 1, 64);
         const Tensor w = Tensor::from_vector(ints(16 * 32, 7, 4), {16, 32}).to(dev);
@@ -297,6 +309,35 @@ void check_tensor_core_variants(int64_t m, int64_t k, int64_t n) {
         Tensor out = Tensor::from_vector(std::vector<float>(static_cast<size_t>(m * n), NAN),
                                          {m, n}, DType::Float16)
                          .to("CUDA");
+        const auto bufs = matmul_buffers(ks[0], out, a, b, ad, bd);
+        runtime::cuda_launch(*kern, bufs.data(), nullptr, low.grid, low.block);
+        CHECK(out.to_vector<float>() == want);
+    }
+}
+
+// Every SMEM variant (BEAM's starting points for a float32 matmul: register tiles, blocks of
+// threads, k-steps) of an m x k x n float32 matmul's kernel, compiled for CUDA:0 and launched on
+// its buffers: small whole numbers, so every sum is exact and the product is the CPU's.
+void check_smem_variants(int64_t m, int64_t k, int64_t n) {
+    const Tensor a = Tensor::from_vector(ints(static_cast<size_t>(m * k), 13, 3), {m, k});
+    const Tensor b = Tensor::from_vector(ints(static_cast<size_t>(k * n), 14, 3), {k, n});
+    const std::vector<float> want = a.matmul(b).to_vector<float>();
+    const std::vector<ScheduledKernel> ks = schedule_graph(a.matmul(b).uop());
+    REQUIRE(ks.size() == 1);
+    const codegen::DeviceLimits lim = runtime::device_limits(runtime::device_index("CUDA"));
+    const auto variants = codegen::smem_matmul_variants(codegen::prepare_for_opts(ks[0].ast), lim);
+    CHECK(variants.size() == 96);
+    const Tensor ad = a.to("CUDA"), bd = b.to("CUDA");
+    for (const std::vector<codegen::Opt>& v : variants) {
+        INFO(m << " x " << k << " x " << n << " " << codegen::to_string(v));
+        std::vector<codegen::Opt> opts = v;
+        const codegen::LoweredKernel low =
+            codegen::lower_kernel_opt(ks[0].name, ks[0].ast, lim, &opts);
+        const auto kern = runtime::compile_cuda_kernel(
+            ks[0].name, low.program, low.block[0] * low.block[1] * low.block[2], 0);
+        Tensor out =
+            Tensor::from_vector(std::vector<float>(static_cast<size_t>(m * n), NAN), {m, n})
+                .to("CUDA");
         const auto bufs = matmul_buffers(ks[0], out, a, b, ad, bd);
         runtime::cuda_launch(*kern, bufs.data(), nullptr, low.grid, low.block);
         CHECK(out.to_vector<float>() == want);
@@ -650,6 +691,46 @@ TEST_CASE("cuda realize: every tensor-core variant agrees with the CPU on a real
     }
     check_tensor_core_variants(256, 320, 192);
     check_tensor_core_variants(200, 136, 100); // M, N and K padded
+}
+
+TEST_CASE("cuda mock: every float32 SMEM variant computes the product") {
+    Mock m;
+    if (!mock_or_skip(m)) return;
+    check_smem_variants(70, 40, 50); // M, N and K padded
+    CHECK(m.counters().bad_calls == 0);
+}
+
+TEST_CASE("cuda mock: BEAM starts a float32 matmul from its SMEM variants") {
+    Mock m;
+    if (!mock_or_skip(m)) return;
+    const Tensor a = Tensor::from_vector(ints(64 * 32, 7, 3), {64, 32});
+    const Tensor b = Tensor::from_vector(ints(32 * 64, 5, 2), {32, 64});
+    const std::vector<ScheduledKernel> ks = schedule_graph(a.matmul(b).uop());
+    REQUIRE(ks.size() == 1);
+    const codegen::DeviceLimits lim = runtime::device_limits(runtime::device_index("CUDA"));
+    const auto variants = codegen::smem_matmul_variants(codegen::prepare_for_opts(ks[0].ast), lim);
+    // 2 ways of copying x 4 register tiles x 4 blocks of threads x 3 k-steps, all within the
+    // device's limits.
+    CHECK(variants.size() == 96);
+    CHECK(variants.front() == std::vector<codegen::Opt>{{codegen::OptOp::Smem, 68, 81616}});
+    CHECK(variants.back() == std::vector<codegen::Opt>{{codegen::OptOp::Smem, 136, 3320808}});
+    const auto [r, before, after] =
+        with_beam("1", [&] { return a.to("CUDA").matmul(b.to("CUDA")); });
+    CHECK(r.to_vector<float>() == a.matmul(b).to_vector<float>());
+    // Every variant was timed (the kernel with no opts and the heuristics' choice too).
+    CHECK(after.candidates_timed - before.candidates_timed >= variants.size());
+    CHECK(m.counters().bad_calls == 0);
+}
+
+TEST_CASE("cuda realize: every float32 SMEM variant agrees with the CPU on a real GPU") {
+    if (!real_gpu_or_skip()) return;
+    const int cc = cuda::driver().compute_capability(0);
+    if (cc < 80 || cc > 90) {
+        MESSAGE("SKIPPED: CUDA:0 is sm_" << cc << ", outside sm_80 .. sm_90");
+        return;
+    }
+    check_smem_variants(256, 320, 192);
+    check_smem_variants(200, 136, 100); // M, N and K padded
 }
 
 TEST_CASE("cuda realize: programs agree with the CPU on a real GPU") {

@@ -1,7 +1,8 @@
-// The GPU heuristics' choices: for matmuls of float32 (no tensor cores) each thread a 4 x 4 tile
-// of outputs, a block of threads over the tiles; for float16 ones tensor cores, a warp 4 x 4
-// mma blocks; for reductions along rows a group of threads a row. Checked by the opts they pick,
-// the values EMU computes against the CPU's, and the PTX through ptxas.
+// The GPU heuristics' choices: for matmuls of float32 (no tensor cores) the operands staged through
+// shared memory (SMEM, tests/gpu/test_smem_matmul.cpp), or, under 32 rows or columns, each thread
+// a 4 x 4 tile of outputs, a block of threads over the tiles; for float16 ones tensor cores, a warp
+// 4 x 4 mma blocks; for reductions along rows a group of threads a row. Checked by the opts they
+// pick, the values EMU computes against the CPU's, and the PTX through ptxas.
 #include <doctest/doctest.h>
 
 #include <array>
@@ -40,14 +41,19 @@ std::string gpu_heuristics(const Tensor& t,
 
 } // namespace
 
-TEST_CASE("GPU heuristics: a float32 matmul is tiled 4 x 4 per thread, 16 x 16 threads a block") {
-    const Tensor a = Tensor::from_vector(ramp(128 * 64, 0.1f), {128, 64});
+TEST_CASE("GPU heuristics: a float32 matmul under 32 rows is tiled 4 x 4 per thread, unstaged") {
+    // 128 rows and 96 or 40 columns: staged through shared memory (SMEM), blocks of 32 x 32.
+    const Tensor a128 = Tensor::from_vector(ramp(128 * 64, 0.1f), {128, 64});
+    const Tensor b96 = Tensor::from_vector(ramp(64 * 96, 0.07f), {64, 96});
+    CHECK(gpu_heuristics(a128.matmul(b96)) == "[SMEM(34, 3161616)]");
+    // Under 32 rows: each thread 4 x 4 outputs, the block of threads over them.
+    const Tensor a = Tensor::from_vector(ramp(16 * 64, 0.1f), {16, 64});
     const Tensor b = Tensor::from_vector(ramp(64 * 96, 0.07f), {64, 96});
-    CHECK(gpu_heuristics(a.matmul(b)) == "[UPCAST(1, 4), UPCAST(0, 4), LOCAL(1, 8), LOCAL(0, 16)]");
-    // Columns 40 = 4 x 10: two threads across them, sixteen down the rows.
-    const Tensor b40 = Tensor::from_vector(ramp(64 * 40, 0.07f), {64, 40});
+    CHECK(gpu_heuristics(a.matmul(b)) == "[UPCAST(1, 4), UPCAST(0, 4), LOCAL(1, 8), LOCAL(0, 4)]");
+    // Columns 80 = 4 x 20: four threads across them, four down the rows.
+    const Tensor b40 = Tensor::from_vector(ramp(64 * 80, 0.07f), {64, 80});
     CHECK(gpu_heuristics(a.matmul(b40)) ==
-          "[UPCAST(1, 4), UPCAST(0, 4), LOCAL(1, 2), LOCAL(0, 16)]");
+          "[UPCAST(1, 4), UPCAST(0, 4), LOCAL(1, 4), LOCAL(0, 4)]");
     // Sizes that no tile of 4 divides: the plain coalesced block over the columns.
     const Tensor odd_a = Tensor::from_vector(ramp(30 * 20, 0.1f), {30, 20});
     const Tensor odd_b = Tensor::from_vector(ramp(20 * 50, 0.07f), {20, 50});
@@ -82,8 +88,8 @@ TEST_CASE("GPU heuristics: a float32 matmul is tiled 4 x 4 per thread, 16 x 16 t
         }
         Tensor g = a.to("EMU").matmul(b.to("EMU"));
         g.realize();
-        // 8 x 16 = 128 threads a block (one linear thread index), each with 16 accumulators.
-        CHECK(g.kernels()[0].source.find(".maxntid 128, 1, 1") != std::string::npos);
+        // 8 x 4 = 32 threads a block (one linear thread index), each with 16 accumulators.
+        CHECK(g.kernels()[0].source.find(".maxntid 32, 1, 1") != std::string::npos);
     }
 }
 

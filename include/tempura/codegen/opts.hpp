@@ -39,9 +39,12 @@ enum class OptOp : uint8_t {
     NoLocals,
     Swap,
     PadTo,
-    Tc // a matmul on tensor cores (GPU, sm_80 and later): TC(stage, tiles), tiles = 16 * rows +
-       // columns of 16 x 8 blocks a warp computes (0: one); stage 0 reads the fragments from
-       // global memory, any other stages the operands through shared memory (TcStage)
+    Tc, // a matmul on tensor cores (GPU, sm_80 and later): TC(stage, tiles), tiles = 16 * rows +
+        // columns of 16 x 8 blocks a warp computes (0: one); stage 0 reads the fragments from
+        // global memory, any other stages the operands through shared memory (TcStage)
+    Smem // a float32 matmul on a GPU's threads, its operands staged through shared memory:
+         // SMEM(tile, block), tile = 16 * rows + columns of the thread's register tile, block
+         // = 10000 * k-step + 100 * row threads + column threads (SmemTile)
 };
 
 std::string_view opt_op_name(OptOp op); // "UPCAST", ...
@@ -182,6 +185,44 @@ void set_tc_single_buffer_for_testing(bool single);
 // Tests only: warpgroups that keep an mma in flight still copy pipe - 1 k-steps ahead, into the
 // tile that mma reads (EMU's race detector must report the copies).
 void set_tc_full_lead_for_testing(bool full);
+
+// SMEM's tiling of a float32 matmul (src/codegen/smem_matmul.cpp): a block of lm x ln threads
+// computes bm x bn = (lm tm) x (ln tn) outputs, each thread a register tile of tm x tn of them
+// (rows ty tm + ti, columns tx tn + tj of the block's). Each k-step of bk, the block's threads
+// copy A's bm x bk and B's bk x bn elements into shared memory (laid out along M and N), through
+// registers into two tiles taken in turn (pipe 0, one barrier a k-step) or by a cp.async
+// pipeline of pipe (2, 3 or 4) tiles, pipe - 1 k-steps in flight; every thread then reads its
+// tm values of A and tn of B there for each k (16-byte loads where four run along a row), tm x
+// tn fused multiply-adds a k in k order (the products and sums of the plain loop, bit for bit).
+// M, N and K are padded up to the block and the k-step: the copies read zeros past them and the
+// stores past M and N do not happen. SMEM(16 tm + tn, 1000000 pipe + 10000 bk + 100 lm + ln).
+struct SmemTile {
+    int64_t tm = 4, tn = 4, lm = 16, ln = 16, bk = 16;
+    int64_t pipe = 0;
+    static SmemTile decode(int64_t tile, int64_t block) {
+        return {tile / 16,   tile % 16,           block / 100 % 100,
+                block % 100, block / 10000 % 100, block / 1000000};
+    }
+    int64_t tile() const { return 16 * tm + tn; }
+    int64_t block() const { return 1000000 * pipe + 10000 * bk + 100 * lm + ln; }
+    bool valid() const {
+        const auto pow2 = [](int64_t v, int64_t most) {
+            return v >= 1 && v <= most && (v & (v - 1)) == 0;
+        };
+        return pow2(tm, 8) && pow2(tn, 8) && pow2(lm, 32) && pow2(ln, 32) && lm * ln >= 32 &&
+               (bk == 4 || bk == 8 || bk == 16 || bk == 32) &&
+               (pipe == 0 || (pipe >= 2 && pipe <= 4));
+    }
+};
+
+// The SMEM opt's rewrite: throws "[opt] <what>..." when the kernel is no matmul of Float32
+// operands (one sum over one axis of the product of two loads) or the device refuses the tiling.
+UOp smem_matmul_ast(const UOp& ast, const DeviceLimits& limits, int64_t& next_axis, int64_t tile,
+                    int64_t block, const std::string& what);
+// The heuristics' SMEM for a float32 matmul on a GPU whose M and N are both 32 or more ({}
+// otherwise): blocks of 16 x 16 threads of 8 x 8, 4 x 4 or 2 x 2 outputs each (smem_matmul.cpp
+// says which where).
+std::vector<Opt> smem_heuristic_opts(const UOp& ast, const DeviceLimits& limits);
 
 // The ast with `opts` applied in order (throws on the first invalid one).
 UOp apply_opts(const UOp& ast, const std::vector<Opt>& opts, const DeviceLimits& limits);

@@ -4,18 +4,18 @@
 //
 // The search keeps the `width` fastest kernels of each round. Round 1 expands the kernel with
 // no opts and the heuristics' choice (so BEAM is never slower than the heuristics, up to timing
-// noise), and a matmul that takes tensor cores with each of its tensor_core_variants (TC comes
-// first, so no action reaches them); every later round expands the kept kernels of the round before
-// by one more action (UPCAST, UNROLL, LOCAL, THREAD, SWAP, PADTO with a fixed set of amounts), each
-// checked with OptKernel::try_apply, deduplicated by the structure of the resulting kernel (and by
-// machine code), lowered, compiled and timed on buffers of small random values: a warm-up run, then
-// the best of 3 (kernels under 1 ms repeated to fill each sample). A candidate is stopped as soon
-// as it takes more than 10x the best time so far, even inside its warm-up run (a timer signal
-// leaves the kernel's machine code), so hopeless ones cost little; one that faults on the random
-// inputs is dropped the same way. The search stops when a round's best does not improve on the
-// round before by more than 1%, or after 10 rounds. Its best is timed against the heuristics'
-// choice once more (5 times each, alternately) and returned only when it is still more than 1%
-// faster.
+// noise), a matmul that takes tensor cores with each of its tensor_core_variants and a float32
+// one with each of its smem_matmul_variants (TC and SMEM come first, so no action reaches them);
+// every later round expands the kept kernels of the round before by one more action (UPCAST,
+// UNROLL, LOCAL, THREAD, SWAP, PADTO with a fixed set of amounts), each checked with
+// OptKernel::try_apply, deduplicated by the structure of the resulting kernel (and by machine
+// code), lowered, compiled and timed on buffers of small random values: a warm-up run, then the
+// best of 3 (kernels under 1 ms repeated to fill each sample). A candidate is stopped as soon as it
+// takes more than 10x the best time so far, even inside its warm-up run (a timer signal leaves the
+// kernel's machine code), so hopeless ones cost little; one that faults on the random inputs is
+// dropped the same way. The search stops when a round's best does not improve on the round before
+// by more than 1%, or after 10 rounds. Its best is timed against the heuristics' choice once more
+// (5 times each, alternately) and returned only when it is still more than 1% faster.
 //
 // On a CUDA device (limits of "CUDA:n") the candidates are PTX loaded into the device and timed
 // there: each run is a launch on the stream, a sample ends when the stream is done, and the
@@ -54,6 +54,12 @@ std::vector<Opt> beam_search(const std::string& name, const UOp& ast, const Devi
 // of 16 or 32, copies through registers or a cp.async pipeline of 2 to 4 tiles), those the
 // kernel and the device allow.
 std::vector<std::vector<Opt>> tensor_core_variants(const UOp& prepared, const DeviceLimits& limits);
+
+// A float32 matmul's starting points on a GPU (empty for any other kernel): its operands staged
+// through shared memory (SMEM: register tiles of 4 x 4, 4 x 8, 8 x 4 and 8 x 8, blocks of 8 x 8
+// to 16 x 16 threads, k-steps of 8, 16 and 32, copied through registers or by a cp.async pipeline
+// of 3 tiles), those the kernel and the device allow.
+std::vector<std::vector<Opt>> smem_matmul_variants(const UOp& prepared, const DeviceLimits& limits);
 
 // The opts the environment asks for: {} with TEMPURA_NOOPT=1, beam_search with width N when
 // TEMPURA_BEAM=N >= 1 (on the CPU and CUDA devices, for kernels of fixed sizes), else
