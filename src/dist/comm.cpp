@@ -119,7 +119,9 @@ struct Job {
     Desc desc{};
     std::vector<int64_t> descs;
     // The communication thread's.
-    int state = 0; // 0 new, 1 checking, 2 moving data, 3 done
+    // 0 new, 1 checking, 4 checked (its data waits for the jobs before it), 2 moving data, 3 done.
+    // Data moves in the order the jobs came on every rank: MPI pairs collectives by order.
+    int state = 0;
     MPI_Request req = MPI_REQUEST_NULL;
     Clock::time_point started;
     // Completion.
@@ -424,7 +426,7 @@ class Runtime final : public CollectiveRunner {
             j.state = 1;
             return;
         }
-        post_data(j);
+        j.state = 4;
     }
 
     void post_data(Job& j) {
@@ -456,8 +458,13 @@ class Runtime final : public CollectiveRunner {
         }
     }
 
-    // Advances a job by what MPI has done; returns whether it is finished.
-    bool progress(Job& j) {
+    // Advances a job by what MPI has done; returns whether it is finished. `first`: no job before
+    // it is still to post its data.
+    bool progress(Job& j, bool first) {
+        if (j.state == 4) {
+            if (first) post_data(j);
+            return false;
+        }
         int flag = 0;
         MPI_Test(&j.req, &flag, MPI_STATUS_IGNORE);
         if (!flag) return false;
@@ -478,7 +485,8 @@ class Runtime final : public CollectiveRunner {
                 finish(j, "[" + std::string(kind_name(j.kind)) + "] " + msg);
                 return true;
             }
-            post_data(j);
+            j.state = 4;
+            if (first) post_data(j);
             return false;
         }
         if (j.via_gather()) {
@@ -629,11 +637,15 @@ class Runtime final : public CollectiveRunner {
                 post(*j);
                 active_.push_back(j);
             }
-            for (size_t i = 0; i < active_.size();)
-                if (progress(*active_[i]))
+            bool first = true;
+            for (size_t i = 0; i < active_.size();) {
+                const bool finished = progress(*active_[i], first);
+                first = first && (finished || active_[i]->state == 2);
+                if (finished)
                     active_.erase(active_.begin() + static_cast<ptrdiff_t>(i));
                 else
                     ++i;
+            }
             for (int flag = 1; flag;) {
                 MPI_Status st;
                 MPI_Test(&ctl_req_, &flag, &st);

@@ -116,6 +116,7 @@ struct Plan {
     std::vector<int64_t> block_of; // per output: its block, or -1 for a buffer of its own
     std::vector<size_t> blocks;    // each block's bytes
     PlanMemory memory;
+    bool collectives = false; // whether a step is a COLLECTIVE
 };
 
 size_t slot_bytes(const std::pair<DType, int64_t>& o) {
@@ -395,6 +396,7 @@ Plan build_plan(const UOp& root, const std::vector<UOp>& inputs, const SymbolicS
                                                step.kernel->source(), step.flops, bytes});
         } else if (k.output.op() == Op::Collective) {
             step.collective = k.output;
+            plan.collectives = true;
             step.ran = std::make_shared<std::atomic<bool>>(false);
             auto it = slot_of.find(k.params.at(1));
             if (it == slot_of.end()) fail("realize", "internal: a collective reads no buffer");
@@ -471,9 +473,10 @@ void run_plan(const Plan& plan, const std::vector<std::shared_ptr<runtime::Buffe
         std::fprintf(stderr, "*** %-32s %-7s %10s %10s %10s\n", "kernel", "backend", "ms",
                      "GFLOP/s", "GB/s");
     // The collectives in flight, by the output they write (waited for before a step reads it).
-    std::vector<std::shared_ptr<void>> in_flight(plan.outputs.size());
+    std::vector<std::shared_ptr<void>> in_flight(plan.collectives ? plan.outputs.size() : 0);
     std::mutex in_flight_mu;
     auto wait_for = [&](const Step& s) {
+        if (!plan.collectives) return;
         for (size_t p = s.outputs; p < s.params.size(); ++p) {
             if (s.params[p].input) continue;
             std::shared_ptr<void> t;
@@ -578,6 +581,7 @@ void run_plan(const Plan& plan, const std::vector<std::shared_ptr<runtime::Buffe
     };
     // Whatever happens, no collective is left writing into buffers this run may drop.
     auto wait_all = [&] {
+        if (!plan.collectives) return;
         for (const std::shared_ptr<void>& t : in_flight)
             if (t) g_collective_runner.load()->wait(t);
     };
