@@ -109,6 +109,10 @@ class DistributedSampler {
 struct DataParallelOptions {
     double bucket_mb = 25;
     bool deterministic = false;
+    // false: backward() computes (realizes) this rank's gradients at once, and the step's plan
+    // only exchanges and applies them, with nothing left to overlap (a baseline for measuring
+    // the overlap, as bench_dist does).
+    bool overlap = true;
 };
 
 class DataParallel {
@@ -117,7 +121,7 @@ class DataParallel {
     explicit DataParallel(nn::Module& module, Options options = {});
     explicit DataParallel(std::vector<Tensor> parameters, Options options = {});
     DataParallel(nn::Module& module, bool deterministic)
-        : DataParallel(module, Options{25, deterministic}) {}
+        : DataParallel(module, Options{25, deterministic, true}) {}
 
     // The module's forward pass (throws for a DataParallel made from a parameter list).
     Tensor forward(const Tensor& x);

@@ -127,7 +127,7 @@ struct Job {
     // Completion.
     std::mutex mu;
     std::condition_variable cv;
-    bool done = false, copied_back = false;
+    bool done = false, copied_back = false, wait_counted = false;
     std::string error;
 
     std::string what() const {
@@ -300,8 +300,13 @@ class Runtime final : public CollectiveRunner {
         if (!j.done) {
             const auto t0 = Clock::now();
             j.cv.wait(l, [&] { return j.done; });
-            stat_wait_ns.fetch_add(
-                std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count());
+            // Once per job: steps that wait for it at once (a level run in parallel) are one
+            // stall of the plan.
+            if (!j.wait_counted)
+                stat_wait_ns.fetch_add(
+                    std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0)
+                        .count());
+            j.wait_counted = true;
         }
         if (!j.error.empty()) throw Error(j.error);
         if (!j.copied_back && !j.stage_out.empty()) j.out->copy_from_host(j.recv, j.out->nbytes());
@@ -662,7 +667,15 @@ class Runtime final : public CollectiveRunner {
                 it = flag ? sends_.erase(it) : std::next(it);
             }
             if (stop) break;
-            if (!active_.empty()) std::this_thread::sleep_for(std::chrono::microseconds(20));
+            // Polling: MPI moves non-blocking collectives only inside its calls. The first
+            // 200 us of a job yield between polls (a short collective ends with little delay),
+            // later ones sleep (a long one leaves the cores to the kernels).
+            if (!active_.empty()) {
+                if (Clock::now() - active_.front()->started < std::chrono::microseconds(200))
+                    std::this_thread::yield();
+                else
+                    std::this_thread::sleep_for(std::chrono::microseconds(20));
+            }
         }
         // The last control messages (finalize's notice) leave before MPI goes; the rest is
         // dropped (a rank that is gone never takes them).

@@ -217,7 +217,13 @@ Tensor DataParallel::forward(const Tensor& x) {
 void DataParallel::backward(const Tensor& loss) {
     // This rank's gradients (lazy), each bucket's flat all_reduce, then each parameter's slice of
     // it divided by the world size: nodes of the graph the optimizer's step realizes.
-    const std::vector<Tensor> local = gradients(loss, params_);
+    std::vector<Tensor> local = gradients(loss, params_);
+    if (!options_.overlap) {
+        std::vector<std::reference_wrapper<Tensor>> now(local.begin(), local.end());
+        Tensor l = loss;
+        now.emplace_back(l);
+        realize(now);
+    }
     std::vector<Tensor> averaged(params_.size());
     const auto w = static_cast<double>(world_size());
     for (const std::vector<size_t>& bucket : buckets_) {

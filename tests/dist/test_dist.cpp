@@ -281,7 +281,7 @@ void check_training(Make make, const tempura::Shape& sample, bool deterministic)
     // Different initial values on each rank: DataParallel broadcasts rank 0's.
     tempura::manual_seed(1000 + static_cast<uint64_t>(me));
     nn::Sequential model = make();
-    dist::DataParallel ddp(model, dist::DataParallel::Options{25, deterministic});
+    dist::DataParallel ddp(model, dist::DataParallel::Options{25, deterministic, true});
     std::vector<std::vector<float>> start = values(model);
     nn::SGD opt(model.parameters(), lr);
     // The reference: a model of rank 0's initial values on one process.
@@ -364,7 +364,7 @@ TEST_CASE("dist: DataParallel buckets, reverse order, bounded by size") {
     dist::DataParallel big(m);
     CHECK(big.buckets() == std::vector<std::vector<size_t>>{{3, 2, 1, 0}});
     // 400 bytes a bucket: 5x16 (320 B) + 5 (20 B) fit; 16 x 12 (768 B) is alone.
-    dist::DataParallel small(m, dist::DataParallel::Options{400.0 / (1024 * 1024), false});
+    dist::DataParallel small(m, dist::DataParallel::Options{400.0 / (1024 * 1024), false, true});
     CHECK(small.buckets() == std::vector<std::vector<size_t>>{{3, 2}, {1}, {0}});
     std::vector<Tensor> plain{Tensor::ones({2})};
     CHECK_THROWS_WITH_AS(dist::DataParallel(std::vector<Tensor>{Tensor::ones({2})}),
