@@ -1,7 +1,8 @@
 #pragma once
 // tempura::dist: training on several processes, on one host or many, over OpenMPI (processes,
-// hosts, CPU buffers; CUDA buffers go through host memory). Launch the program with mpirun (or
-// srun) and call dist::init() first.
+// hosts, CPU buffers) and NCCL for CUDA buffers when libnccl.so.2 loads (TEMPURA_LIBNCCL names
+// another; without it CUDA buffers go through host memory and MPI). Launch the program with
+// mpirun (or srun) and call dist::init() first.
 //
 // Collectives are nodes of the lazy graph: all_reduce(x) builds a node that realize() runs as a
 // step of its own between kernels, started (non-blocking MPI) as soon as its source is computed
@@ -72,6 +73,7 @@ struct CommStats {
     int64_t collectives = 0;
     int64_t bytes = 0;
     double wait_seconds = 0;
+    int64_t nccl = 0; // of the collectives, those NCCL ran (CUDA buffers, with NCCL loaded)
 };
 CommStats comm_stats();
 

@@ -16,6 +16,7 @@
 #include <deque>
 #include <exception>
 #include <list>
+#include <map>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -29,7 +30,11 @@
 #include "tensor/convert.hpp"
 
 #ifdef TEMPURA_HAVE_MPI
+#include <dlfcn.h>
 #include <mpi.h>
+
+#include "tempura/backend/cuda.hpp"
+#include "tempura/realize/device.hpp"
 #endif
 
 namespace tempura::dist::detail {
@@ -112,6 +117,7 @@ struct Job {
     DType dtype = DType::Float32;
     Shape shape;
     int64_t numel = 0, out_numel = 0, seq = 0;
+    bool check_only = false; // a CUDA collective's first-run check (NCCL moves its data)
     std::shared_ptr<runtime::Buffer> in, out;
     std::vector<unsigned char> stage_in, stage_out, gathered;
     void* send = nullptr;
@@ -222,12 +228,73 @@ void local_reduce(const Job& j, int64_t n, int64_t stride, int64_t offset) {
     }
 }
 
+// NCCL, when libnccl.so.2 (or TEMPURA_LIBNCCL; "none": never) loads: CUDA buffers' collectives are
+// queued on Tempura's stream of their device, in order with its kernels. The entry points Tempura
+// uses, by their C signatures (nccl.h's enums as ints).
+struct NcclId {
+    char bytes[128];
+};
+struct Nccl {
+    void* lib = nullptr;
+    int (*get_unique_id)(NcclId*) = nullptr;
+    int (*comm_init_rank)(void**, int, NcclId, int) = nullptr;
+    int (*all_reduce)(const void*, void*, size_t, int, int, void*, void*) = nullptr;
+    int (*broadcast)(const void*, void*, size_t, int, int, void*, void*) = nullptr;
+    int (*all_gather)(const void*, void*, size_t, int, void*, void*) = nullptr;
+    int (*reduce_scatter)(const void*, void*, size_t, int, int, void*, void*) = nullptr;
+    const char* (*error_string)(int) = nullptr;
+
+    bool load() {
+        const char* path = std::getenv("TEMPURA_LIBNCCL");
+        if (path != nullptr && std::strcmp(path, "none") == 0) return false;
+        lib =
+            dlopen(path != nullptr && *path != '\0' ? path : "libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
+        if (lib == nullptr) return false;
+        auto sym = [&](auto& f, const char* name) {
+            f = reinterpret_cast<std::remove_reference_t<decltype(f)>>(dlsym(lib, name));
+            return f != nullptr;
+        };
+        if (sym(get_unique_id, "ncclGetUniqueId") && sym(comm_init_rank, "ncclCommInitRank") &&
+            sym(all_reduce, "ncclAllReduce") && sym(broadcast, "ncclBroadcast") &&
+            sym(all_gather, "ncclAllGather") && sym(reduce_scatter, "ncclReduceScatter") &&
+            sym(error_string, "ncclGetErrorString"))
+            return true;
+        dlclose(lib);
+        lib = nullptr;
+        return false;
+    }
+    void check(int result, const char* what) const {
+        if (result != 0)
+            fail("dist", std::string(what) + " failed: " + error_string(result) + " (NCCL error " +
+                             std::to_string(result) + ")");
+    }
+};
+
+// nccl.h's ncclDataType_t, or -1 where NCCL has no such type (int16, uint16, bool, and the
+// 16-bit floats, which Tempura sums in float32 on the host).
+int nccl_type(DType dt) {
+    switch (dt.scalar) {
+    case Scalar::Int8: return 0;
+    case Scalar::UInt8: return 1;
+    case Scalar::Int32: return 2;
+    case Scalar::UInt32: return 3;
+    case Scalar::Int64: return 4;
+    case Scalar::UInt64: return 5;
+    case Scalar::Float32: return 7;
+    case Scalar::Float64: return 8;
+    default: return -1;
+    }
+}
+
 class Runtime final : public CollectiveRunner {
   public:
     int rank = 0, size = 1;
     double timeout = 60;
     MPI_Comm data = MPI_COMM_NULL, check = MPI_COMM_NULL, ctl = MPI_COMM_NULL;
-    std::atomic<int64_t> stat_collectives{0}, stat_bytes{0}, stat_wait_ns{0};
+    std::atomic<int64_t> stat_collectives{0}, stat_bytes{0}, stat_wait_ns{0}, stat_nccl{0};
+
+    Nccl nccl;
+    std::map<int, void*> nccl_comms; // per CUDA ordinal
 
     void launch() {
         thread_ = std::thread([this] { loop(); });
@@ -235,16 +302,28 @@ class Runtime final : public CollectiveRunner {
 
     std::shared_ptr<void> start(const UOp& node, std::shared_ptr<runtime::Buffer> in,
                                 std::shared_ptr<runtime::Buffer> out, bool first) override {
-        auto j = std::make_shared<Job>();
         const auto& a = node.arg_as<std::vector<int64_t>>();
+        if (nccl.lib != nullptr && !in->on_host() && runtime::is_cuda(in->device()) &&
+            nccl_type(node.dtype()) >= 0 && a.at(4) == 0)
+            if (auto t = start_nccl(node, in, out, first)) return t;
+        stat_collectives.fetch_add(1);
+        stat_bytes.fetch_add(static_cast<int64_t>(in->nbytes()));
+        return enqueue(
+            make_job(a, node.dtype(), node.src(0).shape(), std::move(in), std::move(out), first));
+    }
+
+    std::shared_ptr<Job> make_job(const std::vector<int64_t>& a, DType dtype, const Shape& shape,
+                                  std::shared_ptr<runtime::Buffer> in,
+                                  std::shared_ptr<runtime::Buffer> out, bool first) {
+        auto j = std::make_shared<Job>();
         j->kind = a.at(0);
         j->reduce = a.at(1);
         j->root = a.at(2);
         j->world = a.at(3);
         j->deterministic = a.at(4) != 0;
         j->check = first;
-        j->dtype = node.dtype();
-        j->shape = node.src(0).shape();
+        j->dtype = dtype;
+        j->shape = shape;
         j->numel = in->numel();
         j->out_numel = out->numel();
         if (j->world != size)
@@ -282,8 +361,10 @@ class Runtime final : public CollectiveRunner {
             else
                 j->desc[11] *= j->shape[d];
         }
-        stat_collectives.fetch_add(1);
-        stat_bytes.fetch_add(static_cast<int64_t>(in_bytes));
+        return j;
+    }
+
+    std::shared_ptr<Job> enqueue(std::shared_ptr<Job> j) {
         {
             std::lock_guard<std::mutex> l(mu_);
             if (!broken_.empty()) throw Error(broken_);
@@ -292,6 +373,82 @@ class Runtime final : public CollectiveRunner {
         }
         cv_.notify_one();
         return j;
+    }
+
+    // A CUDA buffer's collective through NCCL, queued on the device's stream after the kernel
+    // that wrote its source; the kernels after it on the stream run after it. The first run's
+    // shape check goes through MPI (the descriptors only).
+    std::shared_ptr<void> start_nccl(const UOp& node, const std::shared_ptr<runtime::Buffer>& in,
+                                     const std::shared_ptr<runtime::Buffer>& out, bool first) {
+        const auto& a = node.arg_as<std::vector<int64_t>>();
+        if (a.at(3) != size)
+            fail(kind_name(a[0]), "the graph was built for " + std::to_string(a[3]) +
+                                      " ranks, this job has " + std::to_string(size));
+        const int ordinal = runtime::cuda_ordinal(in->device());
+        cuda::Context& ctx = cuda::driver().context(ordinal);
+        if (first) {
+            auto none = runtime::make_buffer(DType::UInt8, 0);
+            auto j = make_job(a, node.dtype(), node.src(0).shape(), none, none, true);
+            j->check_only = true;
+            wait(enqueue(j));
+        }
+        void* comm = nccl_comm(ordinal, ctx);
+        if (comm == nullptr) return nullptr; // NCCL could not start: through host memory
+        const int type = nccl_type(node.dtype());
+        const int op = a[1] == 0 ? 0 : a[1] == 1 ? 2 : 3; // ncclSum, ncclMax, ncclMin
+        const void* send = reinterpret_cast<const void*>(in->address());
+        void* recv = reinterpret_cast<void*>(out->address());
+        const auto n = static_cast<size_t>(in->numel());
+        void* stream = ctx.stream();
+        switch (a[0]) {
+        case 0:
+            nccl.check(nccl.all_reduce(send, recv, n, type, op, comm, stream), "ncclAllReduce");
+            break;
+        case 1:
+            nccl.check(nccl.broadcast(send, recv, n, type, static_cast<int>(a[2]), comm, stream),
+                       "ncclBroadcast");
+            break;
+        case 2:
+            nccl.check(nccl.all_gather(send, recv, n, type, comm, stream), "ncclAllGather");
+            break;
+        default:
+            nccl.check(nccl.reduce_scatter(send, recv, static_cast<size_t>(out->numel()), type, op,
+                                           comm, stream),
+                       "ncclReduceScatter");
+        }
+        stat_collectives.fetch_add(1);
+        stat_bytes.fetch_add(static_cast<int64_t>(in->nbytes()));
+        stat_nccl.fetch_add(1);
+        auto done = std::make_shared<Job>();
+        done->done = true; // ordered on the stream: nothing to wait for on the host
+        return done;
+    }
+
+    // The device's NCCL communicator, made by every rank at its first CUDA collective there:
+    // rank 0's unique id is broadcast over MPI.
+    void* nccl_comm(int ordinal, cuda::Context& ctx) {
+        if (auto it = nccl_comms.find(ordinal); it != nccl_comms.end()) return it->second;
+        auto id_in = runtime::make_buffer(DType::UInt8, sizeof(NcclId));
+        auto id_out = runtime::make_buffer(DType::UInt8, sizeof(NcclId));
+        if (rank == 0)
+            nccl.check(nccl.get_unique_id(static_cast<NcclId*>(id_in->data())), "ncclGetUniqueId");
+        wait(enqueue(make_job({1, 0, 0, size, 0}, DType::UInt8,
+                              Shape{static_cast<int64_t>(sizeof(NcclId))}, id_in, id_out, false)));
+        NcclId id;
+        std::memcpy(&id, id_out->data(), sizeof id);
+        ctx.synchronize(); // the device's context current on this thread, its work done
+        void* comm = nullptr;
+        if (const int r = nccl.comm_init_rank(&comm, size, id, rank); r != 0) {
+            // An NCCL that cannot drive this device (another CUDA than its own, the mock driver):
+            // the collectives go through host memory, as without NCCL.
+            env::warn_once(std::string("[dist] NCCL could not start on CUDA:") +
+                           std::to_string(ordinal) + " (ncclCommInitRank: " + nccl.error_string(r) +
+                           "): CUDA collectives go through host memory");
+            nccl.lib = nullptr;
+            return nullptr;
+        }
+        nccl_comms.emplace(ordinal, comm);
+        return comm;
     }
 
     void wait(const std::shared_ptr<void>& ticket) override {
@@ -478,6 +635,10 @@ class Runtime final : public CollectiveRunner {
             for (int r = 0; r < size; ++r)
                 same = same && std::equal(j.desc.begin(), j.desc.end(),
                                           j.descs.begin() + static_cast<ptrdiff_t>(r) * kDescLen);
+            if (same && j.check_only) {
+                finish(j, "");
+                return true;
+            }
             if (!same) {
                 std::string msg = "ranks disagree on collective #" + std::to_string(j.seq) + ":";
                 for (int r = 0; r < size; ++r) {
@@ -740,6 +901,7 @@ void comm_init() {
     MPI_Comm_dup(MPI_COMM_WORLD, &rt->check);
     MPI_Comm_dup(MPI_COMM_WORLD, &rt->ctl);
     rt->timeout = static_cast<double>(env::get_int("TEMPURA_DIST_TIMEOUT", 60, 1, 7 * 24 * 3600));
+    rt->nccl.load();
     rt->launch();
     g_rt = rt;
     set_collective_runner(rt);
@@ -775,7 +937,7 @@ int comm_size() {
 CommStats comm_stats() {
     if (g_rt == nullptr) return {};
     return CommStats{g_rt->stat_collectives.load(), g_rt->stat_bytes.load(),
-                     static_cast<double>(g_rt->stat_wait_ns.load()) * 1e-9};
+                     static_cast<double>(g_rt->stat_wait_ns.load()) * 1e-9, g_rt->stat_nccl.load()};
 }
 
 #endif

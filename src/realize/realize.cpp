@@ -579,33 +579,37 @@ void run_plan(const Plan& plan, const std::vector<std::shared_ptr<runtime::Buffe
             if (dbg >= 4) std::fprintf(stderr, "%s\n", s.kernel->source().c_str());
         }
     };
-    // Whatever happens, no collective is left writing into buffers this run may drop.
+    // Whatever happens, no collective is left writing into buffers this run may drop: after an
+    // error the guard waits for them (their own errors are dropped, the first one is reported).
     auto wait_all = [&] {
         if (!plan.collectives) return;
         for (const std::shared_ptr<void>& t : in_flight)
             if (t) g_collective_runner.load()->wait(t);
     };
-    try {
-        for (const auto& level : plan.levels) {
-            size_t work = 0;
-            bool threaded = false; // a kernel that runs on the pool itself: the level runs in order
-            for (size_t i : level) {
-                work += plan.steps[i].work;
-                threaded = threaded || plan.steps[i].threads > 1 || plan.steps[i].gpu ||
-                           !plan.steps[i].collective.is_null();
+    struct Guard {
+        const std::vector<std::shared_ptr<void>>& in_flight;
+        ~Guard() {
+            for (const std::shared_ptr<void>& t : in_flight) {
+                try {
+                    if (t) g_collective_runner.load()->wait(t);
+                } catch (...) {
+                }
             }
-            if (level.size() > 1 && work >= kParallelWork && runtime::thread_count() > 1 &&
-                !threaded)
-                runtime::parallel_for(level.size(), [&](size_t j) { run_step(level[j]); });
-            else
-                for (size_t i : level) run_step(i);
         }
-    } catch (...) {
-        try {
-            wait_all();
-        } catch (...) { // the first error is the one to report
+    };
+    const Guard guard{in_flight};
+    for (const auto& level : plan.levels) {
+        size_t work = 0;
+        bool threaded = false; // a kernel that runs on the pool itself: the level runs in order
+        for (size_t i : level) {
+            work += plan.steps[i].work;
+            threaded = threaded || plan.steps[i].threads > 1 || plan.steps[i].gpu ||
+                       !plan.steps[i].collective.is_null();
         }
-        throw;
+        if (level.size() > 1 && work >= kParallelWork && runtime::thread_count() > 1 && !threaded)
+            runtime::parallel_for(level.size(), [&](size_t j) { run_step(level[j]); });
+        else
+            for (size_t i : level) run_step(i);
     }
     wait_all();
 }

@@ -3,6 +3,8 @@
 // order: the cases' collectives pair up across ranks.
 #include <doctest/doctest.h>
 
+#include <dlfcn.h>
+
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -371,20 +373,62 @@ TEST_CASE("dist: DataParallel buckets, reverse order, bounded by size") {
                          "[DataParallel] parameter 0 does not require a gradient", tempura::Error);
 }
 
-TEST_CASE("dist cuda mock: CUDA tensors go through host memory") {
+TEST_CASE("dist cuda mock: CUDA tensors, through NCCL or host memory") {
+    // ctest dist_cuda_mock runs it on the mock CUDA driver, dist_nccl_mock with the mock NCCL too.
     const char* mock = std::getenv("TEMPURA_EXPECT_MOCK");
-    if (mock == nullptr || std::strcmp(mock, "1") != 0) return; // ctest dist_cuda_mock runs it
+    if (mock == nullptr || std::strcmp(mock, "1") != 0) return;
     if (!up()) return;
+    const char* nccl_path = std::getenv("TEMPURA_LIBNCCL");
+    const bool nccl =
+        nccl_path != nullptr && *nccl_path != '\0' && std::strcmp(nccl_path, "none") != 0;
     const int w = dist::world_size(), me = dist::rank();
+    const dist::CommStats before = dist::comm_stats();
     Tensor x = Tensor::from_vector(std::vector<float>{1, 2, 3, 4, 5}, {5}).to("CUDA") *
                static_cast<float>(me + 1);
     Tensor y = dist::all_reduce(x) + 1.0f;
     CHECK(y.device() == "CUDA:0");
     const float k = static_cast<float>(w * (w + 1) / 2);
     CHECK(y.to_vector() == std::vector<float>{k + 1, 2 * k + 1, 3 * k + 1, 4 * k + 1, 5 * k + 1});
+    CHECK(dist::all_reduce(x, dist::ReduceOp::Max).to_vector() ==
+          std::vector<float>{1.0f * w, 2.0f * w, 3.0f * w, 4.0f * w, 5.0f * w});
+    CHECK(dist::all_reduce(x.cast(DType::Int64), dist::ReduceOp::Min).to_vector<int64_t>() ==
+          std::vector<int64_t>{1, 2, 3, 4, 5});
     Tensor g = dist::all_gather(Tensor::full({2}, static_cast<float>(me)).to("CUDA"));
     std::vector<float> want;
     for (int r = 0; r < w; ++r)
         want.insert(want.end(), {static_cast<float>(r), static_cast<float>(r)});
     CHECK(g.to_vector() == want);
+    CHECK(dist::broadcast(x, w - 1).to_vector() ==
+          std::vector<float>{1.0f * w, 2.0f * w, 3.0f * w, 4.0f * w, 5.0f * w});
+    Tensor rs = dist::reduce_scatter(Tensor::ones({2 * w, 3}, DType::Int32).to("CUDA"));
+    CHECK(rs.to_vector<int32_t>() == std::vector<int32_t>(6, w));
+    // int16 has no NCCL type, deterministic wants rank order: both through host memory.
+    CHECK(dist::all_reduce(x.cast(DType::Int16)).to_vector<int16_t>() ==
+          std::vector<int16_t>{static_cast<int16_t>(k), static_cast<int16_t>(2 * k),
+                               static_cast<int16_t>(3 * k), static_cast<int16_t>(4 * k),
+                               static_cast<int16_t>(5 * k)});
+    CHECK(dist::all_reduce(x, dist::ReduceOp::Sum, true).to_vector() ==
+          std::vector<float>{k, 2 * k, 3 * k, 4 * k, 5 * k});
+    const dist::CommStats after = dist::comm_stats();
+    CHECK(after.collectives - before.collectives == 8);
+    CHECK(after.nccl - before.nccl == (nccl ? 6 : 0));
+    if (nccl) {
+        // The mock counts what reached it: the id, the communicator, the six collectives.
+        void* lib = dlopen(nccl_path, RTLD_NOW | RTLD_NOLOAD);
+        REQUIRE(lib != nullptr);
+        auto calls = reinterpret_cast<int (*)()>(dlsym(lib, "tempura_mock_nccl_calls"));
+        REQUIRE(reinterpret_cast<void*>(calls) != nullptr);
+        CHECK(calls() == (me == 0 ? 8 : 7));
+        dlclose(lib);
+    }
+    // A shape mismatch is caught on the CUDA path too (the first run's check, over MPI).
+    if (w > 1) {
+        try {
+            dist::all_reduce(Tensor::ones({3 + me}).to("CUDA")).realize();
+            FAIL("no error");
+        } catch (const tempura::Error& e) {
+            CHECK(std::string(e.what()).find(" rank 1 has all_reduce of float32 [4]") !=
+                  std::string::npos);
+        }
+    }
 }
