@@ -2,7 +2,7 @@
 # Checks that dependencies point one way, layer by layer (docs/ARCHITECTURE.md):
 #   support, error  <-  ir  <-  pattern  <-  rewrite  <-  symbolic  <-  schedule, codegen, runtime
 #   <-  backend  <-  realize  <-  tensor  <-  io (safetensors)  <-  nn (modules)
-#   <-  tempura.hpp, testing.hpp  <-  onnx
+#   <-  tempura.hpp, testing.hpp, dist (MPI: only src/dist/comm.cpp includes mpi.h)  <-  onnx
 # Every #include "tempura/<layer>/..." (or <tempura/<layer>/...>) in include/tempura/<L>/ and
 # src/<L>/ must name a layer ranked at most L's. Prints each violation; exits 1 if there is one.
 set -euo pipefail
@@ -21,7 +21,7 @@ rank() {
         tensor) echo 8 ;;
         io | io.hpp) echo 9 ;;
         nn) echo 10 ;;
-        tempura.hpp | testing.hpp) echo 11 ;;
+        tempura.hpp | testing.hpp | dist | dist.hpp) echo 11 ;;
         onnx | onnx.hpp) echo 12 ;;
         *) echo "check_layers.sh: no rank for layer '$1'" >&2; exit 2 ;;
     esac

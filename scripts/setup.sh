@@ -11,6 +11,7 @@ packages=(
     clang-format git
     graphviz chromium fonts-dejavu-core
     libonnx-dev libprotobuf-dev libonnx-testdata python3-torch python3-torchvision
+    libopenmpi-dev openmpi-bin
 )
 
 if ! command -v dpkg-query >/dev/null 2>&1; then

@@ -154,6 +154,26 @@ std::optional<Shape> infer_shape(Op op, const std::vector<UOp>& srcs, const Arg&
         if (!ok) return bad("value " + shape_str(v) + " does not expand to " + shape_str(x));
         return v;
     }
+    case Op::Collective: {
+        // all_gather stacks the ranks' tensors along dim 0, reduce_scatter gives each rank its
+        // 1 / world of dim 0; the others keep the shape.
+        if (!ints || ints->size() != 5 || (*ints)[0] < 0 || (*ints)[0] > 3 || (*ints)[3] < 1)
+            return bad("needs the arg {kind, reduce, root, world, deterministic}");
+        const int64_t kind = (*ints)[0], world = (*ints)[3];
+        if (kind < 2) return src(0);
+        if (src(0).empty()) return bad("needs a tensor of at least one dim, got a scalar");
+        Shape out = src(0);
+        if (kind == 2) {
+            if (__builtin_mul_overflow(out[0], world, &out[0]))
+                return bad("of " + shape_str(src(0)) + " has too many elements");
+        } else {
+            if (out[0] % world != 0)
+                return bad("dim 0 of " + shape_str(src(0)) + " does not split into " +
+                           std::to_string(world) + " equal parts");
+            out[0] /= world;
+        }
+        return out;
+    }
     case Op::Gather: {
         if (!ints || ints->size() != 1) return bad("needs the arg {axis}");
         const Shape &s = src(0), &i = src(1);

@@ -23,6 +23,7 @@
 #include "tempura/codegen/stages.hpp"
 #include "tempura/error.hpp"
 #include "tempura/realize/beam.hpp"
+#include "tempura/realize/collective.hpp"
 #include "tempura/realize/device.hpp"
 #include "tempura/realize/viz.hpp"
 #include "tempura/rewrite/trace.hpp"
@@ -61,7 +62,12 @@ struct Step {
     bool gpu = false; // a GPU kernel (EMU, CUDA): launched over grid x block
     std::array<int64_t, 3> grid{1, 1, 1}, block{1, 1, 1};
     std::array<UOp, 3> grid_size{}; // grid dims sized by the plan's variables (else null)
+    // A COLLECTIVE (no kernel): params {out, in}, run by the collective runner.
+    UOp collective{};
+    std::shared_ptr<std::atomic<bool>> ran{}; // whether it ran once (the first run checks shapes)
 };
+
+std::atomic<CollectiveRunner*> g_collective_runner{nullptr};
 
 constexpr int64_t kCoreVar = -1;
 
@@ -110,6 +116,7 @@ struct Plan {
     std::vector<int64_t> block_of; // per output: its block, or -1 for a buffer of its own
     std::vector<size_t> blocks;    // each block's bytes
     PlanMemory memory;
+    bool collectives = false; // whether a step is a COLLECTIVE
 };
 
 size_t slot_bytes(const std::pair<DType, int64_t>& o) {
@@ -136,6 +143,11 @@ void plan_memory(Plan& plan) {
     std::vector<bool> is_result(n, false);
     for (const Slot& r : plan.results)
         if (!r.input) is_result[r.index] = true;
+    // A collective reads and writes its buffers while later levels run: buffers of their own.
+    for (const Step& st : plan.steps)
+        if (!st.collective.is_null())
+            for (const Slot& sl : st.params)
+                if (!sl.input) is_result[sl.index] = true;
     std::vector<size_t> order;
     for (size_t o = 0; o < n; ++o)
         if (!is_result[o]) order.push_back(o);
@@ -382,6 +394,15 @@ Plan build_plan(const UOp& root, const std::vector<UOp>& inputs, const SymbolicS
                 bytes += static_cast<double>(slot_bytes({p.dtype().base(), numel(p.shape())}));
             plan.kernels->push_back(KernelInfo{k.name, runtime::device_name(device),
                                                step.kernel->source(), step.flops, bytes});
+        } else if (k.output.op() == Op::Collective) {
+            step.collective = k.output;
+            plan.collectives = true;
+            step.ran = std::make_shared<std::atomic<bool>>(false);
+            auto it = slot_of.find(k.params.at(1));
+            if (it == slot_of.end()) fail("realize", "internal: a collective reads no buffer");
+            step.params.push_back(it->second);
+            if (auto s = step_of_output.find(k.params[1]); s != step_of_output.end())
+                step.level = plan.steps[s->second].level + 1;
         }
         for (size_t o = 0; o < k.outputs; ++o)
             step_of_output.emplace(k.params.at(o), plan.steps.size());
@@ -389,6 +410,10 @@ Plan build_plan(const UOp& root, const std::vector<UOp>& inputs, const SymbolicS
         plan.levels[step.level].push_back(plan.steps.size());
         plan.steps.push_back(std::move(step));
     }
+    // Collectives start first in their level: their bytes move while its kernels run.
+    for (auto& level : plan.levels)
+        std::stable_partition(level.begin(), level.end(),
+                              [&](size_t i) { return !plan.steps[i].collective.is_null(); });
     for (const UOp& r : root.op() == Op::Sink ? root.srcs() : std::vector<UOp>{root}) {
         auto it = slot_of.find(r);
         if (it == slot_of.end()) fail("realize", "internal: a root has no buffer");
@@ -447,9 +472,42 @@ void run_plan(const Plan& plan, const std::vector<std::shared_ptr<runtime::Buffe
     if (dbg >= 2)
         std::fprintf(stderr, "*** %-32s %-7s %10s %10s %10s\n", "kernel", "backend", "ms",
                      "GFLOP/s", "GB/s");
+    // The collectives in flight, by the output they write (waited for before a step reads it).
+    std::vector<std::shared_ptr<void>> in_flight(plan.collectives ? plan.outputs.size() : 0);
+    std::mutex in_flight_mu;
+    auto wait_for = [&](const Step& s) {
+        if (!plan.collectives) return;
+        for (size_t p = s.outputs; p < s.params.size(); ++p) {
+            if (s.params[p].input) continue;
+            std::shared_ptr<void> t;
+            {
+                std::lock_guard<std::mutex> l(in_flight_mu);
+                t = in_flight[s.params[p].index];
+            }
+            if (t) g_collective_runner.load()->wait(t);
+        }
+    };
+    auto start_collective = [&](const Step& s) {
+        CollectiveRunner* runner = g_collective_runner.load();
+        if (runner == nullptr)
+            fail("dist", "the graph has a collective, and no distributed runtime runs it (call "
+                         "tempura::dist::init() first)");
+        auto buffer = [&](const Slot& sl) {
+            return sl.input ? inputs[sl.index] : outputs[sl.index];
+        };
+        std::shared_ptr<void> t = runner->start(s.collective, buffer(s.params[1]),
+                                                buffer(s.params[0]), !s.ran->exchange(true));
+        std::lock_guard<std::mutex> l(in_flight_mu);
+        in_flight[s.params[0].index] = std::move(t);
+    };
     auto run_step = [&](size_t i) {
         const Step& s = plan.steps[i];
+        if (!s.collective.is_null()) {
+            wait_for(s); // its source may be another collective's result
+            return start_collective(s);
+        }
         if (!s.kernel) return;
+        wait_for(s);
         void* args[64];
         std::vector<void*> many;
         void** argv = args;
@@ -521,18 +579,39 @@ void run_plan(const Plan& plan, const std::vector<std::shared_ptr<runtime::Buffe
             if (dbg >= 4) std::fprintf(stderr, "%s\n", s.kernel->source().c_str());
         }
     };
+    // Whatever happens, no collective is left writing into buffers this run may drop: after an
+    // error the guard waits for them (their own errors are dropped, the first one is reported).
+    auto wait_all = [&] {
+        if (!plan.collectives) return;
+        for (const std::shared_ptr<void>& t : in_flight)
+            if (t) g_collective_runner.load()->wait(t);
+    };
+    struct Guard {
+        const std::vector<std::shared_ptr<void>>& in_flight;
+        ~Guard() {
+            for (const std::shared_ptr<void>& t : in_flight) {
+                try {
+                    if (t) g_collective_runner.load()->wait(t);
+                } catch (...) {
+                }
+            }
+        }
+    };
+    const Guard guard{in_flight};
     for (const auto& level : plan.levels) {
         size_t work = 0;
         bool threaded = false; // a kernel that runs on the pool itself: the level runs in order
         for (size_t i : level) {
             work += plan.steps[i].work;
-            threaded = threaded || plan.steps[i].threads > 1 || plan.steps[i].gpu;
+            threaded = threaded || plan.steps[i].threads > 1 || plan.steps[i].gpu ||
+                       !plan.steps[i].collective.is_null();
         }
         if (level.size() > 1 && work >= kParallelWork && runtime::thread_count() > 1 && !threaded)
             runtime::parallel_for(level.size(), [&](size_t j) { run_step(level[j]); });
         else
             for (size_t i : level) run_step(i);
     }
+    wait_all();
 }
 
 LruCache<std::shared_ptr<const Plan>>& plans() {
@@ -662,6 +741,8 @@ void clear_caches() {
     runtime::clear_cuda_kernel_cache();
     runtime::release_cached_blocks();
 }
+
+void set_collective_runner(CollectiveRunner* runner) { g_collective_runner.store(runner); }
 
 PlanCacheStats plan_cache_stats() {
     const LruStats s = plans().stats();

@@ -35,6 +35,13 @@ bool same_dims(const std::vector<UOp>& a, const std::vector<UOp>& b) {
 
 bool is_one(const UOp& d) { return d.is_const() && d.const_value() == 1; }
 
+// Whether a COLLECTIVE's source is an input's buffer (through reshapes): then no kernel copies it.
+bool collective_reads_buffer(const UOp& c) {
+    UOp s = c.src(0);
+    while (s.op() == Op::Reshape) s = s.src(0);
+    return s.op() == Op::Buffer;
+}
+
 // Whether an EXPAND grows a dim (a fixed 1 becomes more, or a variable's size).
 bool grows(const UOp& expand, const SymbolicShapes* sym) {
     const Shape& in = expand.src(0).shape();
@@ -185,6 +192,16 @@ std::vector<UOp> find_materialized(const UOp& root, const SymbolicShapes* sym) {
         while (!work.empty()) {
             UOp k = work.back();
             work.pop_back();
+            if (k.op() == Op::Collective) {
+                // A collective is a step of its own that reads a buffer: its source is computed
+                // by a kernel (or is an input's buffer already).
+                if (const UOp& s = k.src(0);
+                    !collective_reads_buffer(k) && is_mat.insert(s.get()).second) {
+                    mat.push_back(s);
+                    work.push_back(s);
+                }
+                continue;
+            }
             // A kernel whose output costs a transcendental or more an element (a matmul's gelu
             // epilogue) computes it once per output of the matmul-like reduces it reaches
             // directly, inside their register tiles: scalar when the reduce vectorizes along
@@ -204,6 +221,7 @@ std::vector<UOp> find_materialized(const UOp& root, const SymbolicShapes* sym) {
                 if (!n.same(k)) {
                     if (is_mat.count(n.get())) continue;
                     if (n.op() == Op::Contiguous || n.op() == Op::ScatterAdd ||
+                        n.op() == Op::Collective ||
                         (n.op() == Op::ReduceAxis &&
                          (expanded || shared.count(n.get()) ||
                           (expensive_epilogue && grows_kept_axis(n, sym))))) {
@@ -790,7 +808,7 @@ std::vector<std::vector<UOp>> fusable_roots(const UOp& sink,
     std::unordered_set<const UOpNode*> seen;
     for (const UOp& r : sink.srcs()) {
         if (!seen.insert(r.get()).second || r.op() == Op::Buffer || !r.has_shape() ||
-            numel(r.shape()) == 0 || r.op() == Op::ScatterAdd)
+            numel(r.shape()) == 0 || r.op() == Op::ScatterAdd || r.op() == Op::Collective)
             continue;
         const std::vector<UOp> d = dims_of(r, sym);
         size_t g = 0;
@@ -885,6 +903,18 @@ std::vector<ScheduledKernel> schedule_rewritten(const UOp& root, const SymbolicS
         }
         ScheduledKernel k;
         k.output = u;
+        if (u.op() == Op::Collective) {
+            // No kernel: realize runs it between the kernels that write its source and read it.
+            UOp src = u.src(0);
+            if (collective_reads_buffer(u))
+                while (src.op() == Op::Reshape) src = src.src(0);
+            k.params = {u, src};
+            static constexpr const char* kNames[] = {"all_reduce", "broadcast", "all_gather",
+                                                     "reduce_scatter"};
+            k.name = kNames[u.arg_as<std::vector<int64_t>>().at(0)];
+            out.push_back(std::move(k));
+            continue;
+        }
         if (numel(u.shape()) == 0) {
             k.params = {u};
             k.name = "empty";

@@ -162,6 +162,11 @@ struct OpInfo {
      */                                                                                            \
     /* for each K of index's shape, in order (an index outside [0, n) adds nothing): own kernel */ \
     X(ScatterAdd, "SCATTER_ADD", 3, 3, Tensor, 0, -1, Ints)                                        \
+    /* COLLECTIVE(x) {kind, reduce, root, world, deterministic}: x combined across the ranks of */ \
+    /* a distributed job (tempura/dist.hpp): kind 0 all_reduce (reduce 0 sum, 1 max, 2 min), 1 */  \
+    /* broadcast from root, 2 all_gather along dim 0, 3 reduce_scatter along dim 0; a step of */   \
+    /* its own between kernels, reading x's buffer */                                              \
+    X(Collective, "COLLECTIVE", 1, 1, Tensor, 0, -1, Ints)                                         \
     /* tensor-level markers */                                                                     \
     X(Contiguous, "CONTIGUOUS", kVariadic, 1, Tensor, 0, -1, None)                                 \
     /* CUSTOM_GRAD(value, x, d): value's value; autograd sends x the adjoint g * d (g expanded */  \

@@ -1,0 +1,41 @@
+// A program that makes one rank fail, for the fault tests (tests/dist/run_fault.sh): rank 1
+// throws, dies, exits or finalizes early while the others wait in an all_reduce. A rank that
+// sees the error prints it and exits 3.
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+#include "tempura/dist.hpp"
+
+using tempura::Tensor;
+namespace dist = tempura::dist;
+
+int main(int argc, char** argv) {
+    const std::string mode = argc > 1 ? argv[1] : "";
+    dist::init();
+    const int me = dist::rank();
+    try {
+        // One collective that every rank completes.
+        const float w = dist::all_reduce(Tensor::ones({3})).to_vector()[0];
+        if (w != static_cast<float>(dist::world_size())) return 2;
+        if (me == 1) {
+            if (mode == "throw") throw std::runtime_error("boom");
+            if (mode == "kill") std::raise(SIGKILL);
+            if (mode == "exit") return 0; // no finalize
+            if (mode == "finalize") {
+                dist::finalize();
+                return 0;
+            }
+        }
+        // The others wait here for rank 1.
+        dist::all_reduce(Tensor::ones({5}) * static_cast<float>(me)).to_vector();
+    } catch (const tempura::Error& e) {
+        std::fprintf(stderr, "rank %d: %s\n", me, e.what());
+        dist::finalize();
+        return 3;
+    }
+    dist::finalize();
+    return 0;
+}
