@@ -5,9 +5,11 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 
+#include "schedule/row_fusion.hpp"
 #include "tempura/codegen/stages.hpp"
 #include "tempura/error.hpp"
 #include "tempura/rewrite/graph_rewrite.hpp"
@@ -174,6 +176,8 @@ std::vector<UOp> find_materialized(const UOp& root, const SymbolicShapes* sym) {
     // A SINK root is several roots realized together (tempura::realize({a, b})).
     const std::vector<UOp> roots = root.op() == Op::Sink ? root.srcs() : std::vector<UOp>{root};
     std::unordered_set<const UOpNode*> shared;
+    // (Row fusion decides on concrete shapes: a graph with symbolic dims keeps its reduces apart.)
+    const bool fuse_rows = sym == nullptr || sym->empty();
     for (;;) {
         std::vector<UOp> mat;
         std::unordered_set<const UOpNode*> is_mat;
@@ -195,18 +199,25 @@ std::vector<UOp> find_materialized(const UOp& root, const SymbolicShapes* sym) {
             const bool expensive_epilogue =
                 k.op() != Op::ReduceAxis &&
                 elementwise_cost(k, is_mat, kExpensiveEpilogue) >= kExpensiveEpilogue;
-            std::set<std::pair<const UOpNode*, bool>> seen;
-            std::vector<std::pair<UOp, bool>> stack{{k, false}};
+            // Row fusion (row_fusion.hpp) tracks where the walk stands: a reduce broadcast
+            // back along its reduced axes stays in this kernel, and one read inside such a
+            // fused reduce's input (its own loop over the row) is materialized instead of being
+            // computed again in every loop.
+            row_fusion::Walker rows;
+            std::set<std::tuple<const UOpNode*, bool, row_fusion::State>> seen;
+            std::vector<std::tuple<UOp, bool, row_fusion::State>> stack{
+                {k, false, fuse_rows ? rows.root(k) : row_fusion::State{}}};
             while (!stack.empty()) {
-                auto [n, expanded] = stack.back();
+                auto [n, expanded, row] = stack.back();
                 stack.pop_back();
-                if (!seen.insert({n.get(), expanded}).second) continue;
+                if (!seen.insert({n.get(), expanded, row}).second) continue;
                 if (!n.same(k)) {
                     if (is_mat.count(n.get())) continue;
                     if (n.op() == Op::Contiguous || n.op() == Op::ScatterAdd ||
                         (n.op() == Op::ReduceAxis &&
-                         (expanded || shared.count(n.get()) ||
-                          (expensive_epilogue && grows_kept_axis(n, sym))))) {
+                         (expanded || shared.count(n.get()) || (row.under && !rows.fused(n, row)) ||
+                          (expensive_epilogue && !rows.fused(n, row) &&
+                           grows_kept_axis(n, sym))))) {
                         is_mat.insert(n.get());
                         mat.push_back(n);
                         work.push_back(n);
@@ -234,8 +245,12 @@ std::vector<UOp> find_materialized(const UOp& root, const SymbolicShapes* sym) {
                 // gate makes every load a gated scalar one and the kernel gets no opts, so it is
                 // computed in its own kernel and the padding reads its buffer.
                 bool e = expanded || n.op() == Op::Gather || n.op() == Op::ScatterAdd ||
-                         (n.op() == Op::Expand && grows(n, sym)) || pads(n);
-                for (const UOp& s : n.srcs()) stack.emplace_back(s, e);
+                         (n.op() == Op::Expand && grows(n, sym) && !rows.row_broadcast(n, row)) ||
+                         pads(n);
+                // (A reduce root's state is its input's row already.)
+                const row_fusion::State below =
+                    n.same(k) && k.op() == Op::ReduceAxis ? row : rows.next(n, row);
+                for (const UOp& s : n.srcs()) stack.emplace_back(s, e, below);
             }
         }
         bool more = false;
