@@ -36,6 +36,11 @@ class Walker {
     bool row_broadcast(const UOp& n, const State& s) const;
     // Whether n, a REDUCE_AXIS reached in state s, is a fused row reduce.
     bool fused(const UOp& n, const State& s) const;
+    // Whether v, as a kernel's output, would fuse a row reduce (a layer_norm's output read by a
+    // matmul through an EXPAND: it is then worth its own kernel, one pass over each row, rather
+    // than its reduces each a kernel and its normalization computed again in the matmul). Looks
+    // through elementwise nodes only.
+    bool fuses_row(const UOp& v);
 
   private:
     struct Context {

@@ -178,10 +178,18 @@ std::vector<UOp> find_materialized(const UOp& root, const SymbolicShapes* sym) {
     std::unordered_set<const UOpNode*> shared;
     // (Row fusion decides on concrete shapes: a graph with symbolic dims keeps its reduces apart.)
     const bool fuse_rows = sym == nullptr || sym->empty();
+    // Row-fused values read through a growing EXPAND (below): found in one round, each is a
+    // kernel root from the next round on, before any kernel that reads it is walked (a kernel
+    // walked before it was found would count its reduces as read by two kernels).
+    std::vector<UOp> row_roots;
+    std::unordered_set<const UOpNode*> is_row_root;
     for (;;) {
         std::vector<UOp> mat;
         std::unordered_set<const UOpNode*> is_mat;
+        bool new_row_root = false;
         for (const UOp& r : roots)
+            if (is_mat.insert(r.get()).second) mat.push_back(r);
+        for (const UOp& r : row_roots)
             if (is_mat.insert(r.get()).second) mat.push_back(r);
         std::unordered_map<const UOpNode*, std::unordered_set<const UOpNode*>> reached_by;
         std::unordered_map<const UOpNode*, UOp> reduce_node;
@@ -235,9 +243,32 @@ std::vector<UOp> find_materialized(const UOp& root, const SymbolicShapes* sym) {
                         if (is_mat.insert(v.get()).second) {
                             mat.push_back(v);
                             work.push_back(v);
+                            // (A row-fused one is a row root: see row_roots.)
+                            if (fuse_rows && !is_row_root.count(v.get()) && rows.fuses_row(v)) {
+                                is_row_root.insert(v.get());
+                                row_roots.push_back(v);
+                                new_row_root = true;
+                            }
                         }
                 }
                 if (n.op() == Op::Buffer) continue;
+                // A row-fused value read through a growing EXPAND (a layer_norm's output, the
+                // next matmul's operand) gets its own kernel: one pass over each row.
+                if (fuse_rows && n.op() == Op::Expand && grows(n, sym) &&
+                    !rows.row_broadcast(n, row)) {
+                    UOp v = n.src(0);
+                    while (v.op() == Op::Reshape || v.op() == Op::Permute) v = v.src(0);
+                    if (!is_mat.count(v.get()) && rows.fuses_row(v)) {
+                        is_mat.insert(v.get());
+                        mat.push_back(v);
+                        work.push_back(v);
+                        if (is_row_root.insert(v.get()).second) {
+                            row_roots.push_back(v);
+                            new_row_root = true;
+                        }
+                        continue;
+                    }
+                }
                 // A gathered source is read at data-dependent places, its index possibly many
                 // times over: a reduce under either is computed once, not per element. A reduce
                 // under a PAD that adds elements would run under the padding's gate, over the
@@ -253,6 +284,7 @@ std::vector<UOp> find_materialized(const UOp& root, const SymbolicShapes* sym) {
                 for (const UOp& s : n.srcs()) stack.emplace_back(s, e, below);
             }
         }
+        if (new_row_root) continue; // the round again, the new row roots walked first
         bool more = false;
         for (const auto& [node, kernels] : reached_by)
             if (kernels.size() >= 2 && !is_mat.count(node))

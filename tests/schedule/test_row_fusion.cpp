@@ -120,6 +120,24 @@ TEST_CASE("row fusion: a matmul read by the fused loops is materialized once") {
     CHECK(names(p) == "r_8_12_16 r_8_12_12_12");
 }
 
+TEST_CASE("row fusion: a normalized row read by a matmul is its own one-pass kernel") {
+    // layer_norm's output feeds the next linear layer through an EXPAND: it is computed once,
+    // in one kernel, not split into a mean kernel, a variance kernel and a normalization
+    // computed again for every block of the matmul's columns.
+    Tensor x = input({16, 32}, 21), w = input({32, 8}, 22);
+    Tensor y = tempura::nn::layer_norm(x, {32}).matmul(w);
+    CHECK(realized_kernels(y, 1e-5) == 2);
+    CHECK(names(y) == "r_16_32_32_32 r_16_8_32");
+    // Post-LN residual layers (a BERT-style encoder): each layer_norm's output is read by the
+    // next matmul and by the next residual add; each is still one kernel.
+    Tensor w2 = input({32, 32}, 23);
+    Tensor h = tempura::nn::layer_norm(x, {32});
+    Tensor h2 = tempura::nn::layer_norm(h + h.matmul(w2), {32});
+    Tensor h3 = tempura::nn::layer_norm(h2 + h2.matmul(w2), {32});
+    CHECK(realized_kernels(h3, 1e-5) == 5);
+    CHECK(names(h3) == "r_16_32_32_32 r_16_32_32 r_16_32_32_32 r_16_32_32 r_16_32_32_32");
+}
+
 TEST_CASE("row fusion: attention is the scores, one softmax kernel, and the weighted sum") {
     Tensor q = input({2, 3, 16, 8}, 12), k = input({2, 3, 16, 8}, 13), v = input({2, 3, 16, 8}, 14);
     Tensor a = tempura::nn::scaled_dot_product_attention(q, k, v, true);
