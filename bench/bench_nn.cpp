@@ -3,9 +3,10 @@
 //   BM_Conv2d     3x3 conv, 64 -> 64 channels, 56x56, batch 8, padding 1, float32; the peer is
 //                 im2col + OpenBLAS sgemm in this binary (skipped without OpenBLAS), and
 //                 oneDNN's direct convolution (libdnnl-dev; absent without it).
-//   BM_LayerNorm  layer_norm over [4096, 1024]; the peer is the time to read the input once and
+//   BM_LayerNorm  layer_norm over [rows, cols] ([4096, 1024], [4096, 4096], [512, 256]); the peer
+//   is the time to read the input once and
 //                 write the output once (memcpy of the bytes).
-//   BM_Softmax    softmax over [4096, 1024], same peer.
+//   BM_Softmax    softmax over [4096, 1024], [4096, 4096] and [2048, 128], same peer.
 //   BM_Gelu       gelu over 2^24 floats; the peer is a*b+c over 2^24 floats in Tempura (the
 //                 bandwidth figure the issue compares it with).
 //   BM_Sort       sort of 2^20 floats; the peer is std::sort on one thread.
@@ -157,15 +158,31 @@ void vs_memcpy(benchmark::State& state, F f, int64_t rows, int64_t cols) {
 
 void BM_LayerNorm(benchmark::State& state) {
     vs_memcpy(
-        state, [](const Tensor& t) { return nn::layer_norm(t, {1024}); }, 4096, 1024);
+        state, [&](const Tensor& t) { return nn::layer_norm(t, {state.range(1)}); }, state.range(0),
+        state.range(1));
 }
-BENCHMARK(BM_LayerNorm)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
+// [4096, 1024], [4096, 4096], and the transformer models' rows (bench_models: batch 4 x seq 128
+// tokens of width 256).
+BENCHMARK(BM_LayerNorm)
+    ->Args({4096, 1024})
+    ->Args({4096, 4096})
+    ->Args({512, 256})
+    ->Unit(benchmark::kMillisecond)
+    ->UseManualTime()
+    ->Iterations(1);
 
 void BM_Softmax(benchmark::State& state) {
     vs_memcpy(
-        state, [](const Tensor& t) { return t.softmax(-1); }, 4096, 1024);
+        state, [](const Tensor& t) { return t.softmax(-1); }, state.range(0), state.range(1));
 }
-BENCHMARK(BM_Softmax)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
+// The same shapes, and the models' attention scores ([batch 4 x 4 heads x 128 queries, 128 keys]).
+BENCHMARK(BM_Softmax)
+    ->Args({4096, 1024})
+    ->Args({4096, 4096})
+    ->Args({2048, 128})
+    ->Unit(benchmark::kMillisecond)
+    ->UseManualTime()
+    ->Iterations(1);
 
 void BM_Gelu(benchmark::State& state) {
     constexpr int64_t n = int64_t{1} << 24;

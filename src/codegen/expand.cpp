@@ -164,13 +164,14 @@ class Expander {
             }
         ast_ = ast;
         if (!vaxis_.is_null()) fold_width();
+        vn_ = vaxis_.is_null() ? 1 : size_of(vaxis_);
+        more_vector_axes();
         for (const UOp& u : ast_.toposort())
-            if (is_expanded(u) && !u.same(vaxis_)) {
+            if (is_expanded(u) && !is_vax(u)) {
                 pos_.emplace(u, unrolled_.size());
                 unrolled_.push_back(u);
             }
         if (unrolled_.size() > 62) fail("expander", "more than 62 unrolled ranges in a kernel");
-        vn_ = vaxis_.is_null() ? 1 : size_of(vaxis_);
     }
 
     UOp run() {
@@ -180,6 +181,55 @@ class Expander {
 
   private:
     static constexpr uint64_t kV = uint64_t{1} << 63;
+
+    // More vector axes: an expanded range as wide as the vector axis that no value uses together
+    // with another vector axis (a REDUCE hides its own ranges) becomes lanes too. A row-fused
+    // kernel (softmax: the max's loop, the sum's loop, the output's) so gets vector lanes in each
+    // of its loops over the row, where the first one alone would leave the others unrolled
+    // scalars. Lane l of every value is then the value at l of the vector axis it uses.
+    void more_vector_axes() {
+        vaxes_.clear();
+        if (vaxis_.is_null()) return;
+        vaxes_.push_back(vaxis_);
+        std::vector<UOp> cand{vaxis_};
+        for (const UOp& u : ast_.toposort())
+            if (is_expanded(u) && !u.same(vaxis_) && u.src(0).is_const() && size_of(u) == vn_)
+                cand.push_back(u);
+        if (cand.size() < 2 || cand.size() > 63) return;
+        std::unordered_map<const UOpNode*, uint64_t> m;
+        std::vector<uint64_t> together(cand.size(), 0);
+        for (const UOp& u : ast_.toposort()) {
+            uint64_t x = 0;
+            for (size_t b = 0; b < cand.size(); ++b)
+                if (u.same(cand[b])) x = uint64_t{1} << b;
+            if (x == 0 && u.op() != Op::End) {
+                for (const UOp& s : u.srcs()) x |= m[s.get()];
+                if (u.op() == Op::Reduce) {
+                    x = m[u.src(0).get()];
+                    for (size_t i = 1; i < u.srcs().size(); ++i) x &= ~m[u.src(i).get()];
+                }
+            }
+            m[u.get()] = x;
+            for (size_t b = 0; b < cand.size(); ++b)
+                if (x & (uint64_t{1} << b)) together[b] |= x & ~(uint64_t{1} << b);
+        }
+        uint64_t taken = 1;
+        for (size_t b = 1; b < cand.size(); ++b)
+            if ((together[b] & taken) == 0) {
+                taken |= uint64_t{1} << b;
+                vaxes_.push_back(cand[b]);
+            }
+    }
+    bool is_vax(const UOp& u) const {
+        for (const UOp& v : vaxes_)
+            if (u.same(v)) return true;
+        return false;
+    }
+    bool has_vax(const UOp& e) const {
+        for (const UOp& v : vaxes_)
+            if (contains(e, v)) return true;
+        return false;
+    }
 
     // Devectorizer fold: a vector axis wider than the host's registers becomes unrolled copies
     // of register-wide vectors (hi * width + lo); one that does not split evenly is unrolled.
@@ -215,7 +265,7 @@ class Expander {
         while (!stack.empty()) {
             auto& [u, i] = stack.back();
             // The vector axis and the unrolled ranges are leaves here, END hides everything.
-            const bool leaf = u->same(vaxis_) || pos_.count(*u) != 0 || u->op() == Op::End;
+            const bool leaf = is_vax(*u) || pos_.count(*u) != 0 || u->op() == Op::End;
             if (!leaf && i < u->srcs().size()) {
                 const UOp& s = u->src(i++);
                 if (!deps_.count(s)) stack.emplace_back(&s, 0);
@@ -229,7 +279,7 @@ class Expander {
     }
     // A node's dependencies from its sources' (all computed).
     uint64_t deps_of_sources(const UOp& u) const {
-        if (u.same(vaxis_)) return kV;
+        if (is_vax(u)) return kV;
         if (auto p = pos_.find(u); p != pos_.end()) return uint64_t{1} << p->second;
         if (u.op() == Op::End) return 0;
         uint64_t m = 0;
@@ -258,7 +308,9 @@ class Expander {
         return m.empty() ? e : e.substitute(m);
     }
     UOp lane(const UOp& e, int64_t l) {
-        return simplify(e.substitute({{vaxis_.get(), UOp::index(l)}}));
+        std::unordered_map<const UOpNode*, UOp> m;
+        for (const UOp& v : vaxes_) m.emplace(v.get(), UOp::index(l));
+        return simplify(e.substitute(m));
     }
 
     UOp broadcast(const UOp& s) {
@@ -272,8 +324,8 @@ class Expander {
         const UOp s = simplify(idx);
         int found = 0;
         for (const auto& [mono, coef] : linear_terms(s)) {
-            if (!contains(mono, vaxis_)) continue;
-            if (!mono.same(vaxis_) || coef != 1) return UOp();
+            if (!has_vax(mono)) continue;
+            if (!is_vax(mono) || coef != 1) return UOp();
             ++found;
         }
         if (found != 1) return UOp();
@@ -338,7 +390,7 @@ class Expander {
     std::vector<std::pair<UOp, std::vector<int64_t>>> needs(const UOp& u,
                                                             const std::vector<int64_t>& a) {
         std::vector<std::pair<UOp, std::vector<int64_t>>> out;
-        if (u.same(vaxis_) || pos_.count(u)) return out;
+        if (is_vax(u) || pos_.count(u)) return out;
         switch (u.op()) {
         case Op::Load: {
             const LoadPlan p = load_plan(u, a);
@@ -351,7 +403,7 @@ class Expander {
             if (!p.base.is_null()) {
                 if (!p.gate.is_null()) out.emplace_back(p.gate, a);
                 if (!p.gate.is_null() && !p.alt.is_null()) out.emplace_back(p.alt, a);
-            } else if (!p.gate.is_null() && !p.alt_s.is_null() && contains(p.alt_s, vaxis_)) {
+            } else if (!p.gate.is_null() && !p.alt_s.is_null() && has_vax(p.alt_s)) {
                 out.emplace_back(p.alt, a);
             }
             return out;
@@ -371,14 +423,14 @@ class Expander {
         case Op::Reduce: {
             std::vector<UOp> expanded;
             for (size_t i = 1; i < u.srcs().size(); ++i)
-                if (!u.src(i).same(vaxis_) && is_expanded(u.src(i))) expanded.push_back(u.src(i));
+                if (!is_vax(u.src(i)) && is_expanded(u.src(i))) expanded.push_back(u.src(i));
             for (auto& b : assignments(expanded, a)) out.emplace_back(u.src(0), std::move(b));
             return out;
         }
         case Op::End: {
             std::vector<UOp> expanded;
             for (size_t i = 1; i < u.srcs().size(); ++i)
-                if (!u.src(i).same(vaxis_) && is_expanded(u.src(i))) expanded.push_back(u.src(i));
+                if (!is_vax(u.src(i)) && is_expanded(u.src(i))) expanded.push_back(u.src(i));
             const std::vector<int64_t> zero(unrolled_.size(), 0);
             for (auto& b : assignments(expanded, zero)) out.emplace_back(u.src(0), std::move(b));
             return out;
@@ -390,7 +442,7 @@ class Expander {
     }
 
     UOp build(const UOp& u, const std::vector<int64_t>& a) {
-        if (u.same(vaxis_)) {
+        if (is_vax(u)) {
             std::vector<UOp> lanes;
             for (int64_t l = 0; l < vn_; ++l) lanes.push_back(UOp::index(l));
             return UOp::make(Op::Vectorize, DType::Index.vec(static_cast<uint16_t>(vn_)), lanes);
@@ -442,7 +494,7 @@ class Expander {
         if (u.srcs().size() == 3) p.gate = p.gate.is_null() ? u.src(1) : (p.gate & u.src(1));
         p.alt = u.srcs().size() == 3 ? u.src(2) : UOp();
         p.gate_s = p.gate.is_null() ? UOp() : subst_unrolled(p.gate, a);
-        const bool gate_uniform = p.gate_s.is_null() || !contains(p.gate_s, vaxis_);
+        const bool gate_uniform = p.gate_s.is_null() || !has_vax(p.gate_s);
         p.base = gate_uniform ? contiguous_base(p.idx) : UOp();
         p.alt_s = p.alt.is_null() ? UOp() : subst_unrolled(p.alt, a);
         return p;
@@ -485,7 +537,7 @@ class Expander {
                 continue;
             }
             UOp al = alt_s.is_null() ? zero() : alt_s;
-            if (!alt_s.is_null() && contains(al, vaxis_))
+            if (!alt_s.is_null() && has_vax(al))
                 al = UOp::make(Op::Gep, u.dtype(), {broadcast(got(alt, a))},
                                std::vector<int64_t>{l});
             lanes.push_back(UOp::make(Op::Load, u.dtype(), {li, lane(gate_s, l), al}));
@@ -505,7 +557,7 @@ class Expander {
         if (!p.vector) return p;
         p.idx = subst_unrolled(index.src(1), a);
         p.gate = index.srcs().size() == 3 ? subst_unrolled(index.src(2), a) : UOp();
-        const bool gate_uniform = p.gate.is_null() || !contains(p.gate, vaxis_);
+        const bool gate_uniform = p.gate.is_null() || !has_vax(p.gate);
         p.base = gate_uniform ? contiguous_base(p.idx) : UOp();
         return p;
     }
@@ -569,7 +621,7 @@ class Expander {
         bool over_v = false;
         for (size_t i = 1; i < u.srcs().size(); ++i) {
             const UOp& r = u.src(i);
-            if (r.same(vaxis_))
+            if (is_vax(r))
                 over_v = true;
             else if (is_expanded(r))
                 expanded.push_back(r);
@@ -600,7 +652,7 @@ class Expander {
         for (size_t i = 1; i < u.srcs().size(); ++i) {
             const UOp& r = u.src(i);
             if (is_expanded(r)) {
-                if (!r.same(vaxis_)) expanded.push_back(r);
+                if (!is_vax(r)) expanded.push_back(r);
             } else {
                 loops.push_back(r);
             }
@@ -617,6 +669,7 @@ class Expander {
 
     int64_t vector_bytes_;
     UOp ast_, vaxis_;
+    std::vector<UOp> vaxes_; // the vector axis first, then the others (more_vector_axes)
     int64_t vn_ = 1;
     std::vector<UOp> unrolled_;
     UOpMap<size_t> pos_;

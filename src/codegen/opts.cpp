@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "codegen/ranges.hpp"
+#include "codegen/row_threads.hpp"
 #include "symbolic/linear.hpp"
 #include "tempura/codegen/stages.hpp"
 #include "tempura/error.hpp"
@@ -157,6 +158,35 @@ std::vector<int64_t> OptKernel::shape() const {
     return s;
 }
 
+// The upcast elements an UNROLL of reduce range r multiplies: the expanded ranges that the
+// REDUCEs over r use (their values, not descending into other REDUCEs, whose results are one
+// value each here). A matmul's reduce uses every upcast output range; a row-fused kernel's max
+// over a row uses none of its output loop's lanes, nor the sum's.
+namespace {
+int64_t reduce_upcast_size(const UOp& ast, const UOp& r) {
+    int64_t n = 1;
+    std::unordered_set<const UOpNode*> counted;
+    for (const UOp& red : ast.toposort()) {
+        if (red.op() != Op::Reduce) continue;
+        bool over = false;
+        for (size_t i = 1; i < red.srcs().size(); ++i) over = over || red.src(i).same(r);
+        if (!over) continue;
+        std::unordered_set<const UOpNode*> seen;
+        std::vector<UOp> stack(red.srcs().begin(), red.srcs().end());
+        while (!stack.empty()) {
+            const UOp u = stack.back();
+            stack.pop_back();
+            if (!seen.insert(u.get()).second) continue;
+            if (u.op() == Op::Range && is_expanded(type_of(u)) && counted.insert(u.get()).second)
+                n *= size_of(u);
+            if (u.op() == Op::Reduce) continue;
+            for (const UOp& s : u.srcs()) stack.push_back(s);
+        }
+    }
+    return n;
+}
+} // namespace
+
 int64_t OptKernel::upcast_size() const {
     int64_t n = 1;
     for (const UOp& u : ast_.toposort())
@@ -256,9 +286,9 @@ void OptKernel::apply(const Opt& o) {
                         fail("opt", what +
                                         "an output UPCAST in a kernel with a grouped reduce "
                                         "(one shared partial per thread) is not implemented yet");
-            if (upcast_size() * o.arg > limits_.max_upcast)
-                fail("opt", what + "the kernel would have " +
-                                std::to_string(upcast_size() * o.arg) +
+            const int64_t have = up ? upcast_size() : reduce_upcast_size(ast_, r);
+            if (have * o.arg > limits_.max_upcast)
+                fail("opt", what + "the kernel would have " + std::to_string(have * o.arg) +
                                 " upcast elements, more than the limit of " +
                                 std::to_string(limits_.max_upcast));
             split(r, o.arg, up ? AxisType::Upcast : AxisType::Unroll, false);
@@ -512,6 +542,65 @@ bool gpu_matmul_tiling(OptKernel& k, const std::vector<Access>& acc, const Devic
     return true;
 }
 
+// A row-fused kernel (the scheduler's row fusion: softmax's max, sum and output loops over each
+// row): reduce axes that no access uses together with the innermost output axis, which the
+// store writes contiguously. Every loop over the row gets the same vector lanes (UPCAST of the
+// output axis, UNROLL of each reduce axis read contiguously: the expander makes all of them
+// lanes), and the rows are shared by the threads. Returns whether it applied.
+bool row_fused_cpu_opts(const UOp& ast, OptKernel& k, const std::vector<Access>& acc, int64_t lanes,
+                        const DeviceLimits& lim, int64_t work) {
+    const size_t n_out = k.output_axes();
+    if (n_out == 0 || k.axes().size() == n_out) return false;
+    const UOp j = k.axes()[n_out - 1];
+    if (!j.src(0).is_const()) return false;
+    // No reduce's value uses j: each reduce runs once a row (a scan's block sums do not).
+    for (const UOp& u : ast.toposort())
+        if (u.op() == Op::Reduce && contains(u.src(0), j)) return false;
+    const std::vector<UOp> reds(k.axes().begin() + static_cast<std::ptrdiff_t>(n_out),
+                                k.axes().end());
+    bool store_contig = false;
+    std::vector<bool> contig(reds.size(), false), ok(reds.size(), true);
+    for (const Access& a : acc) {
+        const int64_t cj = linear_coefficient(a.idx, j);
+        if (a.store) {
+            store_contig = cj == 1;
+            continue;
+        }
+        if (cj != 0 && cj != 1) return false;
+        for (size_t r = 0; r < reds.size(); ++r) {
+            const int64_t cr = linear_coefficient(a.idx, reds[r]);
+            if (cr != 0 && cj != 0) return false; // used together: not a row-fused kernel
+            if (cr == 1) contig[r] = true;
+            if (cr != 0 && cr != 1) ok[r] = false;
+        }
+    }
+    if (!store_contig) return false;
+    int64_t amt = 0;
+    for (int64_t d = std::min(lanes, size_of(j)); d >= 4 && amt == 0; --d)
+        if (size_of(j) % d == 0) amt = d;
+    if (amt == 0) return false;
+    std::vector<int64_t> ids;
+    for (const UOp& r : reds) ids.push_back(r.arg_as<RangeArg>().axis_id);
+    const auto index_of = [&](int64_t id) -> int64_t {
+        for (size_t i = 0; i < k.axes().size(); ++i)
+            if (k.axes()[i].arg_as<RangeArg>().axis_id == id) return static_cast<int64_t>(i);
+        return -1;
+    };
+    if (!k.try_apply({OptOp::Upcast, static_cast<int64_t>(n_out - 1), amt})) return false;
+    for (size_t r = 0; r < reds.size(); ++r) {
+        const int64_t i = index_of(ids[r]);
+        if (i >= 0 && contig[r] && ok[r] && reds[r].src(0).is_const() &&
+            size_of(reds[r]) % amt == 0)
+            k.try_apply({OptOp::Unroll, i, amt});
+    }
+    if (lim.threads > 1 && work >= (int64_t{1} << 17))
+        for (size_t i = 0; i < k.output_axes(); ++i)
+            if (size_of(k.axes()[i]) % lim.threads == 0 &&
+                k.try_apply({OptOp::Thread, static_cast<int64_t>(i), lim.threads}))
+                break;
+    return true;
+}
+
 } // namespace
 
 bool tc_warps_2x2(OptKernel& k) {
@@ -529,6 +618,8 @@ bool tc_warps_2x2(OptKernel& k) {
 std::vector<Opt> heuristic_opts(const UOp& ast, const DeviceLimits& lim) {
     OptKernel k(ast, lim);
     if (k.axes().empty()) return {};
+    // A row-fused kernel on a GPU: one block a row, laid out by row_threads() (group reduce).
+    if (row_threads_apply(ast, lim)) return {};
     if (lim.gpu) {
         // A matmul of 16-bit floats: tensor cores (padded where the sizes are not multiples of
         // the mma's), staged through shared memory where 128 x 128 blocks tile the output (below).
@@ -686,6 +777,7 @@ std::vector<Opt> heuristic_opts(const UOp& ast, const DeviceLimits& lim) {
     auto size_at = [&](int64_t i) { return size_of(k.axes()[static_cast<size_t>(i)]); };
     int64_t work = 1;
     for (int64_t s : k.shape()) work *= s;
+    if (row_fused_cpu_opts(ast, k, acc, lanes, lim, work)) return k.applied();
     const size_t n_out = k.output_axes();
     const bool has_reduce = k.axes().size() > n_out;
     // How every access uses a range: coefficient per access (-1: not linear).

@@ -2,6 +2,8 @@
 // and linearize (with remove-reduce and add-loads).
 #include "tempura/codegen/stages.hpp"
 
+#include "codegen/row_threads.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -358,7 +360,22 @@ class Linearizer {
     // Effects: END (loops around a computation), STORE (gated stores become IF/ENDIF), SINK.
     void emit_effect(const UOp& u) {
         if (u.op() == Op::End) {
-            for (size_t i = 1; i < u.srcs().size(); ++i) open(u.src(i));
+            // A REDUCE that uses only the outer loops of the END (a row's max or sum, fused into
+            // the kernel that writes the row) runs once at the level of the loops it uses, before
+            // the inner ones open, not again in every iteration of them.
+            // (On a GPU, a row's reduces use none of the loops left: the rows and the threads
+            // are block and thread indices.)
+            std::vector<UOp> pending;
+            for (const UOp& n : u.src(0).toposort())
+                if (n.op() == Op::Reduce) pending.push_back(n);
+            for (size_t i = 1; i < u.srcs().size(); ++i) {
+                uint64_t open_now = 0;
+                for (size_t j = 1; j < scopes_.size(); ++j)
+                    open_now |= mask_of_range(scopes_[j].range);
+                for (const UOp& r : pending)
+                    if (!is_placed(r) && (mask(r) & ~open_now) == 0) emit_reduce(r);
+                open(u.src(i));
+            }
             emit_effect(u.src(0));
             for (size_t i = 1; i < u.srcs().size(); ++i) close();
             return;
@@ -438,7 +455,11 @@ UOp apply_opts_stage(const UOp& a, KernelState& k) {
 }
 UOp expand_stage(const UOp& a, KernelState& k) { return expand(a, k.limits.vector_bytes); }
 UOp threads_stage(const UOp& a, KernelState& k) { return lower_threads(a, k.out.threads); }
-UOp group_stage(const UOp& a, KernelState& k) { return k.limits.gpu ? lower_group_reduces(a) : a; }
+UOp group_stage(const UOp& a, KernelState& k) {
+    if (!k.limits.gpu) return a;
+    // A row-fused kernel without opts (the heuristics pick none for it): one block a row.
+    return lower_group_reduces(k.out.opts.empty() ? row_threads(a, k.limits) : a);
+}
 UOp gpu_dims_stage(const UOp& a, KernelState& k) {
     if (!k.limits.gpu) return a;
     return gpu_dims(a, k.limits, k.name, k.out.grid, k.out.block, &k.out.grid_size);

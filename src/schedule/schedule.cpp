@@ -5,9 +5,11 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 
+#include "schedule/row_fusion.hpp"
 #include "tempura/codegen/stages.hpp"
 #include "tempura/error.hpp"
 #include "tempura/rewrite/graph_rewrite.hpp"
@@ -181,10 +183,20 @@ std::vector<UOp> find_materialized(const UOp& root, const SymbolicShapes* sym) {
     // A SINK root is several roots realized together (tempura::realize({a, b})).
     const std::vector<UOp> roots = root.op() == Op::Sink ? root.srcs() : std::vector<UOp>{root};
     std::unordered_set<const UOpNode*> shared;
+    // (Row fusion decides on concrete shapes: a graph with symbolic dims keeps its reduces apart.)
+    const bool fuse_rows = sym == nullptr || sym->empty();
+    // Row-fused values read through a growing EXPAND (below): found in one round, each is a
+    // kernel root from the next round on, before any kernel that reads it is walked (a kernel
+    // walked before it was found would count its reduces as read by two kernels).
+    std::vector<UOp> row_roots;
+    std::unordered_set<const UOpNode*> is_row_root;
     for (;;) {
         std::vector<UOp> mat;
         std::unordered_set<const UOpNode*> is_mat;
+        bool new_row_root = false;
         for (const UOp& r : roots)
+            if (is_mat.insert(r.get()).second) mat.push_back(r);
+        for (const UOp& r : row_roots)
             if (is_mat.insert(r.get()).second) mat.push_back(r);
         std::unordered_map<const UOpNode*, std::unordered_set<const UOpNode*>> reached_by;
         std::unordered_map<const UOpNode*, UOp> reduce_node;
@@ -212,19 +224,26 @@ std::vector<UOp> find_materialized(const UOp& root, const SymbolicShapes* sym) {
             const bool expensive_epilogue =
                 k.op() != Op::ReduceAxis &&
                 elementwise_cost(k, is_mat, kExpensiveEpilogue) >= kExpensiveEpilogue;
-            std::set<std::pair<const UOpNode*, bool>> seen;
-            std::vector<std::pair<UOp, bool>> stack{{k, false}};
+            // Row fusion (row_fusion.hpp) tracks where the walk stands: a reduce broadcast
+            // back along its reduced axes stays in this kernel, and one read inside such a
+            // fused reduce's input (its own loop over the row) is materialized instead of being
+            // computed again in every loop.
+            row_fusion::Walker rows;
+            std::set<std::tuple<const UOpNode*, bool, row_fusion::State>> seen;
+            std::vector<std::tuple<UOp, bool, row_fusion::State>> stack{
+                {k, false, fuse_rows ? rows.root(k) : row_fusion::State{}}};
             while (!stack.empty()) {
-                auto [n, expanded] = stack.back();
+                auto [n, expanded, row] = stack.back();
                 stack.pop_back();
-                if (!seen.insert({n.get(), expanded}).second) continue;
+                if (!seen.insert({n.get(), expanded, row}).second) continue;
                 if (!n.same(k)) {
                     if (is_mat.count(n.get())) continue;
                     if (n.op() == Op::Contiguous || n.op() == Op::ScatterAdd ||
                         n.op() == Op::Collective ||
                         (n.op() == Op::ReduceAxis &&
-                         (expanded || shared.count(n.get()) ||
-                          (expensive_epilogue && grows_kept_axis(n, sym))))) {
+                         (expanded || shared.count(n.get()) || (row.under && !rows.fused(n, row)) ||
+                          (expensive_epilogue && !rows.fused(n, row) &&
+                           grows_kept_axis(n, sym))))) {
                         is_mat.insert(n.get());
                         mat.push_back(n);
                         work.push_back(n);
@@ -242,9 +261,32 @@ std::vector<UOp> find_materialized(const UOp& root, const SymbolicShapes* sym) {
                         if (is_mat.insert(v.get()).second) {
                             mat.push_back(v);
                             work.push_back(v);
+                            // (A row-fused one is a row root: see row_roots.)
+                            if (fuse_rows && !is_row_root.count(v.get()) && rows.fuses_row(v)) {
+                                is_row_root.insert(v.get());
+                                row_roots.push_back(v);
+                                new_row_root = true;
+                            }
                         }
                 }
                 if (n.op() == Op::Buffer) continue;
+                // A row-fused value read through a growing EXPAND (a layer_norm's output, the
+                // next matmul's operand) gets its own kernel: one pass over each row.
+                if (fuse_rows && n.op() == Op::Expand && grows(n, sym) &&
+                    !rows.row_broadcast(n, row)) {
+                    UOp v = n.src(0);
+                    while (v.op() == Op::Reshape || v.op() == Op::Permute) v = v.src(0);
+                    if (!is_mat.count(v.get()) && rows.fuses_row(v)) {
+                        is_mat.insert(v.get());
+                        mat.push_back(v);
+                        work.push_back(v);
+                        if (is_row_root.insert(v.get()).second) {
+                            row_roots.push_back(v);
+                            new_row_root = true;
+                        }
+                        continue;
+                    }
+                }
                 // A gathered source is read at data-dependent places, its index possibly many
                 // times over: a reduce under either is computed once, not per element. A reduce
                 // under a PAD that adds elements would run under the padding's gate, over the
@@ -252,10 +294,15 @@ std::vector<UOp> find_materialized(const UOp& root, const SymbolicShapes* sym) {
                 // gate makes every load a gated scalar one and the kernel gets no opts, so it is
                 // computed in its own kernel and the padding reads its buffer.
                 bool e = expanded || n.op() == Op::Gather || n.op() == Op::ScatterAdd ||
-                         (n.op() == Op::Expand && grows(n, sym)) || pads(n);
-                for (const UOp& s : n.srcs()) stack.emplace_back(s, e);
+                         (n.op() == Op::Expand && grows(n, sym) && !rows.row_broadcast(n, row)) ||
+                         pads(n);
+                // (A reduce root's state is its input's row already.)
+                const row_fusion::State below =
+                    n.same(k) && k.op() == Op::ReduceAxis ? row : rows.next(n, row);
+                for (const UOp& s : n.srcs()) stack.emplace_back(s, e, below);
             }
         }
+        if (new_row_root) continue; // the round again, the new row roots walked first
         bool more = false;
         for (const auto& [node, kernels] : reached_by)
             if (kernels.size() >= 2 && !is_mat.count(node))

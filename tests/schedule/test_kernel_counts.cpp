@@ -92,22 +92,20 @@ TEST_CASE("kernel counts: an elementwise producer fuses into its reduce") {
     CHECK(t.kernels()[0].backend == "CPU");
 }
 
-TEST_CASE("kernel counts: softmax over rows is three kernels") {
+TEST_CASE("kernel counts: softmax over rows is one kernel") {
     auto x = input({4, 8});
     Tensor t = x.softmax(1);
-    CHECK(planned(t) == 3);
-    CHECK(realized_kernels(t) == 3);
-    REQUIRE(t.kernels().size() == 3);
-    // max and sum are reduces; the last kernel divides, elementwise.
-    CHECK(t.kernels()[0].name.rfind("r_", 0) == 0);
-    CHECK(t.kernels()[1].name.rfind("r_", 0) == 0);
-    CHECK(t.kernels()[2].name.rfind("E_", 0) == 0);
+    CHECK(planned(t) == 1);
+    CHECK(realized_kernels(t) == 1);
+    REQUIRE(t.kernels().size() == 1);
+    // Row fusion: the max and the sum are two reduce loops over each row, then the divide.
+    CHECK(t.kernels()[0].name == "r_4_8_8_8");
     for (const auto& k : t.kernels()) {
         CHECK(k.backend == "CPU");
         CHECK(k.source.find("define void") != std::string::npos);
     }
     Tensor l = x.log_softmax(-1);
-    CHECK(realized_kernels(l) == 3);
+    CHECK(realized_kernels(l) == 1);
 }
 
 TEST_CASE("kernel counts: a reduce of an inlined reduce is one kernel") {
@@ -133,10 +131,10 @@ TEST_CASE("kernel counts: MLP forward") {
     Tensor probs = ((x.matmul(w1) + b1).relu().matmul(w2) + b2).softmax(1);
     const size_t n = realized_kernels(probs);
     std::printf("MLP forward with softmax: %zu kernels (%s)\n", n, names(probs).c_str());
-    // Hidden layer, logits, row max, row sum, the normalized output: the logits' reduce is read
-    // by three kernels, so it is materialized once rather than recomputed in each.
-    CHECK(n == 5);
-    CHECK(names(probs) == "r_4_16_8 r_4_10_16 r_4_10 r_4_10 E_4_10");
+    // Hidden layer, logits, the softmax: the logits' reduce is read by the softmax's three loops
+    // over a row, so it is materialized once rather than recomputed in each.
+    CHECK(n == 3);
+    CHECK(names(probs) == "r_4_16_8 r_4_10_16 r_4_10_10_10");
 }
 
 TEST_CASE("kernel counts: an expensive operand a matmul would recompute gets its own kernel") {
@@ -192,7 +190,7 @@ TEST_CASE("kernel cache: the same computation on other buffers compiles nothing"
     };
     Tensor first = make(-0.5f);
     const size_t k = realized_kernels(first);
-    CHECK(k == 4); // the matmul (read by three kernels), row max, row sum, output
+    CHECK(k == 2); // the matmul (read by the softmax's three loops), the softmax
     const std::vector<float> first_values = first.to_vector<float>();
 
     const auto before = tempura::runtime::cpu_kernel_cache_stats();
@@ -230,21 +228,21 @@ TEST_CASE("kernel cache: a structurally new graph with the same kernels hits for
 
     auto x = input({3, 11});
     Tensor s = x.softmax(1);
-    CHECK(realized_kernels(s) == 3);
+    CHECK(realized_kernels(s) == 1);
     auto x2 = input({3, 11}, 0.3f, 0.1f);
     const auto before2 = tempura::runtime::cpu_kernel_cache_stats();
     Tensor s2 = x2.softmax(1).contiguous();
-    CHECK(realized_kernels(s2) == 3);
+    CHECK(realized_kernels(s2) == 1);
     const auto after2 = tempura::runtime::cpu_kernel_cache_stats();
     CHECK(after2.misses == before2.misses);
-    CHECK(after2.hits == before2.hits + 3);
+    CHECK(after2.hits == before2.hits + 1);
 }
 
 TEST_CASE("kernel info: names, backend and LLVM IR source of every kernel") {
     auto x = input({4, 8});
     Tensor t = (x - x.mean(1, true)).square().sum(1).sqrt();
     const size_t n = realized_kernels(t);
-    CHECK(n == 2); // the mean (reused through EXPAND), then the rest
+    CHECK(n == 1); // the mean's loop over each row, then the row's squared deviations
     for (const auto& k : t.kernels()) {
         CHECK_FALSE(k.name.empty());
         CHECK(k.backend == "CPU");
@@ -355,27 +353,27 @@ TEST_CASE("shared work: what a realize computed is read from its buffer, not com
 }
 
 TEST_CASE("memory planning: intermediates whose lifetimes do not overlap share memory") {
-    // The MLP (784-128-10, batch 32): h [32, 128] (16384 B), logits [32, 10] (1280 B), the row
-    // max and sum (128 B each), the probabilities (1280 B). The max reuses h's block once the
-    // logits are computed; everything else overlaps.
+    // The MLP (784-128-10, batch 32): h [32, 128] (16384 B), logits [32, 10] (1280 B), the
+    // probabilities (1280 B; the row max and sum live in the softmax's kernel). Each is live
+    // while the next is computed: nothing shares.
     const Tensor x = input({32, 784}, 0.01f, -0.05f), w1 = input({128, 784}, 0.002f, -0.01f),
                  b1 = input({128}), w2 = input({10, 128}, 0.01f, -0.06f), b2 = input({10});
     const Tensor h = (x.dot(w1.transpose(0, 1)) + b1).relu();
     const Tensor p = (h.dot(w2.transpose(0, 1)) + b2).softmax(-1);
     const tempura::PlanMemory m = tempura::plan_memory(p.uop());
-    CHECK(m.unplanned_bytes == 16384 + 1280 + 128 + 128 + 1280);
-    CHECK(m.planned_bytes == 16384 + 1280 + 128 + 1280);
+    CHECK(m.unplanned_bytes == 16384 + 1280 + 1280);
+    CHECK(m.planned_bytes == 16384 + 1280 + 1280);
     // Four more hidden layers: each [32, 128] activation is dead two layers later, so two blocks
-    // serve all five; the logits and the row max move into them, the row sum gets 128 bytes.
+    // serve all five; the logits move into them.
     const Tensor w3 = input({128, 128}, 0.01f, -0.06f);
     Tensor g = h;
     for (int i = 0; i < 4; ++i) g = g.dot(w3.transpose(0, 1)).relu();
     Tensor q = (g.dot(w2.transpose(0, 1)) + b2).softmax(-1);
     const tempura::PlanMemory md = tempura::plan_memory(q.uop());
-    CHECK(md.unplanned_bytes == 5 * 16384 + 1280 + 128 + 128 + 1280);
-    CHECK(md.planned_bytes == 2 * 16384 + 128 + 1280);
+    CHECK(md.unplanned_bytes == 5 * 16384 + 1280 + 1280);
+    CHECK(md.planned_bytes == 2 * 16384 + 1280);
     // The values are the reference interpreter's with the blocks reused.
-    CHECK(realized_kernels(q) == 9);
+    CHECK(realized_kernels(q) == 7);
 }
 
 namespace {
@@ -418,8 +416,9 @@ TEST_CASE("realize({a, b}): a mean and the variance that reads it are one kernel
     Tensor m = x.mean(1);
     Tensor v = ((x - m.reshape({32, 1})) * (x - m.reshape({32, 1}))).mean(1);
     const auto want_m = tempura::reference_eval(m.uop()), want_v = tempura::reference_eval(v.uop());
-    // Realized alone, the variance's graph is two kernels: the mean is reduced, then expanded.
-    CHECK(planned(Tensor(v)) == 2);
+    // Realized alone, the variance's graph is one kernel too: the mean's loop over each row runs
+    // before the variance's (row fusion).
+    CHECK(planned(Tensor(v)) == 1);
     tempura::realize({m, v});
     REQUIRE(v.kernels().size() == 1);
     check_close(m, want_m);

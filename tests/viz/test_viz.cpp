@@ -103,7 +103,9 @@ Tensor two_kernels(float base) {
     std::vector<float> v(64);
     for (size_t i = 0; i < v.size(); ++i) v[i] = base + static_cast<float>(i);
     Tensor a = Tensor::from_vector(v, {8, 8});
-    return (a - a.sum(1, true)) * 2.0f;
+    // (The column sums over axis 0: a reduce over an outer axis, broadcast back, is a kernel of
+    // its own; a row's would run inside the output's kernel.)
+    return (a - a.sum(0, true)) * 2.0f;
 }
 
 } // namespace
