@@ -480,13 +480,16 @@ namespace {
 struct Access {
     UOp idx;
     bool store;
+    int64_t numel = 0; // the buffer's elements (0 when unknown)
 };
 
 std::vector<Access> accesses(const UOp& ast, DType& out_dtype) {
     std::vector<Access> out;
     for (const UOp& u : ast.toposort()) {
-        if (u.op() == Op::Load && u.src(0).op() == Op::Index && u.src(0).src(0).op() == Op::Param)
-            out.push_back({u.src(0).src(1), false});
+        if (u.op() == Op::Load && u.src(0).op() == Op::Index && u.src(0).src(0).op() == Op::Param) {
+            const auto& pa = u.src(0).src(0).arg_as<std::vector<int64_t>>();
+            out.push_back({u.src(0).src(1), false, pa.size() > 1 ? pa[1] : 0});
+        }
         if (u.op() == Op::Store) {
             out.push_back({u.src(0).src(1), true});
             out_dtype = u.src(1).dtype();
@@ -791,6 +794,7 @@ std::vector<Opt> heuristic_opts(const UOp& ast, const DeviceLimits& lim) {
     int64_t block_id = -1; // the output axis register blocking split (a matmul's rows)
     int64_t red_id = -1;   // the reduce axis split into vector lanes
     int64_t jo_id = -1;
+    UOp lanes_axis; // the axis split into vector lanes, as the accesses' indices name it
     if (n_out > 0) {
         const UOp r = k.axes()[n_out - 1];
         jo_id = r.arg_as<RangeArg>().axis_id;
@@ -812,6 +816,7 @@ std::vector<Opt> heuristic_opts(const UOp& ast, const DeviceLimits& lim) {
             if (size_of(r) % d == 0) amt = d;
         if (store_contig && loads_ok && amt > 0)
             vec_out = k.try_apply({OptOp::Upcast, static_cast<int64_t>(n_out - 1), amt});
+        if (vec_out) lanes_axis = r;
     }
     if (!vec_out && has_reduce) {
         const int64_t a = static_cast<int64_t>(k.axes().size()) - 1;
@@ -830,17 +835,33 @@ std::vector<Opt> heuristic_opts(const UOp& ast, const DeviceLimits& lim) {
         if (contig && ok && amt > 0) {
             vec_red = k.try_apply({OptOp::Unroll, a, amt});
             red_id = r.arg_as<RangeArg>().axis_id;
+            if (vec_red) lanes_axis = r;
         }
     }
     // Register blocking: output axes that some operand is broadcast along (a matmul's rows
     // for the right operand, its columns for the left) become unrolled copies, so each loaded
     // vector serves several accumulators.
+    // The axes are tried best reuse first: one along which the vector loads (those that use the
+    // lanes' axis) are broadcast, so each loaded vector serves every copy and only scalar
+    // broadcasts differ (a convolution's output channels, along which its input is reused,
+    // before its batch or rows, along which only the weights are); ties keep the loop order.
     auto block = [&](int64_t skip_id, int64_t max_axes, std::initializer_list<int64_t> amounts) {
         int64_t done = 0;
+        std::vector<std::pair<int64_t, int64_t>> ranked; // (vector loads reused, id)
+        for (size_t i = 0; i < k.output_axes(); ++i) {
+            const UOp& r = k.axes()[i];
+            if (r.arg_as<RangeArg>().axis_id == skip_id) continue;
+            int64_t reuse = 0;
+            for (const Access& a : acc)
+                if (!a.store && !lanes_axis.is_null() &&
+                    linear_coefficient(a.idx, lanes_axis) != 0 && linear_coefficient(a.idx, r) == 0)
+                    reuse = 1;
+            ranked.emplace_back(reuse, r.arg_as<RangeArg>().axis_id);
+        }
+        std::stable_sort(ranked.begin(), ranked.end(),
+                         [](const auto& a, const auto& b) { return a.first > b.first; });
         std::vector<int64_t> ids;
-        for (size_t i = 0; i < k.output_axes(); ++i)
-            if (k.axes()[i].arg_as<RangeArg>().axis_id != skip_id)
-                ids.push_back(k.axes()[i].arg_as<RangeArg>().axis_id);
+        for (const auto& [reuse, id] : ranked) ids.push_back(id);
         for (int64_t id : ids) {
             if (done >= max_axes) break;
             const int64_t i = index_of(id);

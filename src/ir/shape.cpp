@@ -143,6 +143,7 @@ std::optional<Shape> infer_shape(Op op, const std::vector<UOp>& srcs, const Arg&
     case Op::Contiguous:
     case Op::Detach: return src(0);
     case Op::CustomGrad: {
+        if (ints) return src(0); // a convolution's: its sources are the input and the weights
         // The derivative d has x's shape; the value has x's rank, each dim x's or 1 (a reduce
         // over x's windows keeps its reduced dims), so that g expands to x.
         const Shape &v = src(0), &x = src(1);

@@ -852,18 +852,57 @@ std::vector<std::vector<UOp>> fusable_roots(const UOp& sink,
                                             const SymbolicShapes* sym) {
     std::vector<std::vector<UOp>> groups;
     std::vector<std::vector<UOp>> dims;
+    std::vector<std::set<const UOpNode*>> reads;
+    std::vector<bool> reducing;
     std::unordered_set<const UOpNode*> seen;
+    // What a root's kernel reduces (the sources of the reduces it reaches before a materialized
+    // node), with the materialized nodes it reads and itself: roots whose kernels reduce share
+    // one only where these meet (a max and a sum of one input, a mean and the variance that
+    // reads it, a parameter's update and its optimizer state's, both reading its gradient).
+    // Unrelated reductions (two layers' weight gradients of one shape) in one loop nest would
+    // leave all but one without the opts (vector lanes) of a reduce.
+    const auto reads_of = [&](const UOp& r, bool& reduces) {
+        std::set<const UOpNode*> out{r.get()};
+        std::unordered_set<const UOpNode*> visited;
+        std::vector<UOp> stack{r};
+        while (!stack.empty()) {
+            const UOp n = stack.back();
+            stack.pop_back();
+            if (!visited.insert(n.get()).second || n.op() == Op::Buffer) continue;
+            if (!n.same(r) && is_mat.count(n.get()) != 0) {
+                out.insert(n.get());
+                continue;
+            }
+            if (n.op() == Op::ReduceAxis) {
+                reduces = true;
+                out.insert(n.src(0).get());
+            }
+            for (const UOp& s : n.srcs()) stack.push_back(s);
+        }
+        return out;
+    };
     for (const UOp& r : sink.srcs()) {
         if (!seen.insert(r.get()).second || r.op() == Op::Buffer || !r.has_shape() ||
             numel(r.shape()) == 0 || r.op() == Op::ScatterAdd || r.op() == Op::Collective)
             continue;
         const std::vector<UOp> d = dims_of(r, sym);
+        bool reduces = false;
+        const std::set<const UOpNode*> rd = reads_of(r, reduces);
+        const auto meets = [&](size_t g) {
+            if (!reduces || !reducing[g]) return true;
+            return std::any_of(rd.begin(), rd.end(),
+                               [&](const UOpNode* u) { return reads[g].count(u) != 0; });
+        };
         size_t g = 0;
-        while (g < groups.size() && !same_dims(dims[g], d)) ++g;
+        while (g < groups.size() && !(same_dims(dims[g], d) && meets(g))) ++g;
         if (g == groups.size()) {
             groups.emplace_back();
             dims.push_back(d);
+            reads.emplace_back();
+            reducing.push_back(false);
         }
+        reads[g].insert(rd.begin(), rd.end());
+        reducing[g] = reducing[g] || reduces;
         groups[g].push_back(r);
     }
     std::vector<std::vector<UOp>> out;

@@ -192,6 +192,10 @@ Grads pow_adj(const Adj& a) {
 // take none. The value's own graph (the composite's building blocks) is never differentiated:
 // a branch a `where` inside it did not take, 0 * inf in its chain rule, cannot leak a NaN.
 Grads custom_grad_adj(const Adj& a) {
+    if (const auto* p = std::get_if<std::vector<int64_t>>(&a.node.arg())) {
+        auto [dx, dw] = tempura::detail::custom_vjp(a.g, a.x[1], a.x[2], *p);
+        return Grads{std::nullopt, std::move(dx), std::move(dw)};
+    }
     return {std::nullopt, a.g.expand(a.x[1].shape()) * a.x[2], std::nullopt};
 }
 // MULACC(x, y, z) = x y + z

@@ -94,6 +94,18 @@ struct Spatial {
     Shape stride, padding, dilation;
 };
 
+// windows() (no dilation) whose gradient is summed straight from the window elements that hold
+// each input element (detail::windows_vjp), not through the adjoints of its repeat, reshapes
+// and shrinks: those sum a padded grid k / s times the input's size per dim.
+Tensor windows_with_vjp(const Tensor& x, const Shape& k, const Shape& s) {
+    const Tensor win = windows(x, k, s, Shape(k.size(), 1));
+    if (!TensorAccess::tracks(x) || NoGrad::active() || TensorAccess::symbolic(x)) return win;
+    std::vector<int64_t> params{2, static_cast<int64_t>(k.size())};
+    params.insert(params.end(), k.begin(), k.end());
+    params.insert(params.end(), s.begin(), s.end());
+    return detail::conv_with_vjp(win, x, x, std::move(params));
+}
+
 Spatial spatial(const char* op, const ConvOptions& o, size_t n) {
     Spatial s{per_dim(op, "stride", o.stride, n), per_dim(op, "padding", o.padding, n),
               per_dim(op, "dilation", o.dilation, n)};
@@ -103,6 +115,57 @@ Spatial spatial(const char* op, const ConvOptions& o, size_t n) {
         if (s.padding[i] < 0) fail(op, "padding must not be negative, got " + shape_str(o.padding));
     }
     return s;
+}
+
+Tensor conv(const char* op, const Tensor& x, const Tensor& w, const ConvOptions& o, size_t n);
+
+// A strided convolution (no dilation) as a stride-1 one over the input's phases: with stride s,
+// input row s i + r is row i of phase r, and tap t = s a + r of the kernel reads phase r at
+// row o + a. So the padded input is copied once into [N, Cin * phases, rows / s, ...] (the copy
+// the padding needs anyway), the kernel's taps are regrouped the same way (zeros past the
+// kernel's end: ceil(k / s) taps a phase), and a stride-1 convolution does the rest with the
+// unit-stride loads and register tiles of any other (a strided window is a gather a lane). A
+// phase no tap reads (s > k: a 1x1 stride-2 convolution) is left out.
+Tensor polyphase_conv(const char* op, const Tensor& x, const Tensor& w, const ConvOptions& o,
+                      const Spatial& sp, size_t n) {
+    const int64_t N = x.shape()[0], cin = x.shape()[1], cout = w.shape()[0], cg = w.shape()[1];
+    std::vector<std::pair<int64_t, int64_t>> pads;
+    Shape split{N, cin}, wsplit{cout, cg}, a(n), q(n), ph(n);
+    std::vector<std::pair<int64_t, int64_t>> keep{{0, N}, {0, cin}}, wkeep{{0, cout}, {0, cg}},
+        wpads;
+    int64_t phases = 1;
+    for (size_t i = 0; i < n; ++i) {
+        const int64_t s = sp.stride[i], k = w.shape()[2 + i];
+        const int64_t padded = x.shape()[2 + i] + 2 * sp.padding[i];
+        const int64_t out = (padded - k) / s + 1;
+        a[i] = (k + s - 1) / s;
+        q[i] = out + a[i] - 1;
+        ph[i] = std::min(s, k);
+        phases *= ph[i];
+        // Padded (or cut) to q s rows: the rows past the padded input are read only by the
+        // zero taps past the kernel's end.
+        pads.push_back({sp.padding[i], q[i] * s - x.shape()[2 + i] - sp.padding[i]});
+        split.insert(split.end(), {q[i], s});
+        keep.insert(keep.end(), {{0, q[i]}, {0, ph[i]}});
+        wpads.push_back({0, a[i] * s - k});
+        wsplit.insert(wsplit.end(), {a[i], s});
+        wkeep.insert(wkeep.end(), {{0, a[i]}, {0, ph[i]}});
+    }
+    // [N, Cin, q0, s0, q1, s1, ...] -> [N, Cin, p0, p1, ..., q0, q1, ...]
+    Shape order{0, 1};
+    for (size_t i = 0; i < n; ++i) order.push_back(static_cast<int64_t>(3 + 2 * i));
+    for (size_t i = 0; i < n; ++i) order.push_back(static_cast<int64_t>(2 + 2 * i));
+    Shape pshape{N, cin * phases}, wshape{cout, cg * phases};
+    pshape.insert(pshape.end(), q.begin(), q.end());
+    wshape.insert(wshape.end(), a.begin(), a.end());
+    const Tensor px =
+        pad_last(x, pads).reshape(split).shrink(keep).permute(order).reshape(pshape).contiguous();
+    const Tensor pw =
+        pad_last(w, wpads).reshape(wsplit).shrink(wkeep).permute(order).reshape(wshape);
+    ConvOptions c;
+    c.bias = o.bias;
+    c.groups = o.groups;
+    return conv(op, px, pw, c, n);
 }
 
 // conv over the last n dims: x [N, Cin, *i], w [Cout, Cin / groups, *k].
@@ -132,6 +195,11 @@ Tensor conv(const char* op, const Tensor& x, const Tensor& w, const ConvOptions&
             fail(op, "kernel " + shape_str(k) + " (dilation " + shape_str(sp.dilation) +
                          ") is larger than the padded input " + shape_str(x.shape()));
     }
+    const bool strided =
+        std::any_of(sp.stride.begin(), sp.stride.end(), [](int64_t s) { return s > 1; });
+    const bool dilated =
+        std::any_of(sp.dilation.begin(), sp.dilation.end(), [](int64_t d) { return d > 1; });
+    if (strided && !dilated) return polyphase_conv(op, x, w, o, sp, n);
     // [N, Cin, *o, *k] -> [N, g, 1, Cin/g, *o, *k] -> expand rcout -> [N, g, rcout, *o, Cin/g, *k]
     // A padded input is materialized first (one cheap copy kernel): windows over it then read
     // with plain unit-stride vector loads. Fused, every lane's load would carry its own padding
@@ -161,6 +229,16 @@ Tensor conv(const char* op, const Tensor& x, const Tensor& w, const ConvOptions&
     Shape out{N, cout};
     out.insert(out.end(), o_.begin(), o_.end());
     Tensor r = (xs * w.reshape(ws)).sum(axes).reshape(out);
+    const bool unit_stride =
+        std::all_of(sp.stride.begin(), sp.stride.end(), [](int64_t s) { return s == 1; });
+    if (unit_stride && (TensorAccess::tracks(x) || TensorAccess::tracks(w)) && !NoGrad::active() &&
+        !TensorAccess::symbolic(x) && !TensorAccess::symbolic(w)) {
+        std::vector<int64_t> params{1, static_cast<int64_t>(n)};
+        params.insert(params.end(), sp.padding.begin(), sp.padding.end());
+        params.insert(params.end(), sp.dilation.begin(), sp.dilation.end());
+        params.push_back(g);
+        r = detail::conv_with_vjp(r, x, w, std::move(params));
+    }
     if (o.bias) {
         const Tensor& b = *o.bias;
         if (b.shape() != Shape{cout})
@@ -278,7 +356,7 @@ Tensor max_pool2d(const Tensor& x, const PoolOptions& o) {
                   x.dtype().is_float()
                       ? Tensor::full(Shape{}, -std::numeric_limits<double>::infinity(), x.dtype())
                       : Tensor::full(Shape{}, x.dtype().min(), x.dtype()));
-    const Tensor w = windows(padded, k, stride, {1, 1}); // [..., oh, ow, kh, kw]
+    const Tensor w = windows_with_vjp(padded, k, stride); // [..., oh, ow, kh, kw]
     const Tensor m = detail::with_derivative(w.max({-1, -2}, true), w, [&] {
         // A window with tied maxima sends its whole gradient to the first one (row-major), as
         // PyTorch does; the max's own rule would split it.
@@ -297,7 +375,7 @@ Tensor avg_pool2d(const Tensor& x, const PoolOptions& o) {
     const Shape k = pool_kernel("avg_pool2d", x, o, stride, padding);
     detail::check_float("avg_pool2d", x);
     const Tensor padded = pad_last(x, {{padding[0], padding[0]}, {padding[1], padding[1]}});
-    return windows(padded, k, stride, {1, 1}).mean({-1, -2});
+    return windows_with_vjp(padded, k, stride).mean({-1, -2});
 }
 
 Tensor adaptive_avg_pool2d(const Tensor& x, Shape out_hw) {
@@ -449,3 +527,166 @@ Tensor binary_cross_entropy_with_logits(const Tensor& x, const Tensor& y) {
 }
 
 } // namespace tempura::nn
+
+namespace tempura::detail {
+
+Tensor conv_with_vjp(const Tensor& value, const Tensor& x, const Tensor& w,
+                     std::vector<int64_t> params) {
+    return TensorAccess::derive(value,
+                                UOp::make(Op::CustomGrad, value.dtype(),
+                                          {value.uop(), x.uop(), w.uop()}, std::move(params)),
+                                value.shape());
+}
+
+namespace {
+
+// The adjoint of windows(x, k, s) (no dilation): with t = s b + r, input row s a + r is tap t of
+// window a - b, so each of its phases r is a sum of ceil(k / s) shifted copies of g's taps
+// (one per b and dim: one term where the windows do not overlap), then the phases interleave.
+Tensor windows_adjoint(const Tensor& g, const Tensor& x, const std::vector<int64_t>& p) {
+    const auto n = static_cast<size_t>(p.at(1));
+    const Shape k(p.begin() + 2, p.begin() + 2 + static_cast<long>(n)),
+        s(p.begin() + 2 + static_cast<long>(n), p.begin() + 2 + static_cast<long>(2 * n));
+    const size_t lead = g.shape().size() - 2 * n;
+    Shape o(n), b(n), a(n), in(n);
+    for (size_t i = 0; i < n; ++i) {
+        o[i] = g.shape()[lead + i];
+        in[i] = x.shape()[lead + i];
+        b[i] = (k[i] + s[i] - 1) / s[i];
+        a[i] = (in[i] + s[i] - 1) / s[i];
+    }
+    // [..., o..., k...] -> [..., o..., b0, s0, b1, s1, ...]
+    std::vector<std::pair<int64_t, int64_t>> kpad;
+    Shape split(g.shape().begin(), g.shape().begin() + static_cast<long>(lead + n));
+    for (size_t i = 0; i < n; ++i) {
+        kpad.push_back({0, b[i] * s[i] - k[i]});
+        split.insert(split.end(), {b[i], s[i]});
+    }
+    const Tensor gs = nn::pad_last(g, kpad).reshape(split);
+    std::optional<Tensor> sum;
+    Shape at(n, 0); // the term's b per dim
+    for (bool more = true; more;) {
+        std::vector<std::pair<int64_t, int64_t>> pick, shift;
+        for (size_t i = 0; i < lead + n; ++i) pick.push_back({0, gs.shape()[i]});
+        for (size_t i = 0; i < n; ++i) {
+            pick.insert(pick.end(), {{at[i], at[i] + 1}, {0, s[i]}});
+            shift.push_back({at[i], a[i] - o[i] - at[i]});
+        }
+        // [..., o..., 1, s0, 1, s1] -> [..., o..., s...] -> shifted by b along o: [..., a..., s...]
+        Shape term_shape(gs.shape().begin(), gs.shape().begin() + static_cast<long>(lead + n));
+        term_shape.insert(term_shape.end(), s.begin(), s.end());
+        Tensor t = gs.shrink(pick).reshape(term_shape);
+        // pad_last pads the last dims: move the s dims before o, shift, and back.
+        Shape to_front, to_back;
+        for (size_t i = 0; i < lead; ++i) to_front.push_back(static_cast<int64_t>(i));
+        for (size_t i = 0; i < n; ++i) to_front.push_back(static_cast<int64_t>(lead + n + i));
+        for (size_t i = 0; i < n; ++i) to_front.push_back(static_cast<int64_t>(lead + i));
+        t = nn::pad_last(t.permute(to_front), shift);
+        sum = sum ? *sum + t : t;
+        size_t i = 0;
+        while (i < n && ++at[i] == b[i]) at[i++] = 0;
+        more = i < n;
+    }
+    // [..., s0, s1, a0, a1] -> [..., a0, s0, a1, s1] -> [..., a0 s0, a1 s1], cut to the input
+    Shape order, rows(sum->shape().begin(), sum->shape().begin() + static_cast<long>(lead));
+    for (size_t i = 0; i < lead; ++i) order.push_back(static_cast<int64_t>(i));
+    std::vector<std::pair<int64_t, int64_t>> cut;
+    for (size_t i = 0; i < n; ++i) {
+        order.insert(order.end(),
+                     {static_cast<int64_t>(lead + n + i), static_cast<int64_t>(lead + i)});
+        rows.push_back(a[i] * s[i]);
+        cut.push_back({0, in[i] - a[i] * s[i]});
+    }
+    // Its own kernel: the consumers (a norm's gradient reduces) would otherwise recompute every
+    // term (and a max pool's argmax under it) per element they read.
+    return nn::pad_last(sum->permute(order).reshape(rows), cut).contiguous();
+}
+
+} // namespace
+
+std::pair<std::optional<Tensor>, std::optional<Tensor>>
+custom_vjp(const Tensor& g, const Tensor& x, const Tensor& w, const std::vector<int64_t>& p) {
+    if (p.at(0) == 2) return {windows_adjoint(g, x, p), std::nullopt};
+    auto [dx, dw] = conv_vjp(g, x, w, p);
+    return {std::move(dx), std::move(dw)};
+}
+
+std::pair<Tensor, Tensor> conv_vjp(const Tensor& g, const Tensor& x, const Tensor& w,
+                                   const std::vector<int64_t>& p) {
+    const auto n = static_cast<size_t>(p.at(1));
+    const Shape pad(p.begin() + 2, p.begin() + 2 + static_cast<long>(n)),
+        dil(p.begin() + 2 + static_cast<long>(n), p.begin() + 2 + static_cast<long>(2 * n));
+    const int64_t G = p.at(2 + 2 * n);
+    const int64_t N = x.shape()[0], cout = w.shape()[0], cg = w.shape()[1], rc = cout / G;
+    const Shape k(w.shape().begin() + 2, w.shape().end());
+    // dx: the adjoint convolved with the kernel flipped and its channels swapped per group,
+    // over g padded by the kernel's reach less the forward padding (a stride-1 convolution).
+    Shape wsplit{G, rc, cg}, wperm{0, 2, 1}, wt_shape{G * cg, rc}, flip;
+    for (size_t i = 0; i < n; ++i) {
+        wsplit.push_back(k[i]);
+        wperm.push_back(static_cast<int64_t>(3 + i));
+        wt_shape.push_back(k[i]);
+        flip.push_back(static_cast<int64_t>(2 + i));
+    }
+    const Tensor wt = w.reshape(wsplit).permute(wperm).reshape(wt_shape).flip(flip);
+    nn::ConvOptions c;
+    c.groups = G;
+    c.dilation = dil;
+    std::vector<std::pair<int64_t, int64_t>> reach;
+    bool inside = true;
+    Shape e(n);
+    for (size_t i = 0; i < n; ++i) {
+        e[i] = dil[i] * (k[i] - 1) - pad[i];
+        inside = inside && e[i] >= 0;
+        reach.push_back({e[i], e[i]});
+    }
+    // A row no vector width divides (29: the phases of a stride-2 convolution's 56 rows)
+    // would leave the kernel scalar: it is computed over a few more columns of zeros (to a
+    // multiple of 8), which are cut off after.
+    const int64_t width = x.shape().back();
+    bool divides = false;
+    for (int64_t d = 4; d <= 16 && !divides; ++d) divides = width % d == 0;
+    const int64_t extra = divides ? 0 : (width + 7) / 8 * 8 - width;
+    Tensor dx;
+    if (inside && extra == 0) {
+        c.padding = e;
+        dx = nn::conv("conv2d", g, wt, c, n);
+    } else { // a padding wider than the kernel cuts rows from g first
+        reach.back().second += extra;
+        c.padding = Shape(n, 0);
+        dx = nn::conv("conv2d", nn::pad_last(g, reach).contiguous(), wt, c, n);
+        if (extra > 0) {
+            std::vector<std::pair<int64_t, int64_t>> cut;
+            for (int64_t d : dx.shape()) cut.push_back({0, d});
+            cut.back().second -= extra;
+            dx = dx.contiguous().shrink(cut);
+        }
+    }
+    // dw: the input's windows (the forward's padded copy) against g, summed over the batch and
+    // the output positions.
+    Tensor xp = nn::pad_last(x, [&] {
+        std::vector<std::pair<int64_t, int64_t>> v;
+        for (size_t i = 0; i < n; ++i) v.push_back({pad[i], pad[i]});
+        return v;
+    }());
+    if (std::any_of(pad.begin(), pad.end(), [](int64_t v) { return v > 0; })) xp = xp.contiguous();
+    const Tensor win = nn::windows(xp, k, Shape(n, 1), dil); // [N, Cin, *o, *k]
+    const Shape o(win.shape().begin() + 2, win.shape().begin() + 2 + static_cast<long>(n));
+    Shape xs{N, G, 1, cg}, gs{N, G, rc, 1}, axes{0}, dws{cout, cg};
+    for (size_t i = 0; i < n; ++i) {
+        xs.push_back(o[i]);
+        gs.push_back(o[i]);
+        axes.push_back(static_cast<int64_t>(4 + i));
+    }
+    for (size_t i = 0; i < n; ++i) {
+        xs.push_back(k[i]);
+        gs.push_back(1);
+        dws.push_back(k[i]);
+    }
+    // Its own kernel: an optimizer's update would otherwise take the reduce into one kernel with
+    // the other parameters' updates of the same shape, where only one reduce gets vector lanes.
+    const Tensor dw = (win.reshape(xs) * g.reshape(gs)).sum(axes).reshape(dws).contiguous();
+    return {dx, dw};
+}
+
+} // namespace tempura::detail

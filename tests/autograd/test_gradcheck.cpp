@@ -279,6 +279,40 @@ TEST_CASE("gradcheck: nn layers and losses") {
               {{{1, 4, 5, 5}}, {{2, 2, 2, 2}}});
     gradcheck("conv1d", [](const V& x) { return nn::conv1d(x[0], x[1]); },
               {{{2, 2, 6}}, {{3, 2, 3}}});
+    // Strides per dim over the input's phases (a phase no tap reads: stride 3 past a 2-tap
+    // kernel), padding wider than the kernel's reach, and a row of 17 (no vector width
+    // divides it: the input's gradient is computed over zero columns more).
+    gradcheck("conv2d strides 3 x 2 groups",
+              [](const V& x) {
+                  nn::ConvOptions o;
+                  o.stride = {3, 2};
+                  o.padding = {2, 1};
+                  o.groups = 2;
+                  return nn::conv2d(x[0], x[1], o);
+              },
+              {{{2, 4, 7, 6}}, {{4, 2, 2, 3}}});
+    gradcheck("conv2d 1x1 padding 1",
+              [](const V& x) {
+                  nn::ConvOptions o;
+                  o.padding = {1};
+                  return nn::conv2d(x[0], x[1], o);
+              },
+              {{{1, 2, 3, 4}}, {{3, 2, 1, 1}}});
+    gradcheck("conv2d row of 17",
+              [](const V& x) {
+                  nn::ConvOptions o;
+                  o.padding = {1};
+                  return nn::conv2d(x[0], x[1], o);
+              },
+              {{{1, 2, 2, 17}}, {{2, 2, 3, 3}}});
+    gradcheck("max_pool2d 3 stride 2 padding 1",
+              [](const V& x) {
+                  return nn::max_pool2d(x[0], {.kernel = {3}, .stride = {2}, .padding = {1}});
+              },
+              {{{1, 2, 6, 5}}});
+    gradcheck("avg_pool2d 3 stride 1",
+              [](const V& x) { return nn::avg_pool2d(x[0], {.kernel = {3}, .stride = {1}}); },
+              {{{2, 1, 5, 4}}});
     gradcheck("conv_transpose2d",
               [](const V& x) {
                   nn::ConvOptions o;

@@ -173,7 +173,10 @@ struct OpInfo {
     /* to x's shape): a composite op's own derivative (sigmoid, tanh, max_pool's first maximum),   \
      */                                                                                            \
     /* so that its building blocks are never differentiated. Realize strips it, as DETACH */       \
-    X(CustomGrad, "CUSTOM_GRAD", 3, 3, Tensor, 0, -1, None)                                        \
+    /* With an arg {1, ...}, CUSTOM_GRAD(value, x, w) is a convolution's: x and w take the */      \
+    /* convolutions of the adjoint that give their gradients; with {2, ...} (value, x, x) a */     \
+    /* pool's window view: x takes the sum of the window elements that hold it (nn.cpp) */         \
+    X(CustomGrad, "CUSTOM_GRAD", 3, 3, Tensor, 0, -1, Any)                                         \
     /* DETACH(x): x's value, through which no gradient flows (autograd); realize strips it */      \
     X(Detach, "DETACH", 1, 1, Tensor, 0, -1, None)
 
