@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <source_location>
 #include <string>
 #include <vector>
 
@@ -50,8 +51,11 @@ class Model {
     // initializer, may be left out). The outputs are lazy tensors: nothing is computed until the
     // caller realizes them, so they fuse with what the caller computes next. Ops whose output
     // shape depends on data (NonZero, Unique, Compress, TopK's k, ...) realize what they need.
-    // Throws "[onnx] <path>: node '<name>' (<OpType>): <what>" when a node fails.
-    std::map<std::string, Tensor> run(const std::map<std::string, Tensor>& inputs) const;
+    // Throws "[onnx] <path>: node '<name>' (<OpType>): <what>" when a node fails. The nodes the
+    // model's ops build, and the errors of those ops, name the line of the run() call.
+    std::map<std::string, Tensor>
+    run(const std::map<std::string, Tensor>& inputs,
+        std::source_location loc = std::source_location::current()) const;
 
     struct Impl;
 

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <mutex>
 #include <sstream>
+#include <string_view>
 #include <type_traits>
 #include <unordered_set>
 
@@ -16,7 +17,16 @@
 namespace tempura {
 
 void fail(const std::string& op, const std::string& message) {
+    if (const std::source_location* site = call_site())
+        throw Error("[" + op + "] at " + site_string(*site) + ": " + message);
     throw Error("[" + op + "] " + message);
+}
+
+std::string site_string(const std::source_location& loc) {
+    const std::string_view f = loc.file_name();
+    const size_t slash = f.find_last_of('/');
+    std::string out(slash == std::string_view::npos ? f : f.substr(slash + 1));
+    return out + ":" + std::to_string(loc.line());
 }
 
 std::string DType::name() const {
@@ -326,7 +336,8 @@ struct UOpFactory {
         n->hash = h;
         n->vmin = lo;
         n->vmax = hi;
-        n->loc = loc;
+        const std::source_location* site = call_site();
+        n->loc = site != nullptr ? *site : loc;
         n->shape = std::move(shape);
         std::shared_ptr<const UOpNode> sp(n, free_node);
         table().live.fetch_add(1, std::memory_order_relaxed); // balanced in free_node
@@ -854,7 +865,9 @@ std::string UOp::to_dot(const std::function<std::string(const UOp&)>& node_id,
         if (u.dtype() != DType::Void) label += "\n" + u.dtype().name();
         if (u.arg().index() != 0) label += "\n" + arg_to_string(u.arg());
         const std::string id = node_id(u);
-        out += "  n" + std::to_string(i) + " [label=\"" + dot_escape(label, 96) + "\"";
+        // The last line: where it was built (the user's line for a node a Tensor or nn call made).
+        out += "  n" + std::to_string(i) + " [label=\"" + dot_escape(label, 96) + "\\n@" +
+               dot_escape(site_string(u.location()), 96) + "\"";
         if (!id.empty()) out += " id=\"" + dot_escape(id) + "\"";
         out += std::string(" fillcolor=\"") +
                (highlight.count(u.get()) ? "#ff6b6b" : dot_fill(u.op())) + "\"";

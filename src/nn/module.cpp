@@ -353,7 +353,9 @@ Tensor MultiheadAttention::forward(const Tensor& x) { return forward(x, x, x); }
 
 Tensor MultiheadAttention::forward(const Tensor& q, const Tensor& k, const Tensor& v,
                                    std::optional<Tensor> attn_mask,
-                                   std::optional<Tensor> key_padding_mask) {
+                                   std::optional<Tensor> key_padding_mask,
+                                   std::source_location loc) {
+    const UserCall site(loc);
     const char* op = "MultiheadAttention";
     const auto is_nle = [&](const Tensor& t) {
         return t.ndim() == 3 && t.shape()[2] == dim_ && t.shape()[0] == q.shape()[0];

@@ -554,7 +554,9 @@ Tensor with_dims(const Tensor& t, const Dims& dims) {
 
 } // namespace
 
-std::map<std::string, Tensor> Model::run(const std::map<std::string, Tensor>& inputs) const {
+std::map<std::string, Tensor> Model::run(const std::map<std::string, Tensor>& inputs,
+                                         std::source_location loc) const {
+    const UserCall site(loc);
     const Impl& m = *impl_;
     const std::string& f = m.file;
     std::unordered_map<std::string, Value> env;

@@ -115,7 +115,10 @@ Tensor pad_spatial(const Tensor& x, const Shape& begin, const Shape& end, double
 
 // ---- elementwise --------------------------------------------------------------------------
 
-Outs unary(Ctx& c, Tensor (Tensor::*m)() const) { return {(c.x(0).*m)()}; }
+// A Tensor method of no arguments but its (defaulted) call site.
+Outs unary(Ctx& c, Tensor (Tensor::*m)(std::source_location) const) {
+    return {(c.x(0).*m)(std::source_location::current())};
+}
 
 Tensor mod(const Tensor& a, const Tensor& b, bool fmod) {
     Tensor r = a % b; // the divisor's sign (Python)

@@ -819,7 +819,10 @@ std::vector<RealizeResult> realize_graphs(const std::vector<UOp>& roots, int dev
     if (roots.empty()) return results;
     if (device < 0) device = runtime::default_device_index();
     runtime::device_name(device); // checks it
-    viz::CallScope viz_call;      // TEMPURA_VIZ: this call's trace, added to the page at the end
+    // Kernels are built with no user call site: their nodes keep the locations their builders
+    // pass on (lowering passes on the tensor node's, which names the user's line).
+    const CallSiteOverride no_site(nullptr);
+    viz::CallScope viz_call; // TEMPURA_VIZ: this call's trace, added to the page at the end
     // Shared work computed once: what an earlier realize computed is read from its buffer.
     std::vector<std::shared_ptr<runtime::Buffer>> held;
     if (roots.size() == 1 && roots[0].op() != Op::Buffer)

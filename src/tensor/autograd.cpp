@@ -392,6 +392,8 @@ WalkResult walk(const UOp& root, const std::vector<UOp>& topo, const UOp& root_g
         if (targets.count(u)) r.grads.emplace(u, a->second);
         if (u.op() == Op::Buffer || u.op() == Op::Const || u.op() == Op::Detach) continue;
         ctx.grad = a->second;
+        // The gradient's nodes name the user's line of the forward node they differentiate.
+        const CallSiteOverride site(&u.location());
         const std::optional<UOp> out = gradient_table().rewrite_once(u, &ctx);
         if (!out) fail("backward", "no gradient rule for " + std::string(op_name(u.op())));
         for (size_t i = 0; i < u.srcs().size(); ++i) {
@@ -496,6 +498,7 @@ WalkResult replay_walk(const WalkRecipe& rec, const std::vector<UOp>& known) {
         return i < rec.n_known ? known[i] : made[i - rec.n_known];
     };
     std::vector<UOp> srcs;
+    const CallSiteOverride recorded_sites(nullptr); // each node keeps its recorded location
     for (const WalkRecipe::Node& n : rec.nodes) {
         srcs.clear();
         for (uint32_t i : n.srcs) srcs.push_back(at(i));
@@ -619,7 +622,8 @@ Tensor& Tensor::requires_grad(bool on) {
 
 bool Tensor::requires_grad_enabled() const { return shared_ && shared_->requires_grad; }
 
-Tensor Tensor::grad() const {
+Tensor Tensor::grad(std::source_location loc) const {
+    const UserCall site(loc);
     if (!requires_grad_enabled())
         fail("grad", "this tensor does not require a gradient (call requires_grad() on it before "
                      "computing the loss)");
@@ -635,13 +639,15 @@ void Tensor::zero_grad() const {
     shared_->pending.clear();
 }
 
-Tensor Tensor::detach() const {
+Tensor Tensor::detach(std::source_location loc) const {
+    const UserCall site(loc);
     Tensor t = TensorAccess::make(UOp::make(Op::Detach, dtype(), {uop()}), shape_,
                                   TensorAccess::buffers(*this), TensorAccess::symbolic(*this));
     return t;
 }
 
-Tensor& Tensor::assign(const Tensor& value) {
+Tensor& Tensor::assign(const Tensor& value, std::source_location loc) {
+    const UserCall site(loc);
     if (value.dtype() != dtype())
         fail("assign", "dtype mismatch: the tensor is " + dtype().name() + ", the value " +
                            value.dtype().name());
@@ -679,7 +685,8 @@ void TensorAccess::rebind(Tensor& t, const Tensor& value) {
     if (tracks) tempura::detail::register_leaf(t.shared_);
 }
 
-void Tensor::backward() const {
+void Tensor::backward(std::source_location loc) const {
+    const UserCall site(loc);
     check_loss("backward", *this);
     const AutogradGraph graph = autograd_graph(*this);
     // The leaves below the loss that require a gradient, by their BUFFER node.
@@ -762,7 +769,9 @@ bool tempura::detail::realize_with_pending_grads(Tensor& loss) {
     return true;
 }
 
-std::vector<Tensor> gradients(const Tensor& loss, const std::vector<Tensor>& params) {
+std::vector<Tensor> gradients(const Tensor& loss, const std::vector<Tensor>& params,
+                              std::source_location loc) {
+    const UserCall site(loc);
     check_loss("gradients", loss);
     UOpMap<bool> targets;
     // A realized parameter is found by its BUFFER (every view of it in the loss counts).

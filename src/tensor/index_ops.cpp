@@ -35,7 +35,8 @@ Tensor gather_node(const Tensor& x, int64_t axis, const Tensor& index) {
 
 } // namespace
 
-Tensor Tensor::gather(int64_t axis, const Tensor& index) const {
+Tensor Tensor::gather(int64_t axis, const Tensor& index, std::source_location loc) const {
+    const UserCall site(loc);
     const char* op = "gather";
     axis = normalize_axis(op, axis, ndim());
     if (index.ndim() != ndim())
@@ -49,7 +50,8 @@ Tensor Tensor::gather(int64_t axis, const Tensor& index) const {
     return gather_node(*this, axis, index);
 }
 
-Tensor Tensor::index_select(int64_t axis, const Tensor& index) const {
+Tensor Tensor::index_select(int64_t axis, const Tensor& index, std::source_location loc) const {
+    const UserCall site(loc);
     const char* op = "index_select";
     axis = normalize_axis(op, axis, ndim());
     if (index.ndim() != 1) fail(op, "needs a 1-D index, got shape " + shape_str(index.shape()));
@@ -59,7 +61,9 @@ Tensor Tensor::index_select(int64_t axis, const Tensor& index) const {
     return gather_node(*this, axis, index.reshape(one).expand(out));
 }
 
-Tensor Tensor::scatter_add(int64_t axis, const Tensor& index, const Tensor& src) const {
+Tensor Tensor::scatter_add(int64_t axis, const Tensor& index, const Tensor& src,
+                           std::source_location loc) const {
+    const UserCall site(loc);
     const char* op = "scatter_add";
     axis = normalize_axis(op, axis, ndim());
     detail::check_same_dtype(op, *this, src);
@@ -94,7 +98,8 @@ Tensor Tensor::scatter_add(int64_t axis, const Tensor& index, const Tensor& src)
 
 namespace nn {
 
-Tensor embedding(const Tensor& index, const Tensor& table) {
+Tensor embedding(const Tensor& index, const Tensor& table, std::source_location loc) {
+    const UserCall site(loc);
     const char* op = "embedding";
     if (table.ndim() != 2) fail(op, "table must be [V, D], got " + shape_str(table.shape()));
     const int64_t v = table.shape()[0], d = table.shape()[1], n = index.numel();

@@ -67,14 +67,16 @@ void check_int(const std::string& op, const Tensor& x) {
 
 // ---- pow ---------------------------------------------------------------------------------------
 
-Tensor Tensor::pow(const Tensor& exponent) const {
+Tensor Tensor::pow(const Tensor& exponent, std::source_location loc) const {
+    const UserCall site(loc);
     check_arith("pow", *this);
     if (detail::is_16bit_float(*this) && exponent.dtype() == dtype())
         return cast(DType::Float32).pow(exponent.cast(DType::Float32)).cast(dtype());
     return binary("pow", Op::Pow, *this, exponent);
 }
 
-Tensor Tensor::pow(double e) const {
+Tensor Tensor::pow(double e, std::source_location loc) const {
+    const UserCall site(loc);
     check_arith("pow", *this);
     const bool integral = std::trunc(e) == e && std::fabs(e) < 9.0e15;
     if (!dtype().is_float() && !integral)
@@ -93,7 +95,8 @@ Tensor Tensor::pow(double e) const {
     return pow(TensorAccess::scalar_int(dtype(), static_cast<int64_t>(e)));
 }
 
-Tensor Tensor::rsqrt() const {
+Tensor Tensor::rsqrt(std::source_location loc) const {
+    const UserCall site(loc);
     check_float("rsqrt", *this);
     return sqrt().reciprocal();
 }
@@ -105,7 +108,8 @@ Tensor Tensor::rsqrt() const {
 // branch that a `where` inside them did not take; ties (relu at 0, clip at a bound) follow
 // PyTorch's conventions.
 
-Tensor Tensor::gelu(std::string_view approximate) const {
+Tensor Tensor::gelu(std::string_view approximate, std::source_location loc) const {
+    const UserCall site(loc);
     check_float("gelu", *this);
     const bool tanh_form = approximate == "tanh";
     if (!tanh_form && approximate != "none")
@@ -138,7 +142,8 @@ Tensor Tensor::gelu(std::string_view approximate) const {
     });
 }
 
-Tensor Tensor::silu() const {
+Tensor Tensor::silu(std::source_location loc) const {
+    const UserCall site(loc);
     check_float("silu", *this);
     const Tensor s = sigmoid();
     const Tensor one = k(*this, 1.0);
@@ -146,7 +151,8 @@ Tensor Tensor::silu() const {
     return with_derivative(*this * s, *this, [&] { return s * (one + *this * (one - s)); });
 }
 
-Tensor Tensor::softplus() const {
+Tensor Tensor::softplus(std::source_location loc) const {
+    const UserCall site(loc);
     check_float("softplus", *this);
     if (detail::is_16bit_float(*this))
         return detail::in_float32(*this, [&](const Tensor& x) { return x.softplus(); });
@@ -157,7 +163,8 @@ Tensor Tensor::softplus() const {
     return with_derivative(y, *this, [&] { return sigmoid(); });
 }
 
-Tensor Tensor::mish() const {
+Tensor Tensor::mish(std::source_location loc) const {
+    const UserCall site(loc);
     check_float("mish", *this);
     if (detail::is_16bit_float(*this))
         return detail::in_float32(*this, [&](const Tensor& x) { return x.mish(); });
@@ -167,14 +174,16 @@ Tensor Tensor::mish() const {
                            [&] { return t + *this * sigmoid() * (k(*this, 1.0) - t * t); });
 }
 
-Tensor Tensor::leaky_relu(double slope) const {
+Tensor Tensor::leaky_relu(double slope, std::source_location loc) const {
+    const UserCall site(loc);
     check_arith("leaky_relu", *this);
     const Tensor pos = *this > k(*this, 0.0);
     return with_derivative(where(pos, *this, *this * k(*this, slope)), *this,
                            [&] { return where(pos, k(*this, 1.0), k(*this, slope)); });
 }
 
-Tensor Tensor::elu(double alpha) const {
+Tensor Tensor::elu(double alpha, std::source_location loc) const {
+    const UserCall site(loc);
     check_float("elu", *this);
     if (detail::is_16bit_float(*this))
         return detail::in_float32(*this, [&](const Tensor& x) { return x.elu(alpha); });
@@ -184,7 +193,8 @@ Tensor Tensor::elu(double alpha) const {
                            [&] { return where(pos, k(*this, 1.0), k(*this, alpha) * exp()); });
 }
 
-Tensor Tensor::clip(double lo, double hi) const {
+Tensor Tensor::clip(double lo, double hi, std::source_location loc) const {
+    const UserCall site(loc);
     check_arith("clip", *this);
     if (std::isnan(lo) || std::isnan(hi))
         fail("clip",
@@ -195,7 +205,8 @@ Tensor Tensor::clip(double lo, double hi) const {
     });
 }
 
-Tensor Tensor::relu6() const {
+Tensor Tensor::relu6(std::source_location loc) const {
+    const UserCall site(loc);
     check_arith("relu6", *this);
     const Tensor zero = k(*this, 0.0), six = k(*this, 6.0);
     // 1 strictly inside (0, 6) (PyTorch's hardtanh)
@@ -203,7 +214,8 @@ Tensor Tensor::relu6() const {
                            [&] { return logical_and(*this > zero, *this < six); });
 }
 
-Tensor Tensor::hardsigmoid() const {
+Tensor Tensor::hardsigmoid(std::source_location loc) const {
+    const UserCall site(loc);
     check_float("hardsigmoid", *this);
     const Tensor three = k(*this, 3.0);
     const Tensor y = (*this + three).maximum(k(*this, 0.0)).minimum(k(*this, 6.0)) / k(*this, 6.0);
@@ -214,7 +226,8 @@ Tensor Tensor::hardsigmoid() const {
     });
 }
 
-Tensor Tensor::hardswish() const {
+Tensor Tensor::hardswish(std::source_location loc) const {
+    const UserCall site(loc);
     check_float("hardswish", *this);
     const Tensor three = k(*this, 3.0);
     const Tensor r6 = (*this + three).maximum(k(*this, 0.0)).minimum(k(*this, 6.0));
@@ -227,27 +240,31 @@ Tensor Tensor::hardswish() const {
 
 // ---- rounding ----------------------------------------------------------------------------------
 
-Tensor Tensor::trunc() const {
+Tensor Tensor::trunc(std::source_location loc) const {
+    const UserCall site(loc);
     check_arith("trunc", *this);
     if (!dtype().is_float()) return *this;
     return unary(Op::Trunc, *this);
 }
 
-Tensor Tensor::floor() const {
+Tensor Tensor::floor(std::source_location loc) const {
+    const UserCall site(loc);
     check_arith("floor", *this);
     if (!dtype().is_float()) return *this;
     const Tensor t = trunc();
     return where(*this < t, t - k(*this, 1.0), t);
 }
 
-Tensor Tensor::ceil() const {
+Tensor Tensor::ceil(std::source_location loc) const {
+    const UserCall site(loc);
     check_arith("ceil", *this);
     if (!dtype().is_float()) return *this;
     const Tensor t = trunc();
     return where(*this > t, t + k(*this, 1.0), t);
 }
 
-Tensor Tensor::round() const {
+Tensor Tensor::round(std::source_location loc) const {
+    const UserCall site(loc);
     check_arith("round", *this);
     if (!dtype().is_float()) return *this;
     // From trunc(x), whose distance to x is exact: away from 0 past one half, and at one half
@@ -260,7 +277,8 @@ Tensor Tensor::round() const {
     return where((d > half) | ((d == half) & odd), t + sign_of(*this), t);
 }
 
-Tensor Tensor::sign() const {
+Tensor Tensor::sign(std::source_location loc) const {
+    const UserCall site(loc);
     check_arith("sign", *this);
     const Tensor zero = k(*this, 0.0), one = k(*this, 1.0);
     if (dtype().is_unsigned()) return where(*this > zero, one, zero);
@@ -272,19 +290,22 @@ Tensor Tensor::sign() const {
         *this, [&] { return zero; });
 }
 
-Tensor Tensor::isnan() const {
+Tensor Tensor::isnan(std::source_location loc) const {
+    const UserCall site(loc);
     if (!dtype().is_float()) return Tensor::full(shape_, false);
     return *this != *this;
 }
 
-Tensor Tensor::isinf() const {
+Tensor Tensor::isinf(std::source_location loc) const {
+    const UserCall site(loc);
     if (!dtype().is_float()) return Tensor::full(shape_, false);
     return abs() == k(*this, std::numeric_limits<double>::infinity());
 }
 
 // ---- trigonometric and hyperbolic ------------------------------------------------------------
 
-Tensor Tensor::tanh() const {
+Tensor Tensor::tanh(std::source_location loc) const {
+    const UserCall site(loc);
     check_float("tanh", *this);
     if (detail::is_16bit_float(*this))
         return detail::in_float32(*this, [&](const Tensor& x) { return x.tanh(); });
@@ -299,7 +320,8 @@ Tensor Tensor::tanh() const {
     return with_derivative(y, *this, [&] { return k(*this, 1.0) - y * y; }); // 1 - tanh^2
 }
 
-Tensor Tensor::tan() const {
+Tensor Tensor::tan(std::source_location loc) const {
+    const UserCall site(loc);
     check_float("tan", *this);
     if (detail::is_16bit_float(*this))
         return detail::in_float32(*this, [&](const Tensor& x) { return x.tan(); });
@@ -307,7 +329,8 @@ Tensor Tensor::tan() const {
     return with_derivative(y, *this, [&] { return k(*this, 1.0) + y * y; }); // 1 + tan^2
 }
 
-Tensor Tensor::sinh() const {
+Tensor Tensor::sinh(std::source_location loc) const {
+    const UserCall site(loc);
     check_float("sinh", *this);
     if (detail::is_16bit_float(*this))
         return detail::in_float32(*this, [&](const Tensor& x) { return x.sinh(); });
@@ -324,7 +347,8 @@ Tensor Tensor::sinh() const {
                            [&] { return cosh(); });
 }
 
-Tensor Tensor::cosh() const {
+Tensor Tensor::cosh(std::source_location loc) const {
+    const UserCall site(loc);
     check_float("cosh", *this);
     if (detail::is_16bit_float(*this))
         return detail::in_float32(*this, [&](const Tensor& x) { return x.cosh(); });
@@ -334,7 +358,8 @@ Tensor Tensor::cosh() const {
                            [&] { return sinh(); });
 }
 
-Tensor Tensor::atan() const {
+Tensor Tensor::atan(std::source_location loc) const {
+    const UserCall site(loc);
     check_float("atan", *this);
     if (detail::is_16bit_float(*this))
         return detail::in_float32(*this, [&](const Tensor& x) { return x.atan(); });
@@ -359,7 +384,8 @@ Tensor Tensor::atan() const {
                            [&] { return (k(*this, 1.0) + *this * *this).reciprocal(); });
 }
 
-Tensor Tensor::masked_fill(const Tensor& mask, double value) const {
+Tensor Tensor::masked_fill(const Tensor& mask, double value, std::source_location loc) const {
+    const UserCall site(loc);
     if (!mask.dtype().is_bool())
         fail("masked_fill", "mask must be bool, got " + mask.dtype().name());
     const Shape out = broadcast_shapes(shape_, mask.shape());
@@ -371,7 +397,9 @@ Tensor Tensor::masked_fill(const Tensor& mask, double value) const {
 
 // ---- integer division with Python's signs -----------------------------------------------------
 
-Tensor operator%(const Tensor& a, const Tensor& b) {
+Tensor operator%(TensorAt at, const Tensor& b) {
+    const UserCall site(at.loc);
+    const Tensor& a = at.t;
     check_arith("mod", a);
     const Tensor r = binary("mod", Op::Mod, a, b); // the dividend's sign (C's % and fmod)
     if (a.dtype().is_unsigned()) return r;
@@ -380,7 +408,8 @@ Tensor operator%(const Tensor& a, const Tensor& b) {
     return where((r != zero) & ((r < zero) != (b < zero)), r + b, r);
 }
 
-Tensor floor_div(const Tensor& a, const Tensor& b) {
+Tensor floor_div(const Tensor& a, const Tensor& b, std::source_location loc) {
+    const UserCall site(loc);
     check_arith("floor_div", a);
     if (a.dtype().is_float()) return (a / b).floor();
     const Tensor q = binary("floor_div", Op::Idiv, a, b); // truncated
@@ -392,45 +421,62 @@ Tensor floor_div(const Tensor& a, const Tensor& b) {
 
 // ---- bitwise and logical -------------------------------------------------------------------
 
-Tensor operator&(const Tensor& a, const Tensor& b) {
+Tensor operator&(TensorAt at, const Tensor& b) {
+    const UserCall site(at.loc);
+    const Tensor& a = at.t;
     check_int_or_bool("and", a);
     return binary("and", Op::And, a, b);
 }
 
-Tensor operator|(const Tensor& a, const Tensor& b) {
+Tensor operator|(TensorAt at, const Tensor& b) {
+    const UserCall site(at.loc);
+    const Tensor& a = at.t;
     check_int_or_bool("or", a);
     return binary("or", Op::Or, a, b);
 }
 
-Tensor operator^(const Tensor& a, const Tensor& b) {
+Tensor operator^(TensorAt at, const Tensor& b) {
+    const UserCall site(at.loc);
+    const Tensor& a = at.t;
     check_int_or_bool("xor", a);
     return binary("xor", Op::Xor, a, b);
 }
 
-Tensor operator~(const Tensor& a) {
+Tensor operator~(TensorAt at) {
+    const UserCall site(at.loc);
+    const Tensor& a = at.t;
     check_int_or_bool("invert", a);
     if (a.dtype().is_bool()) return a.logical_not();
     return detail::bit_not(a);
 }
 
-Tensor operator<<(const Tensor& a, const Tensor& b) {
+Tensor operator<<(TensorAt at, const Tensor& b) {
+    const UserCall site(at.loc);
+    const Tensor& a = at.t;
     check_int("shl", a);
     return binary("shl", Op::Shl, a, b);
 }
 
-Tensor operator>>(const Tensor& a, const Tensor& b) {
+Tensor operator>>(TensorAt at, const Tensor& b) {
+    const UserCall site(at.loc);
+    const Tensor& a = at.t;
     check_int("shr", a);
     return binary("shr", Op::Shr, a, b);
 }
 
-Tensor logical_and(const Tensor& a, const Tensor& b) {
+Tensor logical_and(const Tensor& a, const Tensor& b, std::source_location loc) {
+    const UserCall site(loc);
     return binary("logical_and", Op::And, bool_of(a), bool_of(b));
 }
 
-Tensor logical_or(const Tensor& a, const Tensor& b) {
+Tensor logical_or(const Tensor& a, const Tensor& b, std::source_location loc) {
+    const UserCall site(loc);
     return binary("logical_or", Op::Or, bool_of(a), bool_of(b));
 }
 
-Tensor logical_not(const Tensor& a) { return bool_of(a).logical_not(); }
+Tensor logical_not(const Tensor& a, std::source_location loc) {
+    const UserCall site(loc);
+    return bool_of(a).logical_not();
+}
 
 } // namespace tempura

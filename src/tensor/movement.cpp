@@ -23,7 +23,8 @@ Tensor movement(const Tensor& x, Op op, std::vector<int64_t> arg, Shape out) {
 
 } // namespace
 
-Tensor Tensor::reshape(Shape shape) const {
+Tensor Tensor::reshape(Shape shape, std::source_location loc) const {
+    const UserCall site(loc);
     int64_t infer = -1;
     for (size_t i = 0; i < shape.size(); ++i) {
         if (shape[i] == -1) {
@@ -52,7 +53,8 @@ Tensor Tensor::reshape(Shape shape) const {
     return reshape_node(*this, shape);
 }
 
-Tensor Tensor::permute(Shape order) const {
+Tensor Tensor::permute(Shape order, std::source_location loc) const {
+    const UserCall site(loc);
     const int64_t n = ndim();
     Shape norm(order.size());
     std::vector<bool> seen(static_cast<size_t>(n), false);
@@ -75,7 +77,8 @@ Tensor Tensor::permute(Shape order) const {
     return movement(*this, Op::Permute, norm, out);
 }
 
-Tensor Tensor::transpose(int64_t dim0, int64_t dim1) const {
+Tensor Tensor::transpose(int64_t dim0, int64_t dim1, std::source_location loc) const {
+    const UserCall site(loc);
     const int64_t a = normalize_axis("transpose", dim0, ndim());
     const int64_t b = normalize_axis("transpose", dim1, ndim());
     Shape order(static_cast<size_t>(ndim()));
@@ -84,7 +87,8 @@ Tensor Tensor::transpose(int64_t dim0, int64_t dim1) const {
     return permute(order);
 }
 
-Tensor Tensor::expand(Shape shape) const {
+Tensor Tensor::expand(Shape shape, std::source_location loc) const {
+    const UserCall site(loc);
     const size_t n = shape.size(), m = shape_.size();
     const auto bad = [&] {
         fail("expand", "cannot expand " + shape_str(shape_) + " to " + shape_str(shape));
@@ -106,7 +110,9 @@ Tensor Tensor::expand(Shape shape) const {
     return broadcast_to(*this, target);
 }
 
-Tensor Tensor::pad(const std::vector<std::pair<int64_t, int64_t>>& padding) const {
+Tensor Tensor::pad(const std::vector<std::pair<int64_t, int64_t>>& padding,
+                   std::source_location loc) const {
+    const UserCall site(loc);
     if (static_cast<int64_t>(padding.size()) != ndim())
         fail("pad", "needs " + std::to_string(ndim()) + " (before, after) pairs for " +
                         shape_str(shape_) + ", got " + std::to_string(padding.size()));
@@ -130,7 +136,9 @@ Tensor Tensor::pad(const std::vector<std::pair<int64_t, int64_t>>& padding) cons
     return movement(*this, Op::Pad, arg, out);
 }
 
-Tensor Tensor::shrink(const std::vector<std::pair<int64_t, int64_t>>& bounds) const {
+Tensor Tensor::shrink(const std::vector<std::pair<int64_t, int64_t>>& bounds,
+                      std::source_location loc) const {
+    const UserCall site(loc);
     if (static_cast<int64_t>(bounds.size()) != ndim())
         fail("shrink", "needs " + std::to_string(ndim()) + " (begin, end) pairs for " +
                            shape_str(shape_) + ", got " + std::to_string(bounds.size()));
@@ -151,7 +159,8 @@ Tensor Tensor::shrink(const std::vector<std::pair<int64_t, int64_t>>& bounds) co
     return movement(*this, Op::Shrink, arg, out);
 }
 
-Tensor Tensor::flip(Shape axes) const {
+Tensor Tensor::flip(Shape axes, std::source_location loc) const {
+    const UserCall site(loc);
     std::vector<int64_t> flags(shape_.size(), 0);
     bool any = false;
     for (int64_t ax : axes) {
@@ -165,7 +174,8 @@ Tensor Tensor::flip(Shape axes) const {
     return movement(*this, Op::Flip, flags, shape_);
 }
 
-Tensor Tensor::squeeze(int64_t axis) const {
+Tensor Tensor::squeeze(int64_t axis, std::source_location loc) const {
+    const UserCall site(loc);
     const int64_t a = normalize_axis("squeeze", axis, ndim());
     if (shape_[a] != 1)
         fail("squeeze",
@@ -175,14 +185,16 @@ Tensor Tensor::squeeze(int64_t axis) const {
     return reshape_node(*this, out);
 }
 
-Tensor Tensor::squeeze() const {
+Tensor Tensor::squeeze(std::source_location loc) const {
+    const UserCall site(loc);
     Shape out;
     for (int64_t d : shape_)
         if (d != 1) out.push_back(d);
     return reshape_node(*this, out);
 }
 
-Tensor Tensor::unsqueeze(int64_t axis) const {
+Tensor Tensor::unsqueeze(int64_t axis, std::source_location loc) const {
+    const UserCall site(loc);
     const int64_t n = ndim();
     if (axis < -(n + 1) || axis > n)
         fail("unsqueeze", "axis " + std::to_string(axis) + " is out of range for " +
@@ -193,13 +205,18 @@ Tensor Tensor::unsqueeze(int64_t axis) const {
     return reshape_node(*this, out);
 }
 
-Tensor Tensor::flatten() const { return reshape_node(*this, Shape{numel()}); }
+Tensor Tensor::flatten(std::source_location loc) const {
+    const UserCall site(loc);
+    return reshape_node(*this, Shape{numel()});
+}
 
-Tensor Tensor::contiguous() const {
+Tensor Tensor::contiguous(std::source_location loc) const {
+    const UserCall site(loc);
     return TensorAccess::derive(*this, UOp::make(Op::Contiguous, dtype(), {uop()}), shape_);
 }
 
-Tensor Tensor::cat(const std::vector<Tensor>& tensors, int64_t axis) {
+Tensor Tensor::cat(const std::vector<Tensor>& tensors, int64_t axis, std::source_location loc) {
+    const UserCall site(loc);
     if (tensors.empty()) fail("cat", "needs at least one tensor");
     const Tensor& first = tensors[0];
     const int64_t ax = normalize_axis("cat", axis, first.ndim());

@@ -279,7 +279,8 @@ Tensor param_shaped(const char* op, const Tensor& p, const Shape& want, const Sh
 
 } // namespace
 
-Tensor linear(const Tensor& x, const Tensor& w) {
+Tensor linear(const Tensor& x, const Tensor& w, std::source_location loc) {
+    const UserCall site(loc);
     if (w.ndim() != 2) fail("linear", "weight must be [out, in], got " + shape_str(w.shape()));
     if (x.ndim() == 0 || x.shape().back() != w.shape()[1])
         fail("linear", "input " + shape_str(x.shape()) + " does not end in the weight's " +
@@ -287,22 +288,27 @@ Tensor linear(const Tensor& x, const Tensor& w) {
     return x.matmul(w.transpose());
 }
 
-Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b, std::source_location loc) {
+    const UserCall site(loc);
     if (b.shape() != Shape{w.shape().empty() ? 0 : w.shape()[0]})
         fail("linear",
              "bias of shape " + shape_str(b.shape()) + " for weight " + shape_str(w.shape()));
     return linear(x, w) + b;
 }
 
-Tensor conv1d(const Tensor& x, const Tensor& w, const ConvOptions& o) {
+Tensor conv1d(const Tensor& x, const Tensor& w, const ConvOptions& o, std::source_location loc) {
+    const UserCall site(loc);
     return conv("conv1d", x, w, o, 1);
 }
 
-Tensor conv2d(const Tensor& x, const Tensor& w, const ConvOptions& o) {
+Tensor conv2d(const Tensor& x, const Tensor& w, const ConvOptions& o, std::source_location loc) {
+    const UserCall site(loc);
     return conv("conv2d", x, w, o, 2);
 }
 
-Tensor conv_transpose2d(const Tensor& x, const Tensor& w, const ConvOptions& o) {
+Tensor conv_transpose2d(const Tensor& x, const Tensor& w, const ConvOptions& o,
+                        std::source_location loc) {
+    const UserCall site(loc);
     const char* op = "conv_transpose2d";
     if (x.ndim() != 4) fail(op, "input must be [N, C, H, W], got " + shape_str(x.shape()));
     if (w.ndim() != 4) fail(op, "weight must have 4 dims, got " + shape_str(w.shape()));
@@ -345,7 +351,8 @@ Tensor conv_transpose2d(const Tensor& x, const Tensor& w, const ConvOptions& o) 
     return conv(op, up, wt, c, 2);
 }
 
-Tensor max_pool2d(const Tensor& x, const PoolOptions& o) {
+Tensor max_pool2d(const Tensor& x, const PoolOptions& o, std::source_location loc) {
+    const UserCall site(loc);
     Shape stride, padding;
     const Shape k = pool_kernel("max_pool2d", x, o, stride, padding);
     std::vector<std::pair<int64_t, int64_t>> p{{padding[0], padding[0]}, {padding[1], padding[1]}};
@@ -370,7 +377,8 @@ Tensor max_pool2d(const Tensor& x, const PoolOptions& o) {
     return m.reshape(out);
 }
 
-Tensor avg_pool2d(const Tensor& x, const PoolOptions& o) {
+Tensor avg_pool2d(const Tensor& x, const PoolOptions& o, std::source_location loc) {
+    const UserCall site(loc);
     Shape stride, padding;
     const Shape k = pool_kernel("avg_pool2d", x, o, stride, padding);
     detail::check_float("avg_pool2d", x);
@@ -378,7 +386,8 @@ Tensor avg_pool2d(const Tensor& x, const PoolOptions& o) {
     return windows_with_vjp(padded, k, stride).mean({-1, -2});
 }
 
-Tensor adaptive_avg_pool2d(const Tensor& x, Shape out_hw) {
+Tensor adaptive_avg_pool2d(const Tensor& x, Shape out_hw, std::source_location loc) {
+    const UserCall site(loc);
     const auto on = detail::on_device_of(x);
     const char* op = "adaptive_avg_pool2d";
     if (x.ndim() != 4) fail(op, "input must be [N, C, H, W], got " + shape_str(x.shape()));
@@ -399,7 +408,8 @@ Tensor adaptive_avg_pool2d(const Tensor& x, Shape out_hw) {
 }
 
 Tensor layer_norm(const Tensor& x, Shape normalized_shape, std::optional<Tensor> w,
-                  std::optional<Tensor> b, double eps) {
+                  std::optional<Tensor> b, double eps, std::source_location loc) {
+    const UserCall site(loc);
     const char* op = "layer_norm";
     detail::check_float(op, x);
     const auto n = static_cast<int64_t>(normalized_shape.size());
@@ -420,7 +430,8 @@ Tensor layer_norm(const Tensor& x, Shape normalized_shape, std::optional<Tensor>
 }
 
 Tensor batch_norm(const Tensor& x, const Tensor& mean, const Tensor& var, std::optional<Tensor> w,
-                  std::optional<Tensor> b, double eps) {
+                  std::optional<Tensor> b, double eps, std::source_location loc) {
+    const UserCall site(loc);
     const char* op = "batch_norm";
     detail::check_float(op, x);
     if (x.ndim() < 2) fail(op, "input must be [N, C, ...], got " + shape_str(x.shape()));
@@ -435,7 +446,8 @@ Tensor batch_norm(const Tensor& x, const Tensor& mean, const Tensor& var, std::o
 }
 
 Tensor group_norm(const Tensor& x, int64_t groups, std::optional<Tensor> w, std::optional<Tensor> b,
-                  double eps) {
+                  double eps, std::source_location loc) {
+    const UserCall site(loc);
     const char* op = "group_norm";
     detail::check_float(op, x);
     if (x.ndim() < 2) fail(op, "input must be [N, C, ...], got " + shape_str(x.shape()));
@@ -452,7 +464,8 @@ Tensor group_norm(const Tensor& x, int64_t groups, std::optional<Tensor> w, std:
     return y;
 }
 
-Tensor rms_norm(const Tensor& x, std::optional<Tensor> w, double eps) {
+Tensor rms_norm(const Tensor& x, std::optional<Tensor> w, double eps, std::source_location loc) {
+    const UserCall site(loc);
     const char* op = "rms_norm";
     detail::check_float(op, x);
     if (x.ndim() == 0) fail(op, "needs at least 1 dim");
@@ -462,7 +475,8 @@ Tensor rms_norm(const Tensor& x, std::optional<Tensor> w, double eps) {
 }
 
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
-                                    std::optional<Tensor> attn_mask) {
+                                    std::optional<Tensor> attn_mask, std::source_location loc) {
+    const UserCall site(loc);
     const char* op = "scaled_dot_product_attention";
     detail::check_float(op, q);
     if (q.ndim() < 2 || k.ndim() < 2 || v.ndim() < 2 || q.shape().back() != k.shape().back() ||
@@ -496,7 +510,8 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
     return scores.softmax(-1).matmul(v);
 }
 
-Tensor cross_entropy(const Tensor& logits, const Tensor& target) {
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, std::source_location loc) {
+    const UserCall site(loc);
     const char* op = "cross_entropy";
     detail::check_float(op, logits);
     if (logits.ndim() != 2) fail(op, "logits must be [N, C], got " + shape_str(logits.shape()));
@@ -514,13 +529,16 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target) {
     return -picked.mean();
 }
 
-Tensor mse_loss(const Tensor& a, const Tensor& b) {
+Tensor mse_loss(const Tensor& a, const Tensor& b, std::source_location loc) {
+    const UserCall site(loc);
     detail::check_float("mse_loss", a);
     const Tensor d = a - b;
     return (d * d).mean();
 }
 
-Tensor binary_cross_entropy_with_logits(const Tensor& x, const Tensor& y) {
+Tensor binary_cross_entropy_with_logits(const Tensor& x, const Tensor& y,
+                                        std::source_location loc) {
+    const UserCall site(loc);
     detail::check_float("binary_cross_entropy_with_logits", x);
     // -(y log sigmoid(x) + (1 - y) log(1 - sigmoid(x))) = softplus(x) - x y, without overflow.
     return (x.softplus() - x * y).mean();

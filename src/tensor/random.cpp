@@ -112,7 +112,8 @@ void manual_seed(uint64_t seed) {
 }
 
 std::pair<Tensor, Tensor> threefry2x32(const Tensor& c0, const Tensor& c1, const Tensor& k0,
-                                       const Tensor& k1) {
+                                       const Tensor& k1, std::source_location loc) {
+    const UserCall site(loc);
     for (const Tensor* t : {&c0, &c1, &k0, &k1})
         if (t->dtype() != DType::UInt32)
             fail("threefry2x32", "needs UInt32 tensors, got " + t->dtype().name());
@@ -133,12 +134,14 @@ std::pair<Tensor, Tensor> threefry2x32(const Tensor& c0, const Tensor& c1, const
     return {x0 + zero, x1 + zero};
 }
 
-Tensor Tensor::rand(Shape shape, DType dtype) {
+Tensor Tensor::rand(Shape shape, DType dtype, std::source_location loc) {
+    const UserCall site(loc);
     significand_bits("rand", dtype);
     return unit("rand", draw("rand", shape), dtype);
 }
 
-Tensor Tensor::randn(Shape shape, DType dtype) {
+Tensor Tensor::randn(Shape shape, DType dtype, std::source_location loc) {
+    const UserCall site(loc);
     significand_bits("randn", dtype);
     // Box-Muller in float32 (float64 for float64): sqrt(-2 ln u1) cos(2 pi u2), u1 in (0, 1].
     const DType ct = dtype == DType::Float64 ? DType::Float64 : DType::Float32;
@@ -156,7 +159,8 @@ Tensor Tensor::randn(Shape shape, DType dtype) {
     return (r * (u2 * (2 * M_PI)).cos()).cast(dtype);
 }
 
-Tensor Tensor::randint(int64_t lo, int64_t hi, Shape shape, DType dtype) {
+Tensor Tensor::randint(int64_t lo, int64_t hi, Shape shape, DType dtype, std::source_location loc) {
+    const UserCall site(loc);
     if (!dtype.is_int() || dtype.is_bool())
         fail("randint", "needs an integer dtype, got " + dtype.name());
     if (hi <= lo)
@@ -175,7 +179,8 @@ Tensor Tensor::randint(int64_t lo, int64_t hi, Shape shape, DType dtype) {
     return (v.cast(DType::Int64) + lo).cast(dtype);
 }
 
-Tensor Tensor::uniform(Shape shape, double lo, double hi, DType dtype) {
+Tensor Tensor::uniform(Shape shape, double lo, double hi, DType dtype, std::source_location loc) {
+    const UserCall site(loc);
     if (!(std::isfinite(lo) && std::isfinite(hi) && lo <= hi))
         fail("uniform", "needs finite lo <= hi, got [" + num(lo) + ", " + num(hi) + ")");
     // (1 - u) lo + u hi: no overflow where hi - lo would (u and 1 - u are exact); the rounding
@@ -191,7 +196,8 @@ Tensor Tensor::uniform(Shape shape, double lo, double hi, DType dtype) {
     return lo == hi ? r : r.minimum(TensorAccess::scalar(dtype, std::max(below, lo)));
 }
 
-Tensor Tensor::normal(Shape shape, double mean, double std, DType dtype) {
+Tensor Tensor::normal(Shape shape, double mean, double std, DType dtype, std::source_location loc) {
+    const UserCall site(loc);
     if (!(std::isfinite(mean) && std::isfinite(std) && std >= 0))
         fail("normal",
              "needs a finite mean and std >= 0, got mean " + num(mean) + ", std " + num(std));
@@ -200,7 +206,8 @@ Tensor Tensor::normal(Shape shape, double mean, double std, DType dtype) {
 
 namespace nn {
 
-Tensor dropout(const Tensor& x, double p, bool training) {
+Tensor dropout(const Tensor& x, double p, bool training, std::source_location loc) {
+    const UserCall site(loc);
     detail::check_float("dropout", x);
     if (!(p >= 0 && p <= 1)) fail("dropout", "p must lie in [0, 1], got " + num(p));
     if (!training || p == 0) return x;

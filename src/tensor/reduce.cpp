@@ -77,29 +77,34 @@ Tensor reduce_min(const std::string& op, const Tensor& x, const Shape& axes, boo
 
 } // namespace
 
-Tensor Tensor::sum(Shape axes, bool keepdim) const {
+Tensor Tensor::sum(Shape axes, bool keepdim, std::source_location loc) const {
+    const UserCall site(loc);
     const Tensor x = dtype().is_bool() ? cast(DType::Int32) : *this;
     return reduce("sum", Op::Add, x, axes, keepdim);
 }
 
-Tensor Tensor::prod(Shape axes, bool keepdim) const {
+Tensor Tensor::prod(Shape axes, bool keepdim, std::source_location loc) const {
+    const UserCall site(loc);
     const Tensor x = dtype().is_bool() ? cast(DType::Int32) : *this;
     return reduce("prod", Op::Mul, x, axes, keepdim);
 }
 
-Tensor Tensor::max(Shape axes, bool keepdim) const {
+Tensor Tensor::max(Shape axes, bool keepdim, std::source_location loc) const {
+    const UserCall site(loc);
     if (dtype().is_bool())
         return reduce("max", Op::Max, cast(DType::Int32), axes, keepdim).cast(DType::Bool);
     return reduce("max", Op::Max, *this, axes, keepdim);
 }
 
-Tensor Tensor::min(Shape axes, bool keepdim) const {
+Tensor Tensor::min(Shape axes, bool keepdim, std::source_location loc) const {
+    const UserCall site(loc);
     if (dtype().is_bool())
         return reduce_min("min", cast(DType::Int32), axes, keepdim).cast(DType::Bool);
     return reduce_min("min", *this, axes, keepdim);
 }
 
-Tensor Tensor::mean(Shape axes, bool keepdim) const {
+Tensor Tensor::mean(Shape axes, bool keepdim, std::source_location loc) const {
+    const UserCall site(loc);
     const Tensor x = dtype().is_float() ? *this : cast(DType::Float32);
     int64_t n = 1;
     for (int64_t a : reduce_axes("mean", x, axes)) n *= shape_[a];
@@ -124,16 +129,22 @@ Tensor any_of(const std::string& op, const Tensor& x, const Shape& axes_in, bool
 
 } // namespace
 
-Tensor Tensor::any(Shape axes, bool keepdim) const { return any_of("any", *this, axes, keepdim); }
+Tensor Tensor::any(Shape axes, bool keepdim, std::source_location loc) const {
+    const UserCall site(loc);
+    return any_of("any", *this, axes, keepdim);
+}
 
-Tensor Tensor::all(Shape axes, bool keepdim) const {
+Tensor Tensor::all(Shape axes, bool keepdim, std::source_location loc) const {
+    const UserCall site(loc);
     const Tensor zero = dtype().is_bool()
                             ? logical_not()
                             : binary("all", Op::CmpEq, *this, detail::scalar_like(*this, 0));
     return any_of("all", zero, axes, keepdim).logical_not();
 }
 
-Tensor Tensor::var(Shape axes_in, bool keepdim, int64_t correction) const {
+Tensor Tensor::var(Shape axes_in, bool keepdim, int64_t correction,
+                   std::source_location loc) const {
+    const UserCall site(loc);
     detail::check_float("var", *this);
     const Shape axes = reduce_axes("var", *this, axes_in);
     int64_t n = 1;
@@ -144,12 +155,14 @@ Tensor Tensor::var(Shape axes_in, bool keepdim, int64_t correction) const {
     return reduce("var", Op::Add, d * d, axes, keepdim) * detail::scalar_like(*this, 1.0 / dof);
 }
 
-Tensor Tensor::std(Shape axes, bool keepdim, int64_t correction) const {
+Tensor Tensor::std(Shape axes, bool keepdim, int64_t correction, std::source_location loc) const {
+    const UserCall site(loc);
     detail::check_float("std", *this);
     return var(std::move(axes), keepdim, correction).sqrt();
 }
 
-Tensor Tensor::logsumexp(int64_t axis, bool keepdim) const {
+Tensor Tensor::logsumexp(int64_t axis, bool keepdim, std::source_location loc) const {
+    const UserCall site(loc);
     detail::check_float("logsumexp", *this);
     const int64_t a = normalize_axis("logsumexp", axis, ndim());
     if (shape_[a] == 0) // log(0)
@@ -185,23 +198,27 @@ Tensor first_max_index(const std::string& op, const Tensor& x_in, int64_t axis, 
 
 } // namespace
 
-Tensor Tensor::argmax(int64_t axis, bool keepdim) const {
+Tensor Tensor::argmax(int64_t axis, bool keepdim, std::source_location loc) const {
+    const UserCall site(loc);
     return first_max_index("argmax", *this, axis, keepdim);
 }
 
-Tensor Tensor::argmin(int64_t axis, bool keepdim) const {
+Tensor Tensor::argmin(int64_t axis, bool keepdim, std::source_location loc) const {
+    const UserCall site(loc);
     (void)normalize_axis("argmin", axis, ndim());
     if (dtype().is_bool()) return first_max_index("argmin", logical_not(), axis, keepdim);
     if (dtype().is_float()) return first_max_index("argmin", -*this, axis, keepdim);
     return first_max_index("argmin", bit_not(*this), axis, keepdim);
 }
 
-Tensor Tensor::dot(const Tensor& other) const {
+Tensor Tensor::dot(const Tensor& other, std::source_location loc) const {
+    const UserCall site(loc);
     // 16-bit floats: exact float32 products, float32 sums, rounded once (what tensor cores do).
     return dot(other, dtype().is_16bit_float() ? DType::Float32 : dtype());
 }
 
-Tensor Tensor::dot(const Tensor& other, DType acc) const {
+Tensor Tensor::dot(const Tensor& other, DType acc, std::source_location loc) const {
+    const UserCall site(loc);
     const Tensor& a = *this;
     const Tensor& b = other;
     if (a.ndim() == 0 || b.ndim() == 0)
@@ -248,11 +265,18 @@ Tensor Tensor::dot(const Tensor& other, DType acc) const {
     return reshape_node(r, out);
 }
 
-Tensor Tensor::matmul(const Tensor& other) const { return dot(other); }
+Tensor Tensor::matmul(const Tensor& other, std::source_location loc) const {
+    const UserCall site(loc);
+    return dot(other);
+}
 
-Tensor Tensor::matmul(const Tensor& other, DType acc) const { return dot(other, acc); }
+Tensor Tensor::matmul(const Tensor& other, DType acc, std::source_location loc) const {
+    const UserCall site(loc);
+    return dot(other, acc);
+}
 
-Tensor Tensor::softmax(int64_t axis) const {
+Tensor Tensor::softmax(int64_t axis, std::source_location loc) const {
+    const UserCall site(loc);
     detail::check_float("softmax", *this);
     const int64_t a = normalize_axis("softmax", axis, ndim());
     if (shape_[a] == 0) return *this; // empty in, empty out: no max to take
@@ -261,7 +285,8 @@ Tensor Tensor::softmax(int64_t axis) const {
     return e * reduce("softmax", Op::Add, e, Shape{a}, true).reciprocal();
 }
 
-Tensor Tensor::log_softmax(int64_t axis) const {
+Tensor Tensor::log_softmax(int64_t axis, std::source_location loc) const {
+    const UserCall site(loc);
     detail::check_float("log_softmax", *this);
     const int64_t a = normalize_axis("log_softmax", axis, ndim());
     if (shape_[a] == 0) return *this; // empty in, empty out: no max to take

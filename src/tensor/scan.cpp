@@ -106,8 +106,17 @@ Tensor scan(const char* op, ScanKind k, const Tensor& x, int64_t axis) {
 
 } // namespace
 
-Tensor Tensor::cumsum(int64_t axis) const { return scan("cumsum", ScanKind::Sum, *this, axis); }
-Tensor Tensor::cumprod(int64_t axis) const { return scan("cumprod", ScanKind::Prod, *this, axis); }
-Tensor Tensor::cummax(int64_t axis) const { return scan("cummax", ScanKind::Max, *this, axis); }
+Tensor Tensor::cumsum(int64_t axis, std::source_location loc) const {
+    const UserCall site(loc);
+    return scan("cumsum", ScanKind::Sum, *this, axis);
+}
+Tensor Tensor::cumprod(int64_t axis, std::source_location loc) const {
+    const UserCall site(loc);
+    return scan("cumprod", ScanKind::Prod, *this, axis);
+}
+Tensor Tensor::cummax(int64_t axis, std::source_location loc) const {
+    const UserCall site(loc);
+    return scan("cummax", ScanKind::Max, *this, axis);
+}
 
 } // namespace tempura

@@ -58,7 +58,8 @@ Tensor triangle(const char* op, const Tensor& x, int64_t k, bool lower) {
 
 } // namespace
 
-Tensor Tensor::slice(const std::vector<Slice>& slices) const {
+Tensor Tensor::slice(const std::vector<Slice>& slices, std::source_location loc) const {
+    const UserCall site(loc);
     if (static_cast<int64_t>(slices.size()) > ndim())
         fail("slice", std::to_string(slices.size()) + " slices for " + std::to_string(ndim()) +
                           " dims " + shape_str(shape_));
@@ -87,7 +88,8 @@ Tensor Tensor::slice(const std::vector<Slice>& slices) const {
     return x;
 }
 
-std::vector<Tensor> Tensor::split(int64_t size, int64_t axis) const {
+std::vector<Tensor> Tensor::split(int64_t size, int64_t axis, std::source_location loc) const {
+    const UserCall site(loc);
     const int64_t a = normalize_axis("split", axis, ndim());
     if (size <= 0) fail("split", "split size must be positive, got " + std::to_string(size));
     const int64_t n = shape_[a];
@@ -102,14 +104,16 @@ std::vector<Tensor> Tensor::split(int64_t size, int64_t axis) const {
     return out;
 }
 
-std::vector<Tensor> Tensor::chunk(int64_t n, int64_t axis) const {
+std::vector<Tensor> Tensor::chunk(int64_t n, int64_t axis, std::source_location loc) const {
+    const UserCall site(loc);
     const int64_t a = normalize_axis("chunk", axis, ndim());
     if (n <= 0) fail("chunk", "number of chunks must be positive, got " + std::to_string(n));
     const int64_t d = shape_[a];
     return split(std::max<int64_t>(1, (d + n - 1) / n), a);
 }
 
-Tensor Tensor::repeat(Shape times) const {
+Tensor Tensor::repeat(Shape times, std::source_location loc) const {
+    const UserCall site(loc);
     if (static_cast<int64_t>(times.size()) < ndim())
         fail("repeat", "needs at least " + std::to_string(ndim()) + " repeat counts for " +
                            shape_str(shape_) + ", got " + shape_str(times));
@@ -132,10 +136,17 @@ Tensor Tensor::repeat(Shape times) const {
     return reshape_node(reshape_node(*this, spread).expand(grown), out);
 }
 
-Tensor Tensor::tril(int64_t k) const { return triangle("tril", *this, k, true); }
-Tensor Tensor::triu(int64_t k) const { return triangle("triu", *this, k, false); }
+Tensor Tensor::tril(int64_t k, std::source_location loc) const {
+    const UserCall site(loc);
+    return triangle("tril", *this, k, true);
+}
+Tensor Tensor::triu(int64_t k, std::source_location loc) const {
+    const UserCall site(loc);
+    return triangle("triu", *this, k, false);
+}
 
-Tensor Tensor::stack(const std::vector<Tensor>& tensors, int64_t axis) {
+Tensor Tensor::stack(const std::vector<Tensor>& tensors, int64_t axis, std::source_location loc) {
+    const UserCall site(loc);
     if (tensors.empty()) fail("stack", "needs at least one tensor");
     const Tensor& first = tensors[0];
     const int64_t n = first.ndim();
@@ -153,7 +164,9 @@ Tensor Tensor::stack(const std::vector<Tensor>& tensors, int64_t axis) {
     return cat(parts, axis < 0 ? axis + n + 1 : axis);
 }
 
-Tensor Tensor::linspace(double start, double stop, int64_t n, DType dtype) {
+Tensor Tensor::linspace(double start, double stop, int64_t n, DType dtype,
+                        std::source_location loc) {
+    const UserCall site(loc);
     detail::check_element_dtype("linspace", dtype);
     if (n < 0) fail("linspace", "negative number of values " + std::to_string(n));
     if (n == 0) return zeros(Shape{0}, dtype);
@@ -171,7 +184,8 @@ Tensor Tensor::linspace(double start, double stop, int64_t n, DType dtype) {
     return v.cast(dtype);
 }
 
-Tensor Tensor::one_hot(int64_t classes) const {
+Tensor Tensor::one_hot(int64_t classes, std::source_location loc) const {
+    const UserCall site(loc);
     const auto on = detail::on_device_of(*this);
     if (!dtype().is_int() || dtype().is_bool())
         fail("one_hot", "needs an integer tensor, got " + dtype().name());
@@ -184,9 +198,16 @@ Tensor Tensor::one_hot(int64_t classes) const {
     return (reshape_node(*this, s) == idx).cast(DType::Int32);
 }
 
-Tensor Tensor::zeros_like(const Tensor& x) { return zeros(x.shape(), x.dtype()); }
-Tensor Tensor::ones_like(const Tensor& x) { return ones(x.shape(), x.dtype()); }
-Tensor Tensor::full_like(const Tensor& x, double value) {
+Tensor Tensor::zeros_like(const Tensor& x, std::source_location loc) {
+    const UserCall site(loc);
+    return zeros(x.shape(), x.dtype());
+}
+Tensor Tensor::ones_like(const Tensor& x, std::source_location loc) {
+    const UserCall site(loc);
+    return ones(x.shape(), x.dtype());
+}
+Tensor Tensor::full_like(const Tensor& x, double value, std::source_location loc) {
+    const UserCall site(loc);
     return full(x.shape(), value, x.dtype());
 }
 

@@ -130,15 +130,18 @@ int64_t axis_size(const char* op, const Tensor& x, int64_t axis) {
 
 } // namespace
 
-Tensor Tensor::sort(int64_t axis, bool descending) const {
+Tensor Tensor::sort(int64_t axis, bool descending, std::source_location loc) const {
+    const UserCall site(loc);
     return sort_impl("sort", *this, axis, descending, axis_size("sort", *this, axis)).first;
 }
 
-Tensor Tensor::argsort(int64_t axis, bool descending) const {
+Tensor Tensor::argsort(int64_t axis, bool descending, std::source_location loc) const {
+    const UserCall site(loc);
     return sort_impl("argsort", *this, axis, descending, axis_size("argsort", *this, axis)).second;
 }
 
-std::pair<Tensor, Tensor> Tensor::topk(int64_t k, int64_t axis) const {
+std::pair<Tensor, Tensor> Tensor::topk(int64_t k, int64_t axis, std::source_location loc) const {
+    const UserCall site(loc);
     const int64_t n = axis_size("topk", *this, axis);
     if (k < 0 || k > n)
         fail("topk", "k " + str(k) + " is out of range for an axis of " + str(n) + " elements");

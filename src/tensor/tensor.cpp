@@ -248,17 +248,21 @@ UOp Tensor::make_const_i(DType dtype, int64_t value, double as_double) {
     return UOp::constant(dtype, value);
 }
 
-Tensor Tensor::full_const(Shape shape, const UOp& constant, const char* op) {
+Tensor Tensor::full_const(Shape shape, const UOp& constant, const char* op,
+                          std::source_location loc) {
+    const UserCall site(loc);
     detail::check_shape(op, shape);
     return broadcast_to(Tensor(constant, Shape{}, TensorAccess::no_buffers()), shape);
 }
 
-Tensor Tensor::zeros(Shape shape, DType dtype) {
+Tensor Tensor::zeros(Shape shape, DType dtype, std::source_location loc) {
+    const UserCall site(loc);
     detail::check_element_dtype("zeros", dtype);
     return full_const(std::move(shape), make_const_i(dtype, 0, 0.0), "zeros");
 }
 
-Tensor Tensor::ones(Shape shape, DType dtype) {
+Tensor Tensor::ones(Shape shape, DType dtype, std::source_location loc) {
+    const UserCall site(loc);
     detail::check_element_dtype("ones", dtype);
     return full_const(std::move(shape), make_const_i(dtype, 1, 1.0), "ones");
 }
@@ -301,7 +305,8 @@ std::shared_ptr<runtime::Buffer> host_filled(DType dtype, int64_t n, F&& fill) {
 
 } // namespace
 
-Tensor Tensor::to(const std::string& device) const {
+Tensor Tensor::to(const std::string& device, std::source_location loc) const {
+    const UserCall site(loc);
     const int d = runtime::device_index(device);
     if (d == core().device) {
         if (!core().buffers->empty()) return *this;
@@ -324,8 +329,9 @@ Tensor Tensor::to(const std::string& device) const {
     return t;
 }
 
-Tensor Tensor::from_host(DType src_dtype, const void* data, int64_t count, Shape shape,
-                         DType dtype) {
+Tensor Tensor::from_host(DType src_dtype, const void* data, int64_t count, Shape shape, DType dtype,
+                         std::source_location loc) {
+    const UserCall site(loc);
     detail::check_element_dtype("from_vector", dtype);
     detail::check_shape("from_vector", shape);
     const int64_t n = tempura::numel(shape);
@@ -337,7 +343,8 @@ Tensor Tensor::from_host(DType src_dtype, const void* data, int64_t count, Shape
     return realized(b, shape);
 }
 
-Tensor Tensor::from_blob(const void* data, Shape shape, DType dtype) {
+Tensor Tensor::from_blob(const void* data, Shape shape, DType dtype, std::source_location loc) {
+    const UserCall site(loc);
     detail::check_element_dtype("from_blob", dtype);
     detail::check_shape("from_blob", shape);
     const int64_t n = tempura::numel(shape);
@@ -374,7 +381,8 @@ Shape Tensor::dim_values(const char* op, const Dims& dims) {
     return shape;
 }
 
-Tensor Tensor::with_dims(const Tensor& t, const Dims& dims) {
+Tensor Tensor::with_dims(const Tensor& t, const Dims& dims, std::source_location loc) {
+    const UserCall site(loc);
     bool any = false;
     for (const Dim& d : dims) any = any || d.is_variable();
     if (!any) return t;
@@ -384,7 +392,8 @@ Tensor Tensor::with_dims(const Tensor& t, const Dims& dims) {
     return realized(t.buffer(), t.shape_, std::move(uops));
 }
 
-Tensor Tensor::arange(int64_t n, DType dtype) {
+Tensor Tensor::arange(int64_t n, DType dtype, std::source_location loc) {
+    const UserCall site(loc);
     detail::check_element_dtype("arange", dtype);
     if (n < 0) fail("arange", "negative length " + std::to_string(n));
     auto b = host_filled(dtype, n, [&](void* p) {
@@ -398,7 +407,8 @@ Tensor Tensor::arange(int64_t n, DType dtype) {
     return realized(b, Shape{n});
 }
 
-Tensor Tensor::eye(int64_t n, DType dtype) {
+Tensor Tensor::eye(int64_t n, DType dtype, std::source_location loc) {
+    const UserCall site(loc);
     detail::check_element_dtype("eye", dtype);
     if (n < 0) fail("eye", "negative size " + std::to_string(n));
     const Shape shape{n, n};
@@ -408,7 +418,8 @@ Tensor Tensor::eye(int64_t n, DType dtype) {
     return realized(b, shape);
 }
 
-Tensor Tensor::from_uop(const UOp& uop) {
+Tensor Tensor::from_uop(const UOp& uop, std::source_location loc) {
+    const UserCall site(loc);
     if (uop.is_null()) fail("from_uop", "null UOp");
     Shape shape = tensor_shape(uop);
     auto bufs = std::make_shared<Buffers>();
@@ -510,17 +521,20 @@ void Tensor::check_item() const {
 
 // ---- elementwise ---------------------------------------------------------------------------
 
-Tensor Tensor::neg() const {
+Tensor Tensor::neg(std::source_location loc) const {
+    const UserCall site(loc);
     check_arith("neg", *this);
     return unary(Op::Neg, *this);
 }
 
-Tensor Tensor::exp2() const {
+Tensor Tensor::exp2(std::source_location loc) const {
+    const UserCall site(loc);
     check_float("exp2", *this);
     return unary(Op::Exp2, *this);
 }
 
-Tensor Tensor::exp() const {
+Tensor Tensor::exp(std::source_location loc) const {
+    const UserCall site(loc);
     check_float("exp", *this);
     if (detail::is_16bit_float(*this))
         return detail::in_float32(*this, [&](const Tensor& x) { return x.exp(); });
@@ -528,12 +542,14 @@ Tensor Tensor::exp() const {
     return unary(Op::Exp2, *this * scalar_like(*this, 1.0 / std::numbers::ln2));
 }
 
-Tensor Tensor::log2() const {
+Tensor Tensor::log2(std::source_location loc) const {
+    const UserCall site(loc);
     check_float("log2", *this);
     return unary(Op::Log2, *this);
 }
 
-Tensor Tensor::log() const {
+Tensor Tensor::log(std::source_location loc) const {
+    const UserCall site(loc);
     check_float("log", *this);
     if (detail::is_16bit_float(*this))
         return detail::in_float32(*this, [&](const Tensor& x) { return x.log(); });
@@ -541,29 +557,34 @@ Tensor Tensor::log() const {
     return unary(Op::Log2, *this) * scalar_like(*this, std::numbers::ln2);
 }
 
-Tensor Tensor::sqrt() const {
+Tensor Tensor::sqrt(std::source_location loc) const {
+    const UserCall site(loc);
     check_float("sqrt", *this);
     return unary(Op::Sqrt, *this);
 }
 
-Tensor Tensor::sin() const {
+Tensor Tensor::sin(std::source_location loc) const {
+    const UserCall site(loc);
     check_float("sin", *this);
     return unary(Op::Sin, *this);
 }
 
-Tensor Tensor::erf() const {
+Tensor Tensor::erf(std::source_location loc) const {
+    const UserCall site(loc);
     check_float("erf", *this);
     return unary(Op::Erf, *this);
 }
 
-Tensor Tensor::cos() const {
+Tensor Tensor::cos(std::source_location loc) const {
+    const UserCall site(loc);
     check_float("cos", *this);
     // Its own op, not sin(pi/2 - x): rounding pi/2 - x to the dtype loses all of x's low bits for
     // large |x| (cos(1e10f) came out 0.49 instead of 0.87).
     return unary(Op::Cos, *this);
 }
 
-Tensor Tensor::relu() const {
+Tensor Tensor::relu(std::source_location loc) const {
+    const UserCall site(loc);
     check_arith("relu", *this);
     const Tensor zero = scalar_like(*this, 0.0);
     // relu'(0) = 0, as PyTorch (MAX's own rule would give each side of the tie half).
@@ -571,7 +592,8 @@ Tensor Tensor::relu() const {
                                    [&] { return *this > zero; });
 }
 
-Tensor Tensor::sigmoid() const {
+Tensor Tensor::sigmoid(std::source_location loc) const {
+    const UserCall site(loc);
     check_float("sigmoid", *this);
     if (detail::is_16bit_float(*this))
         return detail::in_float32(*this, [&](const Tensor& x) { return x.sigmoid(); });
@@ -581,7 +603,8 @@ Tensor Tensor::sigmoid() const {
     return detail::with_derivative(s, *this, [&] { return s * (one - s); });
 }
 
-Tensor Tensor::abs() const {
+Tensor Tensor::abs(std::source_location loc) const {
+    const UserCall site(loc);
     check_arith("abs", *this);
     if (dtype().is_unsigned()) return *this;
     // On floats max(x, -x): IEEE maximum gives +0.0 for -0.0 (a where on x < 0 keeps -0.0)
@@ -593,28 +616,33 @@ Tensor Tensor::abs() const {
     return where(*this < scalar_like(*this, 0.0), -*this, *this);
 }
 
-Tensor Tensor::reciprocal() const {
+Tensor Tensor::reciprocal(std::source_location loc) const {
+    const UserCall site(loc);
     check_float("reciprocal", *this);
     return unary(Op::Recip, *this);
 }
 
-Tensor Tensor::square() const {
+Tensor Tensor::square(std::source_location loc) const {
+    const UserCall site(loc);
     check_arith("square", *this);
     return *this * *this;
 }
 
-Tensor Tensor::logical_not() const {
+Tensor Tensor::logical_not(std::source_location loc) const {
+    const UserCall site(loc);
     if (!dtype().is_bool()) fail("logical_not", "needs a bool tensor, got " + dtype().name());
     // !x = (x != true), without a NOT node
     return binary("logical_not", Op::CmpNe, *this, scalar_like(*this, 1.0));
 }
 
-Tensor Tensor::maximum(const Tensor& other) const {
+Tensor Tensor::maximum(const Tensor& other, std::source_location loc) const {
+    const UserCall site(loc);
     check_arith("maximum", *this);
     return binary("maximum", Op::Max, *this, other);
 }
 
-Tensor Tensor::minimum(const Tensor& other) const {
+Tensor Tensor::minimum(const Tensor& other, std::source_location loc) const {
+    const UserCall site(loc);
     check_arith("minimum", *this);
     detail::check_same_dtype("minimum", *this, other);
     // min(a, b) = -max(-a, -b) on floats; ~max(~a, ~b) on integers (no overflow at INT_MIN,
@@ -623,7 +651,8 @@ Tensor Tensor::minimum(const Tensor& other) const {
     return detail::bit_not(detail::bit_not(*this).maximum(detail::bit_not(other)));
 }
 
-Tensor Tensor::cast(DType dtype) const {
+Tensor Tensor::cast(DType dtype, std::source_location loc) const {
+    const UserCall site(loc);
     detail::check_element_dtype("cast", dtype);
     if (dtype == this->dtype()) return *this;
     return TensorAccess::derive(*this, UOp::make(Op::Cast, dtype, {uop()}), shape_);
@@ -631,54 +660,91 @@ Tensor Tensor::cast(DType dtype) const {
 
 // ---- operators -----------------------------------------------------------------------------
 
-Tensor operator+(const Tensor& a, const Tensor& b) {
+Tensor operator+(TensorAt at, const Tensor& b) {
+    const UserCall site(at.loc);
+    const Tensor& a = at.t;
     check_arith("add", a);
     return binary("add", Op::Add, a, b);
 }
 
-Tensor operator-(const Tensor& a, const Tensor& b) {
+Tensor operator-(TensorAt at, const Tensor& b) {
+    const UserCall site(at.loc);
+    const Tensor& a = at.t;
     check_arith("sub", a);
     return binary("sub", Op::Sub, a, b);
 }
 
-Tensor operator*(const Tensor& a, const Tensor& b) {
+Tensor operator*(TensorAt at, const Tensor& b) {
+    const UserCall site(at.loc);
+    const Tensor& a = at.t;
     check_arith("mul", a);
     return binary("mul", Op::Mul, a, b);
 }
 
-Tensor operator/(const Tensor& a, const Tensor& b) {
+Tensor operator/(TensorAt at, const Tensor& b) {
+    const UserCall site(at.loc);
+    const Tensor& a = at.t;
     check_arith("div", a);
     return binary("div", a.dtype().is_float() ? Op::Fdiv : Op::Idiv, a, b);
 }
 
-Tensor operator<(const Tensor& a, const Tensor& b) { return binary("less", Op::CmpLt, a, b); }
+Tensor operator<(TensorAt at, const Tensor& b) {
+    const UserCall site(at.loc);
+    const Tensor& a = at.t;
+    return binary("less", Op::CmpLt, a, b);
+}
 
-Tensor operator>(const Tensor& a, const Tensor& b) {
+Tensor operator>(TensorAt at, const Tensor& b) {
+    const UserCall site(at.loc);
+    const Tensor& a = at.t;
     detail::check_same_dtype("greater", a, b);
     return binary("greater", Op::CmpLt, b, a); // a > b = b < a
 }
 
-Tensor operator<=(const Tensor& a, const Tensor& b) {
+Tensor operator<=(TensorAt at, const Tensor& b) {
+    const UserCall site(at.loc);
+    const Tensor& a = at.t;
     detail::check_same_dtype("less_equal", a, b);
     // a <= b = !(b < a), spelled (b < a) != true
     return binary("less_equal", Op::CmpLt, b, a).logical_not();
 }
 
-Tensor operator>=(const Tensor& a, const Tensor& b) {
+Tensor operator>=(TensorAt at, const Tensor& b) {
+    const UserCall site(at.loc);
+    const Tensor& a = at.t;
     detail::check_same_dtype("greater_equal", a, b);
     // a >= b = !(a < b)
     return binary("greater_equal", Op::CmpLt, a, b).logical_not();
 }
 
-Tensor operator==(const Tensor& a, const Tensor& b) { return binary("equal", Op::CmpEq, a, b); }
+Tensor operator==(TensorAt at, TensorAt bt) {
+    const UserCall site(at.loc);
+    const Tensor& a = at.t;
+    const Tensor& b = bt.t;
+    return binary("equal", Op::CmpEq, a, b);
+}
 
-Tensor operator!=(const Tensor& a, const Tensor& b) { return binary("not_equal", Op::CmpNe, a, b); }
+Tensor operator!=(TensorAt at, TensorAt bt) {
+    const UserCall site(at.loc);
+    const Tensor& a = at.t;
+    const Tensor& b = bt.t;
+    return binary("not_equal", Op::CmpNe, a, b);
+}
 
-Tensor operator-(const Tensor& a) { return a.neg(); }
+Tensor operator-(TensorAt at) {
+    const UserCall site(at.loc);
+    const Tensor& a = at.t;
+    return a.neg();
+}
 
-Tensor operator!(const Tensor& a) { return a.logical_not(); }
+Tensor operator!(TensorAt at) {
+    const UserCall site(at.loc);
+    const Tensor& a = at.t;
+    return a.logical_not();
+}
 
-Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b, std::source_location loc) {
+    const UserCall site(loc);
     if (!cond.dtype().is_bool())
         fail("where", "condition must be bool, got " + cond.dtype().name());
     detail::check_same_dtype("where", a, b);
@@ -700,7 +766,13 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
     return r;
 }
 
-Tensor maximum(const Tensor& a, const Tensor& b) { return a.maximum(b); }
-Tensor minimum(const Tensor& a, const Tensor& b) { return a.minimum(b); }
+Tensor maximum(const Tensor& a, const Tensor& b, std::source_location loc) {
+    const UserCall site(loc);
+    return a.maximum(b);
+}
+Tensor minimum(const Tensor& a, const Tensor& b, std::source_location loc) {
+    const UserCall site(loc);
+    return a.minimum(b);
+}
 
 } // namespace tempura

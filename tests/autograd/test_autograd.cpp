@@ -8,6 +8,7 @@
 
 #include <tempura/tempura.hpp>
 
+#include "../error_at.hpp"
 #include "../support.hpp"
 
 namespace {
@@ -63,14 +64,17 @@ TEST_CASE("autograd: backward on any one-element tensor; errors say what is wron
 
     Tensor v = param({1, 2}, {2});
     CHECK(error_of([&] { (v * 2.0).backward(); }) ==
-          "[backward] needs a tensor with one element, got shape [2] (2 elements)");
+          at_line(__LINE__ - 1,
+                  "[backward] needs a tensor with one element, got shape [2] (2 elements)"));
     const Tensor plain = Tensor::from_vector(std::vector<float>{1, 2});
     CHECK(error_of([&] { (void)plain.grad(); }) ==
-          "[grad] this tensor does not require a gradient (call requires_grad() on it before "
-          "computing the loss)");
+          at_line(__LINE__ - 1,
+                  "[grad] this tensor does not require a gradient (call requires_grad() on it "
+                  "before computing the loss)"));
     CHECK(error_of([&] { plain.sum().backward(); }) ==
-          "[backward] the tensor does not depend on any tensor that requires a gradient (call "
-          "requires_grad() on the parameters; detach() and NoGrad cut the graph)");
+          at_line(__LINE__ - 1,
+                  "[backward] the tensor does not depend on any tensor that requires a gradient "
+                  "(call requires_grad() on the parameters; detach() and NoGrad cut the graph)"));
     Tensor i = Tensor::from_vector(std::vector<int32_t>{1, 2});
     CHECK(error_of([&] { i.requires_grad(); }) ==
           "[requires_grad] only float tensors take gradients, got int32");
@@ -80,12 +84,14 @@ TEST_CASE("autograd: non-differentiable ops raise only when the gradient must go
     Tensor x = param({-1, 2, 3}, {3});
     // Only through a comparison: an error naming it.
     CHECK(error_of([&] { (x > 0.0).cast(DType::Float32).sum().backward(); }) ==
-          "[backward] no gradient reaches a tensor that requires one (it reaches one only "
-          "through CAST of bool, which has no gradient: comparisons, integer and bool ops, "
-          "argmax)");
+          at_line(__LINE__ - 1,
+                  "[backward] no gradient reaches a tensor that requires one (it reaches one "
+                  "only through CAST of bool, which has no gradient: comparisons, integer and "
+                  "bool ops, argmax)"));
     CHECK(error_of([&] { x.argmax(0).cast(DType::Float32).sum().backward(); })
-              .starts_with("[backward] no gradient reaches a tensor that requires one (it "
-                           "reaches one only through CAST of int32"));
+              .starts_with(at_line(__LINE__ - 1,
+                                   "[backward] no gradient reaches a tensor that requires one "
+                                   "(it reaches one only through CAST of int32")));
     // A comparison beside a differentiable path: it is a constant, as in PyTorch.
     (x * 2.0 + (x > 0.0).cast(DType::Float32)).sum().backward();
     CHECK(x.grad().to_vector() == std::vector<float>{2, 2, 2});
@@ -149,12 +155,14 @@ TEST_CASE("autograd: a graph of a structure seen before gets the same gradient g
     // What a walk found blocked is rebuilt too: the same error, the second time from the record.
     Tensor v = param({-1, 2, 3}, {3});
     const auto blocked = [&] { (v > 0.0).cast(DType::Float32).sum().backward(); };
+    const int blocked_line = __LINE__ - 1;
     const std::string first = error_of(blocked);
     const size_t replays = tempura::grad_cache_stats().replayed;
     CHECK(error_of(blocked) == first);
     CHECK(tempura::grad_cache_stats().replayed == replays + 1);
-    CHECK(first.starts_with("[backward] no gradient reaches a tensor that requires one (it "
-                            "reaches one only through CAST of bool"));
+    CHECK(first.starts_with(at_line(blocked_line,
+                                    "[backward] no gradient reaches a tensor that requires one "
+                                    "(it reaches one only through CAST of bool")));
 }
 
 TEST_CASE("autograd: gradients flow through realized intermediates") {
@@ -184,7 +192,9 @@ TEST_CASE("autograd: detach and NoGrad cut the graph") {
     CHECK(y.to_vector() == std::vector<float>{3, 6}); // the value is there
     (y * w).sum().backward();                         // y is a constant
     CHECK(w.grad().to_vector() == std::vector<float>{3, 6});
-    CHECK(error_of([&] { y.sum().backward(); }).starts_with("[backward] the tensor does not"));
+    CHECK(error_of([&] {
+              y.sum().backward();
+          }).starts_with(at_line(__LINE__ - 2, "[backward] the tensor does not")));
 }
 
 TEST_CASE("autograd: gradients() leaves accumulated gradients alone") {
@@ -210,9 +220,10 @@ TEST_CASE("autograd: assign gives every copy the value; tensors of the old value
     a.assign(Tensor::full({}, 7.0f)); // broadcast
     CHECK(copy.to_vector() == std::vector<float>{7, 7});
     CHECK(error_of([&] { a.assign(Tensor::ones({3})); }) ==
-          "[assign] cannot assign a value of shape [3] to a tensor of shape [2]");
+          at_line(__LINE__ - 1,
+                  "[assign] cannot assign a value of shape [3] to a tensor of shape [2]"));
     CHECK(error_of([&] { a.assign(Tensor::ones({2}, DType::Int32)); }) ==
-          "[assign] dtype mismatch: the tensor is float32, the value int32");
+          at_line(__LINE__ - 1, "[assign] dtype mismatch: the tensor is float32, the value int32"));
     // A leaf keeps requiring its gradient after an assign.
     Tensor w = param({1, 2}, {2});
     w.assign(w * 2.0);

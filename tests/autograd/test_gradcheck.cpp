@@ -101,8 +101,8 @@ Shape broadcastable(std::mt19937& rng, const Shape& s) {
     return Shape(b.begin() + static_cast<std::ptrdiff_t>(drop), b.end());
 }
 
-const Fn unary(Tensor (Tensor::*m)() const) {
-    return [m](const std::vector<Tensor>& x) { return (x[0].*m)(); };
+const Fn unary(Tensor (Tensor::*m)(std::source_location) const) {
+    return [m](const std::vector<Tensor>& x) { return (x[0].*m)(std::source_location::current()); };
 }
 
 // An op to check: its name, the function, and the range its inputs are drawn from.

@@ -2,6 +2,8 @@
 // has the shape of the FixedTensor's type); conversions from Tensor are checked at run time.
 #include <doctest/doctest.h>
 
+#include "../error_at.hpp"
+
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -67,9 +69,11 @@ TEST_CASE("fixed: creation") {
     CHECK(v.sum().item<double>() == 21.0);
     CHECK((B<2>::from_vector({true, false}).to_vector() == std::vector<bool>{true, false}));
     CHECK((F<1, 1>::full(3.0f).item() == 3.0f));
-    CHECK_THROWS_WITH_AS((F<2, 3>::from_vector({1, 2, 3, 4, 5})),
-                         "[from_vector] 5 values do not fill shape [2, 3] (6 elements)",
-                         tempura::Error);
+    CHECK_THROWS_WITH_AS(
+        (F<2, 3>::from_vector({1, 2, 3, 4, 5})),
+        at_line(__LINE__ - 2, "[from_vector] 5 values do not fill shape [2, 3] (6 elements)")
+            .c_str(),
+        tempura::Error);
     // A default FixedTensor is zeros of its shape (so that it can be a member assigned later).
     CHECK_FIXED_EQ((F<2, 2>()), Tensor::zeros({2, 2}));
 }

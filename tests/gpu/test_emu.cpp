@@ -19,6 +19,7 @@
 
 #include <doctest/doctest.h>
 
+#include "../error_at.hpp"
 #include "../support.hpp"
 #include "default_device.hpp"
 #include "ptxas.hpp"
@@ -84,7 +85,8 @@ TEST_CASE("devices: CPU and EMU, and the errors for others") {
         CHECK(error_of([] { set_default_device("CUDA"); }) ==
               "[device] CUDA: no usable CUDA device here (devices: CPU, EMU)");
         CHECK(error_of([] { Tensor::ones({2}).to("CUDA:1"); }) ==
-              "[device] CUDA:1: no usable CUDA device here (devices: CPU, EMU)");
+              at_line(__LINE__ - 1,
+                      "[device] CUDA:1: no usable CUDA device here (devices: CPU, EMU)"));
     }
     const DefaultDevice emu("EMU");
     CHECK(default_device() == "EMU");
@@ -100,10 +102,12 @@ TEST_CASE("devices: tensors on different devices do not mix; to() copies") {
     CHECK(e.device() == "EMU");
     CHECK(c.to("CPU").buffer() == c.buffer()); // already there: the same tensor
     CHECK(e.buffer() != c.buffer());
-    CHECK(error_of([&] { (void)(c + e); }) == "[add] tensors on different devices: CPU and EMU");
-    CHECK(error_of([&] { (void)(e * c); }) == "[mul] tensors on different devices: EMU and CPU");
+    CHECK(error_of([&] { (void)(c + e); }) ==
+          at_line(__LINE__ - 1, "[add] tensors on different devices: CPU and EMU"));
+    CHECK(error_of([&] { (void)(e * c); }) ==
+          at_line(__LINE__ - 1, "[mul] tensors on different devices: EMU and CPU"));
     CHECK(error_of([&] { (void)where(c > 2.0f, e, e); }) ==
-          "[where] tensors on different devices: CPU and EMU");
+          at_line(__LINE__ - 1, "[where] tensors on different devices: CPU and EMU"));
     CHECK(error_of([&] {
               Tensor x = c * 2.0f, y = e * 2.0f;
               realize({x, y});
@@ -129,18 +133,19 @@ TEST_CASE("devices: to() pins a constant to its device; a bare constant goes wit
     const Tensor e = Tensor::ones({4}).to("EMU");
     CHECK(c.device() == "CPU");
     CHECK(e.device() == "EMU");
-    CHECK(error_of([&] { (void)(c + e); }) == "[add] tensors on different devices: CPU and EMU");
+    CHECK(error_of([&] { (void)(c + e); }) ==
+          at_line(__LINE__ - 1, "[add] tensors on different devices: CPU and EMU"));
     CHECK(error_of([&] { (void)((c * 2.0f) - (e + 1.0f)); }) ==
-          "[sub] tensors on different devices: CPU and EMU");
+          at_line(__LINE__ - 1, "[sub] tensors on different devices: CPU and EMU"));
     CHECK(error_of([&] { (void)where(c > 0.0f, c, e); }) ==
-          "[where] tensors on different devices: CPU and EMU");
+          at_line(__LINE__ - 1, "[where] tensors on different devices: CPU and EMU"));
     const Tensor from_buffer = Tensor::from_vector(std::vector<float>{1, 2, 3, 4});
     CHECK(error_of([&] { (void)(e + from_buffer); }) ==
-          "[add] tensors on different devices: EMU and CPU");
+          at_line(__LINE__ - 1, "[add] tensors on different devices: EMU and CPU"));
     CHECK(e.gather(0, Tensor::zeros({2}, DType::Int32).to("EMU")).to_vector<float>() ==
           std::vector<float>{1, 1});
     CHECK(error_of([&] { (void)c.gather(0, Tensor::zeros({2}, DType::Int32).to("EMU")); }) ==
-          "[gather] tensors on different devices: CPU and EMU");
+          at_line(__LINE__ - 1, "[gather] tensors on different devices: CPU and EMU"));
     // A bare constant still goes with either device; the pinned one keeps its own.
     Tensor k = e + 1.0f;
     CHECK(k.device() == "EMU");

@@ -10,6 +10,7 @@
 
 #include <doctest/doctest.h>
 
+#include "../error_at.hpp"
 #include "../support.hpp"
 #include "matmul_buffers.hpp"
 #include "ptxas.hpp"
@@ -209,10 +210,12 @@ TEST_CASE("float16 and bfloat16: reductions and matmuls accumulate in float32") 
 TEST_CASE("float16 accumulation: matmul(b, Float16) rounds its sums to float16") {
     const Tensor h = Tensor::ones({2, 3}, DType::Float16), g = Tensor::ones({3, 2}, DType::Float16);
     CHECK(error_of([&] { (void)h.matmul(g, DType::Int32); }) ==
-          "[dot] accumulates float16 operands in float32 or float16, got int32");
+          at_line(__LINE__ - 1,
+                  "[dot] accumulates float16 operands in float32 or float16, got int32"));
     CHECK(error_of([&] {
               (void)h.cast(DType::Float32).matmul(g.cast(DType::Float32), DType::Float16);
-          }) == "[dot] accumulates float32 operands in float32, got float16");
+          }) ==
+          at_line(__LINE__ - 3, "[dot] accumulates float32 operands in float32, got float16"));
     // M and N padded on the tensor cores (40 rows, 24 columns), K = 80: five k-steps.
     const int64_t m = 40, k = 80, n = 24;
     std::vector<float> av, bv;

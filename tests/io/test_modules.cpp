@@ -11,6 +11,7 @@
 #include <tempura/nn/module.hpp>
 #include <tempura/tempura.hpp>
 
+#include "../error_at.hpp"
 #include "../support.hpp"
 
 namespace fs = std::filesystem;
@@ -234,8 +235,10 @@ TEST_CASE("BatchNorm2d: training mode normalizes by the batch and updates the ru
     }
     check_close(bn(x).to_vector<float>(), ev, 1e-5f);
     CHECK(bn.num_batches_tracked.item<int64_t>() == 1);
-    CHECK_THROWS_WITH(bn(Tensor::zeros({2, 3, 2, 2})),
-                      "[BatchNorm2d] input must be [N, 2, H, W], got [2, 3, 2, 2]");
+    CHECK_THROWS_WITH(
+        bn(Tensor::zeros({2, 3, 2, 2})),
+        at_line(__LINE__ - 2, "[BatchNorm2d] input must be [N, 2, H, W], got [2, 3, 2, 2]")
+            .c_str());
 }
 
 TEST_CASE("BatchNorm2d: the running-statistics update joins the training step's one plan") {
@@ -297,11 +300,15 @@ TEST_CASE("scaled_dot_product_attention: attn_mask, bool (true = attend) or floa
                     .to_vector<float>(),
                 nn::scaled_dot_product_attention(q, k, v).to_vector<float>(), 1e-6f);
     CHECK_THROWS_WITH(nn::scaled_dot_product_attention(q, k, v, false, Tensor::zeros({4, 5})),
-                      "[scaled_dot_product_attention] attn_mask of shape [4, 5] does not "
-                      "broadcast to the scores' shape [2, 3, 5]");
+                      at_line(__LINE__ - 1, "[scaled_dot_product_attention] attn_mask of shape "
+                                            "[4, 5] does not broadcast to the scores' shape "
+                                            "[2, 3, 5]")
+                          .c_str());
     CHECK_THROWS_WITH(
         nn::scaled_dot_product_attention(q, k, v, false, Tensor::zeros({3, 5}, DType::Int32)),
-        "[scaled_dot_product_attention] attn_mask must be bool or float, got int32");
+        at_line(__LINE__ - 2,
+                "[scaled_dot_product_attention] attn_mask must be bool or float, got int32")
+            .c_str());
 }
 
 TEST_CASE("optimizer state_dict: a run stopped, saved and resumed ends bit-identical") {

@@ -2,6 +2,7 @@
 // runtime::Buffer with its registry (lifetime of the buffers lazy tensors read).
 #include <doctest/doctest.h>
 
+#include "../error_at.hpp"
 #include "../support.hpp"
 
 #include <atomic>
@@ -348,7 +349,7 @@ TEST_CASE("from_uop: a tensor over an existing graph") {
     CHECK_FALSE(b.is_realized());
     auto c = Tensor::from_uop(a.uop());
     CHECK(c.is_realized());
-    CHECK(error_of([] { Tensor::from_uop(UOp()); }) == "[from_uop] null UOp");
+    CHECK(error_of([] { Tensor::from_uop(UOp()); }) == at_line(__LINE__, "[from_uop] null UOp"));
 }
 
 // ---- runtime::Buffer --------------------------------------------------------------------------

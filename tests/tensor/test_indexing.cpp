@@ -13,6 +13,7 @@
 #include <tempura/tempura.hpp>
 #include <tempura/tensor/reference.hpp>
 
+#include "../error_at.hpp"
 #include "../support.hpp"
 
 namespace {
@@ -56,12 +57,16 @@ TEST_CASE("a computed index out of range reads 0; a realized one is an error") {
     check_reference(x.gather(1, lazy));
     CHECK(values(x.index_select(0, i32({1, 7, -3}, {3}) * 1)) ==
           std::vector<float>{4, 5, 6, 0, 0, 0, 0, 0, 0});
-    CHECK_THROWS_WITH(x.gather(1, i32({2, 0, 3, 1}, {2, 2})),
-                      "[gather] index 3 is out of range for dim 1 of size 3");
-    CHECK_THROWS_WITH(x.index_select(0, i32({-1}, {1})),
-                      "[index_select] index -1 is out of range for dim 0 of size 2");
-    CHECK_THROWS_WITH(nn::embedding(i32({4}, {1}), x),
-                      "[embedding] index 4 is out of range for dim 0 of size 2");
+    CHECK_THROWS_WITH(
+        x.gather(1, i32({2, 0, 3, 1}, {2, 2})),
+        at_line(__LINE__ - 2, "[gather] index 3 is out of range for dim 1 of size 3").c_str());
+    CHECK_THROWS_WITH(
+        x.index_select(0, i32({-1}, {1})),
+        at_line(__LINE__ - 2, "[index_select] index -1 is out of range for dim 0 of size 2")
+            .c_str());
+    CHECK_THROWS_WITH(
+        nn::embedding(i32({4}, {1}), x),
+        at_line(__LINE__ - 2, "[embedding] index 4 is out of range for dim 0 of size 2").c_str());
 }
 
 TEST_CASE("the gathered source and the index may be computed in the same kernel") {
@@ -105,17 +110,25 @@ TEST_CASE("index_select and embedding pick whole slices") {
 
 TEST_CASE("indexing errors name the op and the values") {
     const Tensor x = f32({1, 2, 3, 4, 5, 6}, {2, 3});
-    CHECK_THROWS_WITH(x.gather(1, f32({0}, {1, 1})),
-                      "[gather] needs an Int32 or Int64 index, got float32");
-    CHECK_THROWS_WITH(x.gather(1, i32({0}, {1})),
-                      "[gather] index of shape [1] needs 2 dims, as the source [2, 3]");
-    CHECK_THROWS_WITH(x.gather(1, i32({0, 0, 0}, {3, 1})),
-                      "[gather] index of shape [3, 1] is larger than the source [2, 3] in dim 0");
-    CHECK_THROWS_WITH(x.gather(2, i32({0}, {1, 1})), "[gather] axis 2 is out of range for 2 dims");
-    CHECK_THROWS_WITH(x.index_select(0, i32({0}, {1, 1})),
-                      "[index_select] needs a 1-D index, got shape [1, 1]");
+    CHECK_THROWS_WITH(
+        x.gather(1, f32({0}, {1, 1})),
+        at_line(__LINE__ - 2, "[gather] needs an Int32 or Int64 index, got float32").c_str());
+    CHECK_THROWS_WITH(
+        x.gather(1, i32({0}, {1})),
+        at_line(__LINE__ - 2, "[gather] index of shape [1] needs 2 dims, as the source [2, 3]")
+            .c_str());
+    CHECK_THROWS_WITH(
+        x.gather(1, i32({0, 0, 0}, {3, 1})),
+        at_line(__LINE__ - 2,
+                "[gather] index of shape [3, 1] is larger than the source [2, 3] in dim 0")
+            .c_str());
+    CHECK_THROWS_WITH(x.gather(2, i32({0}, {1, 1})),
+                      at_line(__LINE__ - 1, "[gather] axis 2 is out of range for 2 dims").c_str());
+    CHECK_THROWS_WITH(
+        x.index_select(0, i32({0}, {1, 1})),
+        at_line(__LINE__ - 2, "[index_select] needs a 1-D index, got shape [1, 1]").c_str());
     CHECK_THROWS_WITH(nn::embedding(i32({0}, {1}), f32({1}, {1})),
-                      "[embedding] table must be [V, D], got [1]");
+                      at_line(__LINE__ - 1, "[embedding] table must be [V, D], got [1]").c_str());
 }
 
 TEST_CASE("scatter_add adds each source element at its index, in order, in its own kernel") {
@@ -147,13 +160,16 @@ TEST_CASE("scatter_add adds each source element at its index, in order, in its o
     CHECK(Tensor::zeros({3}, DType::Int32)
               .scatter_add(0, i32({2, 2, 0}, {3}), i32({5, 6, 7}, {3}))
               .to_vector<int32_t>() == std::vector<int32_t>{7, 0, 11});
-    CHECK_THROWS_WITH(base.scatter_add(1, i32({3}, {1, 1}), src),
-                      "[scatter_add] index 3 is out of range for dim 1 of size 3");
-    CHECK_THROWS_WITH(base.scatter_add(1, idx, src.cast(DType::Float64)),
-                      "[scatter_add] dtype mismatch: float32 and float64");
+    CHECK_THROWS_WITH(
+        base.scatter_add(1, i32({3}, {1, 1}), src),
+        at_line(__LINE__ - 2, "[scatter_add] index 3 is out of range for dim 1 of size 3").c_str());
+    CHECK_THROWS_WITH(
+        base.scatter_add(1, idx, src.cast(DType::Float64)),
+        at_line(__LINE__ - 2, "[scatter_add] dtype mismatch: float32 and float64").c_str());
     CHECK_THROWS_WITH(base.scatter_add(0, i32({0, 0, 0, 0}, {4, 1}), src),
-                      "[scatter_add] index [4, 1] is larger than the source [2, 3] or than "
-                      "[2, 3] in dim 0");
+                      at_line(__LINE__ - 1, "[scatter_add] index [4, 1] is larger than the "
+                                            "source [2, 3] or than [2, 3] in dim 0")
+                          .c_str());
 }
 
 TEST_CASE("an embedding layer trains: its gradient is a scatter_add of the output's") {

@@ -16,6 +16,7 @@
 #include <tempura/tempura.hpp>
 #include <tempura/tensor/reference.hpp>
 
+#include "../error_at.hpp"
 #include "../support.hpp"
 
 namespace {
@@ -111,9 +112,9 @@ TEST_CASE("pow: std::pow's special cases, integers by squaring") {
     // 3^21 wraps in int32 as the scalar semantics say (the reference agrees).
     check_reference(i32({3}).pow(i32({21})));
     CHECK(error_of([] { (void)i32({2}).pow(0.5); }) ==
-          "[pow] an integer tensor needs an integer exponent, got 0.500000");
+          at_line(__LINE__ - 1, "[pow] an integer tensor needs an integer exponent, got 0.500000"));
     CHECK(error_of([] { (void)f32({2}).pow(i32({2})); }) ==
-          "[pow] dtype mismatch: float32 and int32");
+          at_line(__LINE__ - 1, "[pow] dtype mismatch: float32 and int32"));
 }
 
 TEST_CASE("pow: within 32 ulp where |y log2|x|| <= 32") {
@@ -154,9 +155,10 @@ TEST_CASE("activations: closed forms") {
     // tanh keeps its digits near 0 (it was 2 sigmoid(2x) - 1, which gave 0 for 1e-10).
     check_close(f32({1e-10f, -0.3f, 5, -20, 0}).tanh(),
                 {1e-10, std::tanh(-0.3), std::tanh(5.0), -1, 0});
-    CHECK(error_of([] { (void)i32({1}).gelu(); }) == "[gelu] needs a float tensor, got int32");
+    CHECK(error_of([] { (void)i32({1}).gelu(); }) ==
+          at_line(__LINE__ - 1, "[gelu] needs a float tensor, got int32"));
     CHECK(error_of([] { (void)f32({1}).clip(NAN, 1); }) ==
-          "[clip] bounds must be numbers, got nan and 1.000000");
+          at_line(__LINE__ - 1, "[clip] bounds must be numbers, got nan and 1.000000"));
 }
 
 TEST_CASE("rounding: floor, ceil, round half to even, trunc, sign, isnan, isinf") {
@@ -283,11 +285,11 @@ TEST_CASE("% and floor_div have Python's signs; bitwise and logical ops") {
     CHECK(logical_not(f32({0, 2, kNaN})).to_vector<bool>() ==
           std::vector<bool>{true, false, false});
     CHECK(error_of([] { (void)(f32({1}) & f32({1})); }) ==
-          "[and] needs an integer or bool tensor, got float32");
+          at_line(__LINE__ - 1, "[and] needs an integer or bool tensor, got float32"));
     CHECK(error_of([] { (void)(f32({1}) << f32({1})); }) ==
-          "[shl] needs an integer tensor, got float32");
+          at_line(__LINE__ - 1, "[shl] needs an integer tensor, got float32"));
     CHECK(error_of([] { (void)(~f32({1})); }) ==
-          "[invert] needs an integer or bool tensor, got float32");
+          at_line(__LINE__ - 1, "[invert] needs an integer or bool tensor, got float32"));
 }
 
 TEST_CASE("masked_fill") {
@@ -296,10 +298,11 @@ TEST_CASE("masked_fill") {
     check_exact(x.masked_fill(m, -1), {-1, 2, -1, 4});
     CHECK(error_of([&] {
               (void)x.masked_fill(f32({1, 0}), 0);
-          }) == "[masked_fill] mask must be bool, got float32");
+          }) == at_line(__LINE__ - 2, "[masked_fill] mask must be bool, got float32"));
     CHECK(error_of([&] {
               (void)f32({1, 2}).masked_fill(Tensor::from_vector<bool>({true, false}, {2, 1}), 0);
-          }) == "[masked_fill] mask of shape [2, 1] does not broadcast to [2]");
+          }) ==
+          at_line(__LINE__ - 3, "[masked_fill] mask of shape [2, 1] does not broadcast to [2]"));
 }
 
 TEST_CASE("slice: Python semantics, steps of both signs, against a direct walk") {
@@ -339,8 +342,12 @@ TEST_CASE("slice: Python semantics, steps of both signs, against a direct walk")
     CHECK(m.slice({{1, 2}}).shape() == Shape{1, 4});
     CHECK(m.slice({{0, 3, 2}, {3, 0, -1}}).to_vector<float>() ==
           std::vector<float>{3, 2, 1, 11, 10, 9});
-    CHECK(error_of([&] { (void)m.slice({{0, 1, 0}}); }) == "[slice] step must not be 0 (axis 0)");
-    CHECK(error_of([&] { (void)m.slice({{}, {}, {}}); }) == "[slice] 3 slices for 2 dims [3, 4]");
+    CHECK(error_of([&] {
+              (void)m.slice({{0, 1, 0}});
+          }) == at_line(__LINE__ - 2, "[slice] step must not be 0 (axis 0)"));
+    CHECK(error_of([&] {
+              (void)m.slice({{}, {}, {}});
+          }) == at_line(__LINE__ - 2, "[slice] 3 slices for 2 dims [3, 4]"));
 }
 
 TEST_CASE("split, chunk, repeat, stack, tril, triu, linspace, *_like") {
@@ -359,9 +366,10 @@ TEST_CASE("split, chunk, repeat, stack, tril, triu, linspace, *_like") {
     const auto cols = Tensor::arange(6).reshape({2, 3}).split(2, -1);
     REQUIRE(cols.size() == 2);
     check_exact(cols[1], {2, 5});
-    CHECK(error_of([&] { (void)x.split(0); }) == "[split] split size must be positive, got 0");
+    CHECK(error_of([&] { (void)x.split(0); }) ==
+          at_line(__LINE__ - 1, "[split] split size must be positive, got 0"));
     CHECK(error_of([&] { (void)x.chunk(-1); }) ==
-          "[chunk] number of chunks must be positive, got -1");
+          at_line(__LINE__ - 1, "[chunk] number of chunks must be positive, got -1"));
 
     const Tensor r = f32({1, 2}).repeat({2, 3});
     CHECK(r.shape() == Shape{2, 6});
@@ -369,7 +377,8 @@ TEST_CASE("split, chunk, repeat, stack, tril, triu, linspace, *_like") {
     check_exact(Tensor::arange(4).reshape({2, 2}).repeat({2, 1}), {0, 1, 2, 3, 0, 1, 2, 3});
     CHECK(error_of([] {
               (void)f32({1, 2}).reshape({1, 2}).repeat({2});
-          }) == "[repeat] needs at least 2 repeat counts for [1, 2], got [2]");
+          }) ==
+          at_line(__LINE__ - 3, "[repeat] needs at least 2 repeat counts for [1, 2], got [2]"));
 
     const Tensor a = f32({1, 2, 3}), b = f32({4, 5, 6});
     check_exact(Tensor::stack({a, b}), {1, 2, 3, 4, 5, 6});
@@ -378,15 +387,17 @@ TEST_CASE("split, chunk, repeat, stack, tril, triu, linspace, *_like") {
     check_exact(s1, {1, 4, 2, 5, 3, 6});
     CHECK(error_of([&] {
               (void)Tensor::stack({a, f32({1, 2})});
-          }) == "[stack] tensor 1 has shape [2], tensor 0 has [3]");
-    CHECK(error_of([] { (void)Tensor::stack({}); }) == "[stack] needs at least one tensor");
+          }) == at_line(__LINE__ - 2, "[stack] tensor 1 has shape [2], tensor 0 has [3]"));
+    CHECK(error_of([] { (void)Tensor::stack({}); }) ==
+          at_line(__LINE__ - 1, "[stack] needs at least one tensor"));
 
     const Tensor m = Tensor::arange(12).reshape({3, 4}) + 1.0f;
     check_exact(m.tril(), {1, 0, 0, 0, 5, 6, 0, 0, 9, 10, 11, 0});
     check_exact(m.tril(-1), {0, 0, 0, 0, 5, 0, 0, 0, 9, 10, 0, 0});
     check_exact(m.triu(), {1, 2, 3, 4, 0, 6, 7, 8, 0, 0, 11, 12});
     check_exact(m.triu(2), {0, 0, 3, 4, 0, 0, 0, 8, 0, 0, 0, 0});
-    CHECK(error_of([] { (void)f32({1}).tril(); }) == "[tril] needs at least 2 dims, got [1]");
+    CHECK(error_of([] { (void)f32({1}).tril(); }) ==
+          at_line(__LINE__ - 1, "[tril] needs at least 2 dims, got [1]"));
 
     check_exact(Tensor::linspace(0, 1, 5), {0, 0.25f, 0.5f, 0.75f, 1});
     check_exact(Tensor::linspace(-1, 1, 1), {-1});
@@ -428,7 +439,8 @@ TEST_CASE("any, all, var, std, logsumexp") {
     check_exact(f32({-kInf, -kInf}).logsumexp(0), {-kInf});
     check_exact(f32({kInf, 1}).logsumexp(0), {kInf});
     CHECK(f32({1, 2, 3, 4}).reshape({2, 2}).logsumexp(1, true).shape() == Shape{2, 1});
-    CHECK(error_of([] { (void)i32({1}).var(); }) == "[var] needs a float tensor, got int32");
+    CHECK(error_of([] { (void)i32({1}).var(); }) ==
+          at_line(__LINE__ - 1, "[var] needs a float tensor, got int32"));
 }
 
 TEST_CASE("the new ops agree with the reference interpreter on random inputs") {

@@ -13,6 +13,7 @@
 #include <tempura/backend/llvm_cpu.hpp>
 #include <tempura/tempura.hpp>
 
+#include "../error_at.hpp"
 #include "../support.hpp"
 
 namespace {
@@ -178,24 +179,27 @@ TEST_CASE("conv errors name the values") {
     const Tensor x = Tensor::zeros({1, 3, 5, 5});
     CHECK(error_of([&] {
               (void)nn::conv2d(x, Tensor::zeros({2, 4, 3, 3}));
-          }) == "[conv2d] input has 3 channels, weight expects 4");
+          }) == at_line(__LINE__ - 2, "[conv2d] input has 3 channels, weight expects 4"));
     CHECK(error_of([&] {
               (void)nn::conv2d(x, Tensor::zeros({2, 3, 6, 6}));
-          }) ==
-          "[conv2d] kernel [6, 6] (dilation [1, 1]) is larger than the padded input [1, 3, 5, 5]");
+          }) == at_line(__LINE__ - 2, "[conv2d] kernel [6, 6] (dilation [1, 1]) is larger than the "
+                                      "padded input [1, 3, 5, 5]"));
     nn::ConvOptions o;
     o.groups = 2;
     CHECK(error_of([&] {
               (void)nn::conv2d(x, Tensor::zeros({2, 3, 3, 3}), o);
-          }) == "[conv2d] groups 2 must divide the input channels 3 and the output channels 2");
+          }) ==
+          at_line(__LINE__ - 3,
+                  "[conv2d] groups 2 must divide the input channels 3 and the output channels 2"));
     o.groups = 1;
     o.stride = {0};
     CHECK(error_of([&] {
               (void)nn::conv2d(x, Tensor::zeros({2, 3, 3, 3}), o);
-          }) == "[conv2d] stride must be positive, got [0]");
+          }) == at_line(__LINE__ - 2, "[conv2d] stride must be positive, got [0]"));
     CHECK(error_of([&] {
               (void)nn::conv2d(Tensor::zeros({3, 5, 5}), Tensor::zeros({2, 3, 3, 3}));
-          }) == "[conv2d] input must have 4 dims [N, C, ...], got [3, 5, 5]");
+          }) ==
+          at_line(__LINE__ - 3, "[conv2d] input must have 4 dims [N, C, ...], got [3, 5, 5]"));
 }
 
 TEST_CASE("max_pool2d, avg_pool2d, adaptive_avg_pool2d against the definition") {
@@ -244,7 +248,8 @@ TEST_CASE("max_pool2d, avg_pool2d, adaptive_avg_pool2d against the definition") 
             }
     check_near(nn::adaptive_avg_pool2d(t, {OH, OW}), want);
     CHECK(error_of([&] { (void)nn::max_pool2d(t, {{8}}); }) ==
-          "[max_pool2d] kernel [8, 8] is larger than the padded input [2, 3, 7, 6]");
+          at_line(__LINE__ - 1,
+                  "[max_pool2d] kernel [8, 8] is larger than the padded input [2, 3, 7, 6]"));
 }
 
 TEST_CASE("layer_norm, batch_norm, group_norm, rms_norm against the definition") {
@@ -304,11 +309,12 @@ TEST_CASE("layer_norm, batch_norm, group_norm, rms_norm against the definition")
     check_near(nn::rms_norm(x, Tensor::from_vector(w3)), rn);
     CHECK(error_of([&] {
               (void)nn::layer_norm(x, {3, 4});
-          }) == "[layer_norm] normalized_shape [3, 4] is not the end of [2, 4, 3]");
+          }) == at_line(__LINE__ - 2,
+                        "[layer_norm] normalized_shape [3, 4] is not the end of [2, 4, 3]"));
     CHECK(error_of([&] { (void)nn::group_norm(x, 3); }) ==
-          "[group_norm] groups 3 must divide the 4 channels");
+          at_line(__LINE__ - 1, "[group_norm] groups 3 must divide the 4 channels"));
     CHECK(error_of([&] { (void)nn::batch_norm(x, Tensor::zeros({3}), Tensor::ones({4})); }) ==
-          "[batch_norm] parameter of shape [3], expected [4]");
+          at_line(__LINE__ - 1, "[batch_norm] parameter of shape [3], expected [4]"));
 }
 
 TEST_CASE("scaled_dot_product_attention, causal or not, against the definition") {
@@ -350,12 +356,13 @@ TEST_CASE("linear, one_hot and the losses") {
     check_near(nn::linear(x, w, Tensor::from_vector<float>({10, 20})), {8, 24, 8, 33});
     CHECK(error_of([&] {
               (void)nn::linear(x, Tensor::zeros({2, 4}));
-          }) == "[linear] input [2, 3] does not end in the weight's 4 input features");
+          }) == at_line(__LINE__ - 2,
+                        "[linear] input [2, 3] does not end in the weight's 4 input features"));
 
     CHECK(Tensor::from_vector<int32_t>({2, 0, 5}).one_hot(3).to_vector<int32_t>() ==
           std::vector<int32_t>{0, 0, 1, 1, 0, 0, 0, 0, 0});
     CHECK(error_of([] { (void)Tensor::zeros({2}).one_hot(3); }) ==
-          "[one_hot] needs an integer tensor, got float32");
+          at_line(__LINE__ - 1, "[one_hot] needs an integer tensor, got float32"));
 
     // cross_entropy of logits [[1, 2, 3], [1, 1, 1]] with targets [2, 0]:
     // mean(log(e + e^2 + e^3) - 3, log 3) = (0.40760596444438 + 1.09861228866811) / 2.
@@ -364,9 +371,9 @@ TEST_CASE("linear, one_hot and the losses") {
                {(0.40760596444438 + 1.09861228866811) / 2}, 1e-6);
     CHECK(error_of([&] {
               (void)nn::cross_entropy(logits, Tensor::from_vector<int32_t>({2, 3}));
-          }) == "[cross_entropy] target 3 is out of range for 3 classes");
+          }) == at_line(__LINE__ - 2, "[cross_entropy] target 3 is out of range for 3 classes"));
     CHECK(error_of([&] { (void)nn::cross_entropy(logits, Tensor::zeros({2})); }) ==
-          "[cross_entropy] target must be Int32 or Int64, got float32");
+          at_line(__LINE__ - 1, "[cross_entropy] target must be Int32 or Int64, got float32"));
     check_near(
         nn::mse_loss(Tensor::from_vector<float>({1, 2, 3}), Tensor::from_vector<float>({1, 0, 6})),
         {13.0 / 3}, 1e-6);

@@ -11,6 +11,7 @@
 #include <tempura/tempura.hpp>
 #include <tempura/tensor/reference.hpp>
 
+#include "../error_at.hpp"
 #include "../support.hpp"
 
 namespace {
@@ -182,24 +183,32 @@ TEST_CASE("dropout zeroes about p of the elements and scales the rest") {
 }
 
 TEST_CASE("random numbers' errors name the op and the values") {
-    CHECK_THROWS_WITH(Tensor::randint(4, 4, {2}), "[randint] needs lo < hi, got [4, 4)");
-    CHECK_THROWS_WITH(Tensor::randint(0, int64_t{1} << 33, {2}, DType::Int64),
-                      "[randint] range [0, 8589934592) holds more than 2^32 values");
+    CHECK_THROWS_WITH(Tensor::randint(4, 4, {2}),
+                      at_line(__LINE__ - 1, "[randint] needs lo < hi, got [4, 4)").c_str());
+    CHECK_THROWS_WITH(
+        Tensor::randint(0, int64_t{1} << 33, {2}, DType::Int64),
+        at_line(__LINE__ - 2, "[randint] range [0, 8589934592) holds more than 2^32 values")
+            .c_str());
     CHECK_THROWS_WITH(Tensor::randint(0, 300, {2}, DType::Int8),
-                      "[randint] range [0, 300) does not fit int8");
-    CHECK_THROWS_WITH(Tensor::randint(0, 3, {2}, DType::Float32),
-                      "[randint] needs an integer dtype, got float32");
-    CHECK_THROWS_WITH(Tensor::rand({2}, DType::Int32), "[rand] needs a float dtype, got int32");
-    CHECK_THROWS_WITH(Tensor::uniform({2}, 1, 0), "[uniform] needs finite lo <= hi, got [1, 0)");
-    CHECK_THROWS_WITH(Tensor::normal({2}, 0, -1),
-                      "[normal] needs a finite mean and std >= 0, got mean 0, std -1");
+                      at_line(__LINE__ - 1, "[randint] range [0, 300) does not fit int8").c_str());
+    CHECK_THROWS_WITH(
+        Tensor::randint(0, 3, {2}, DType::Float32),
+        at_line(__LINE__ - 2, "[randint] needs an integer dtype, got float32").c_str());
+    CHECK_THROWS_WITH(Tensor::rand({2}, DType::Int32),
+                      at_line(__LINE__ - 1, "[rand] needs a float dtype, got int32").c_str());
+    CHECK_THROWS_WITH(Tensor::uniform({2}, 1, 0),
+                      at_line(__LINE__ - 1, "[uniform] needs finite lo <= hi, got [1, 0)").c_str());
+    CHECK_THROWS_WITH(
+        Tensor::normal({2}, 0, -1),
+        at_line(__LINE__ - 2, "[normal] needs a finite mean and std >= 0, got mean 0, std -1")
+            .c_str());
     CHECK_THROWS_WITH(nn::dropout(Tensor::full({2}, 1.0f), 1.5),
-                      "[dropout] p must lie in [0, 1], got 1.5");
+                      at_line(__LINE__ - 1, "[dropout] p must lie in [0, 1], got 1.5").c_str());
     CHECK_THROWS_WITH(nn::dropout(Tensor::full({2}, 1), 0.5),
-                      "[dropout] needs a float tensor, got int32");
+                      at_line(__LINE__ - 1, "[dropout] needs a float tensor, got int32").c_str());
     CHECK_THROWS_WITH(
         tempura::threefry2x32(Tensor::full({2}, 1), u32s({1, 2}), u32s({1, 2}), u32s({1, 2})),
-        "[threefry2x32] needs UInt32 tensors, got int32");
+        at_line(__LINE__ - 2, "[threefry2x32] needs UInt32 tensors, got int32").c_str());
 }
 
 TEST_CASE("uniform stays below hi after rounding, and does not overflow on a wide range") {

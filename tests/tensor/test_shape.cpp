@@ -2,6 +2,7 @@
 // against tensor_shape() of the graph), and every user error with its exact message.
 #include <doctest/doctest.h>
 
+#include "../error_at.hpp"
 #include "../support.hpp"
 
 #include <string>
@@ -89,21 +90,26 @@ TEST_CASE("creation: shapes and dtypes") {
 TEST_CASE("creation: errors") {
     CHECK(error_of([] {
               Tensor::from_vector<float>({1, 2, 3, 4, 5}, {2, 3});
-          }) == "[from_vector] 5 values do not fill shape [2, 3] (6 elements)");
+          }) ==
+          at_line(__LINE__ - 3, "[from_vector] 5 values do not fill shape [2, 3] (6 elements)"));
     CHECK(error_of([] { Tensor::from_vector<int32_t>({1}, {}); }) == "<no error>");
     CHECK(error_of([] {
               Tensor::from_vector<float>({1, 2}, {});
-          }) == "[from_vector] 2 values do not fill shape [] (1 elements)");
+          }) == at_line(__LINE__ - 2, "[from_vector] 2 values do not fill shape [] (1 elements)"));
     CHECK(error_of([] {
               Tensor::from_vector<float>({1, 2}, {2, -1});
-          }) == "[from_vector] negative dimension in [2, -1]");
+          }) == at_line(__LINE__ - 2, "[from_vector] negative dimension in [2, -1]"));
     CHECK(error_of([] { Tensor::from_vector<float>({1}, {1}, DType::Index); }) ==
-          "[from_vector] no tensors of dtype index");
-    CHECK(error_of([] { Tensor::zeros({2, -3}); }) == "[zeros] negative dimension in [2, -3]");
-    CHECK(error_of([] { Tensor::full({-1}, 1.0f); }) == "[full] negative dimension in [-1]");
-    CHECK(error_of([] { Tensor::arange(-2); }) == "[arange] negative length -2");
-    CHECK(error_of([] { Tensor::eye(-1); }) == "[eye] negative size -1");
-    CHECK(error_of([] { Tensor::zeros({2}, DType::Void); }) == "[zeros] no tensors of dtype void");
+          at_line(__LINE__ - 1, "[from_vector] no tensors of dtype index"));
+    CHECK(error_of([] {
+              Tensor::zeros({2, -3});
+          }) == at_line(__LINE__ - 2, "[zeros] negative dimension in [2, -3]"));
+    CHECK(error_of([] { Tensor::full({-1}, 1.0f); }) ==
+          at_line(__LINE__ - 1, "[full] negative dimension in [-1]"));
+    CHECK(error_of([] { Tensor::arange(-2); }) == at_line(__LINE__, "[arange] negative length -2"));
+    CHECK(error_of([] { Tensor::eye(-1); }) == at_line(__LINE__, "[eye] negative size -1"));
+    CHECK(error_of([] { Tensor::zeros({2}, DType::Void); }) ==
+          at_line(__LINE__ - 1, "[zeros] no tensors of dtype void"));
 }
 
 TEST_CASE("elementwise: broadcasting shapes") {
@@ -144,43 +150,62 @@ TEST_CASE("elementwise: errors") {
     auto a = f32({2, 3});
     auto i = Tensor::zeros({2, 3}, DType::Int32);
     auto b = Tensor::zeros({2, 3}, DType::Bool);
-    CHECK(error_of([&] { (void)(a + i); }) == "[add] dtype mismatch: float32 and int32");
-    CHECK(error_of([&] { (void)(a - i); }) == "[sub] dtype mismatch: float32 and int32");
-    CHECK(error_of([&] { (void)(i * a); }) == "[mul] dtype mismatch: int32 and float32");
-    CHECK(error_of([&] { (void)(a / i); }) == "[div] dtype mismatch: float32 and int32");
-    CHECK(error_of([&] { (void)(a < i); }) == "[less] dtype mismatch: float32 and int32");
-    CHECK(error_of([&] { (void)(a <= i); }) == "[less_equal] dtype mismatch: float32 and int32");
-    CHECK(error_of([&] { (void)(a > i); }) == "[greater] dtype mismatch: float32 and int32");
-    CHECK(error_of([&] { (void)(a >= i); }) == "[greater_equal] dtype mismatch: float32 and int32");
-    CHECK(error_of([&] { (void)(a == i); }) == "[equal] dtype mismatch: float32 and int32");
-    CHECK(error_of([&] { (void)(a != i); }) == "[not_equal] dtype mismatch: float32 and int32");
+    CHECK(error_of([&] { (void)(a + i); }) ==
+          at_line(__LINE__ - 1, "[add] dtype mismatch: float32 and int32"));
+    CHECK(error_of([&] { (void)(a - i); }) ==
+          at_line(__LINE__ - 1, "[sub] dtype mismatch: float32 and int32"));
+    CHECK(error_of([&] { (void)(i * a); }) ==
+          at_line(__LINE__ - 1, "[mul] dtype mismatch: int32 and float32"));
+    CHECK(error_of([&] { (void)(a / i); }) ==
+          at_line(__LINE__ - 1, "[div] dtype mismatch: float32 and int32"));
+    CHECK(error_of([&] { (void)(a < i); }) ==
+          at_line(__LINE__ - 1, "[less] dtype mismatch: float32 and int32"));
+    CHECK(error_of([&] { (void)(a <= i); }) ==
+          at_line(__LINE__ - 1, "[less_equal] dtype mismatch: float32 and int32"));
+    CHECK(error_of([&] { (void)(a > i); }) ==
+          at_line(__LINE__ - 1, "[greater] dtype mismatch: float32 and int32"));
+    CHECK(error_of([&] { (void)(a >= i); }) ==
+          at_line(__LINE__ - 1, "[greater_equal] dtype mismatch: float32 and int32"));
+    CHECK(error_of([&] { (void)(a == i); }) ==
+          at_line(__LINE__ - 1, "[equal] dtype mismatch: float32 and int32"));
+    CHECK(error_of([&] { (void)(a != i); }) ==
+          at_line(__LINE__ - 1, "[not_equal] dtype mismatch: float32 and int32"));
     CHECK(error_of([&] { (void)(a + f32({4})); }) ==
-          "[broadcast] shapes [2, 3] and [4] cannot be broadcast");
+          at_line(__LINE__ - 1, "[broadcast] shapes [2, 3] and [4] cannot be broadcast"));
     CHECK(error_of([&] {
               (void)(a * f32({3, 2}));
-          }) == "[broadcast] shapes [2, 3] and [3, 2] cannot be broadcast");
-    CHECK(error_of([&] { i.exp(); }) == "[exp] needs a float tensor, got int32");
-    CHECK(error_of([&] { i.log(); }) == "[log] needs a float tensor, got int32");
-    CHECK(error_of([&] { i.sqrt(); }) == "[sqrt] needs a float tensor, got int32");
-    CHECK(error_of([&] { i.sin(); }) == "[sin] needs a float tensor, got int32");
-    CHECK(error_of([&] { i.cos(); }) == "[cos] needs a float tensor, got int32");
-    CHECK(error_of([&] { i.sigmoid(); }) == "[sigmoid] needs a float tensor, got int32");
-    CHECK(error_of([&] { i.tanh(); }) == "[tanh] needs a float tensor, got int32");
-    CHECK(error_of([&] { i.reciprocal(); }) == "[reciprocal] needs a float tensor, got int32");
-    CHECK(error_of([&] { i.softmax(0); }) == "[softmax] needs a float tensor, got int32");
-    CHECK(error_of([&] { (void)(b + b); }) == "[add] not supported for bool tensors");
-    CHECK(error_of([&] { b.neg(); }) == "[neg] not supported for bool tensors");
-    CHECK(error_of([&] { a.logical_not(); }) == "[logical_not] needs a bool tensor, got float32");
+          }) == at_line(__LINE__ - 2, "[broadcast] shapes [2, 3] and [3, 2] cannot be broadcast"));
+    CHECK(error_of([&] { i.exp(); }) == at_line(__LINE__, "[exp] needs a float tensor, got int32"));
+    CHECK(error_of([&] { i.log(); }) == at_line(__LINE__, "[log] needs a float tensor, got int32"));
+    CHECK(error_of([&] { i.sqrt(); }) ==
+          at_line(__LINE__ - 1, "[sqrt] needs a float tensor, got int32"));
+    CHECK(error_of([&] { i.sin(); }) == at_line(__LINE__, "[sin] needs a float tensor, got int32"));
+    CHECK(error_of([&] { i.cos(); }) == at_line(__LINE__, "[cos] needs a float tensor, got int32"));
+    CHECK(error_of([&] { i.sigmoid(); }) ==
+          at_line(__LINE__ - 1, "[sigmoid] needs a float tensor, got int32"));
+    CHECK(error_of([&] { i.tanh(); }) ==
+          at_line(__LINE__ - 1, "[tanh] needs a float tensor, got int32"));
+    CHECK(error_of([&] { i.reciprocal(); }) ==
+          at_line(__LINE__ - 1, "[reciprocal] needs a float tensor, got int32"));
+    CHECK(error_of([&] { i.softmax(0); }) ==
+          at_line(__LINE__ - 1, "[softmax] needs a float tensor, got int32"));
+    CHECK(error_of([&] { (void)(b + b); }) ==
+          at_line(__LINE__ - 1, "[add] not supported for bool tensors"));
+    CHECK(error_of([&] { b.neg(); }) == at_line(__LINE__, "[neg] not supported for bool tensors"));
+    CHECK(error_of([&] { a.logical_not(); }) ==
+          at_line(__LINE__ - 1, "[logical_not] needs a bool tensor, got float32"));
     CHECK(error_of([&] { tempura::where(a, a, a); }) ==
-          "[where] condition must be bool, got float32");
+          at_line(__LINE__ - 1, "[where] condition must be bool, got float32"));
     CHECK(error_of([&] { tempura::where(b, a, i); }) ==
-          "[where] dtype mismatch: float32 and int32");
+          at_line(__LINE__ - 1, "[where] dtype mismatch: float32 and int32"));
     CHECK(error_of([&] { tempura::where(b, a, f32({4})); }) ==
-          "[broadcast] shapes [2, 3] and [4] cannot be broadcast");
-    CHECK(error_of([&] { a.cast(DType::Index); }) == "[cast] no tensors of dtype index");
+          at_line(__LINE__ - 1, "[broadcast] shapes [2, 3] and [4] cannot be broadcast"));
+    CHECK(error_of([&] { a.cast(DType::Index); }) ==
+          at_line(__LINE__ - 1, "[cast] no tensors of dtype index"));
     CHECK(error_of([&] { a.cast(DType::Float32.vec(4)); }) ==
-          "[cast] no tensors of dtype float32x4");
-    CHECK(error_of([&] { a.maximum(i); }) == "[maximum] dtype mismatch: float32 and int32");
+          at_line(__LINE__ - 1, "[cast] no tensors of dtype float32x4"));
+    CHECK(error_of([&] { a.maximum(i); }) ==
+          at_line(__LINE__ - 1, "[maximum] dtype mismatch: float32 and int32"));
 }
 
 TEST_CASE("movement: shapes") {
@@ -221,64 +246,86 @@ TEST_CASE("movement: errors") {
     auto t = f32({2, 3});
     CHECK(error_of([&] {
               t.reshape({4, 2});
-          }) == "[reshape] cannot reshape [2, 3] (6 elements) into [4, 2] (8 elements)");
+          }) == at_line(__LINE__ - 2,
+                        "[reshape] cannot reshape [2, 3] (6 elements) into [4, 2] (8 elements)"));
     CHECK(error_of([&] {
               t.reshape({4, -1});
-          }) == "[reshape] cannot reshape [2, 3] (6 elements) into [4, -1]");
-    CHECK(error_of([&] { t.reshape({-1, -1}); }) == "[reshape] more than one -1 in [-1, -1]");
-    CHECK(error_of([&] { t.reshape({2, -3}); }) == "[reshape] invalid dimension -3 in [2, -3]");
+          }) == at_line(__LINE__ - 2, "[reshape] cannot reshape [2, 3] (6 elements) into [4, -1]"));
+    CHECK(error_of([&] {
+              t.reshape({-1, -1});
+          }) == at_line(__LINE__ - 2, "[reshape] more than one -1 in [-1, -1]"));
+    CHECK(error_of([&] {
+              t.reshape({2, -3});
+          }) == at_line(__LINE__ - 2, "[reshape] invalid dimension -3 in [2, -3]"));
     CHECK(error_of([&] {
               f32({0, 3}).reshape({0, -1});
-          }) == "[reshape] cannot reshape [0, 3] (0 elements) into [0, -1]");
+          }) == at_line(__LINE__ - 2, "[reshape] cannot reshape [0, 3] (0 elements) into [0, -1]"));
     CHECK(error_of([&] {
               t.permute({0, 0});
-          }) == "[permute] [0, 0] is not a permutation of 2 axes");
-    CHECK(error_of([&] { t.permute({0}); }) == "[permute] [0] is not a permutation of 2 axes");
+          }) == at_line(__LINE__ - 2, "[permute] [0, 0] is not a permutation of 2 axes"));
+    CHECK(error_of([&] { t.permute({0}); }) ==
+          at_line(__LINE__ - 1, "[permute] [0] is not a permutation of 2 axes"));
     CHECK(error_of([&] {
               t.permute({0, 2});
-          }) == "[permute] [0, 2] is not a permutation of 2 axes");
-    CHECK(error_of([&] { t.transpose(0, 2); }) == "[transpose] axis 2 is out of range for 2 dims");
-    CHECK(error_of([&] { t.expand({4, 3}); }) == "[expand] cannot expand [2, 3] to [4, 3]");
-    CHECK(error_of([&] { t.expand({3}); }) == "[expand] cannot expand [2, 3] to [3]");
-    CHECK(error_of([&] { t.expand({-1, 2, 3}); }) == "[expand] cannot expand [2, 3] to [-1, 2, 3]");
+          }) == at_line(__LINE__ - 2, "[permute] [0, 2] is not a permutation of 2 axes"));
+    CHECK(error_of([&] { t.transpose(0, 2); }) ==
+          at_line(__LINE__ - 1, "[transpose] axis 2 is out of range for 2 dims"));
+    CHECK(error_of([&] {
+              t.expand({4, 3});
+          }) == at_line(__LINE__ - 2, "[expand] cannot expand [2, 3] to [4, 3]"));
+    CHECK(error_of([&] { t.expand({3}); }) ==
+          at_line(__LINE__ - 1, "[expand] cannot expand [2, 3] to [3]"));
+    CHECK(error_of([&] {
+              t.expand({-1, 2, 3});
+          }) == at_line(__LINE__ - 2, "[expand] cannot expand [2, 3] to [-1, 2, 3]"));
     CHECK(error_of([&] {
               t.pad({{1, 1}});
-          }) == "[pad] needs 2 (before, after) pairs for [2, 3], got 1");
+          }) == at_line(__LINE__ - 2, "[pad] needs 2 (before, after) pairs for [2, 3], got 1"));
     CHECK(error_of([&] {
               t.pad({{0, 0}, {-1, 2}});
-          }) == "[pad] negative padding (-1, 2) on axis 1");
+          }) == at_line(__LINE__ - 2, "[pad] negative padding (-1, 2) on axis 1"));
     CHECK(error_of([&] {
               t.shrink({{0, 1}});
-          }) == "[shrink] needs 2 (begin, end) pairs for [2, 3], got 1");
+          }) == at_line(__LINE__ - 2, "[shrink] needs 2 (begin, end) pairs for [2, 3], got 1"));
     CHECK(error_of([&] {
               t.shrink({{0, 1}, {1, 4}});
-          }) == "[shrink] (1, 4) is out of range for axis 1 of size 3");
+          }) == at_line(__LINE__ - 2, "[shrink] (1, 4) is out of range for axis 1 of size 3"));
     CHECK(error_of([&] {
               t.shrink({{2, 1}, {0, 3}});
-          }) == "[shrink] (2, 1) is out of range for axis 0 of size 2");
+          }) == at_line(__LINE__ - 2, "[shrink] (2, 1) is out of range for axis 0 of size 2"));
     CHECK(error_of([&] {
               t.shrink({{-1, 1}, {0, 3}});
-          }) == "[shrink] (-1, 1) is out of range for axis 0 of size 2");
-    CHECK(error_of([&] { t.flip({2}); }) == "[flip] axis 2 is out of range for 2 dims");
-    CHECK(error_of([&] { t.flip({0, -2}); }) == "[flip] axis -2 is repeated in [0, -2]");
-    CHECK(error_of([&] { t.squeeze(0); }) == "[squeeze] axis 0 has size 2, not 1");
-    CHECK(error_of([&] { t.squeeze(5); }) == "[squeeze] axis 5 is out of range for 2 dims");
-    CHECK(error_of([&] { t.unsqueeze(3); }) == "[unsqueeze] axis 3 is out of range for 2 dims");
-    CHECK(error_of([&] { t.unsqueeze(-4); }) == "[unsqueeze] axis -4 is out of range for 2 dims");
-    CHECK(error_of([] { Tensor::cat({}, 0); }) == "[cat] needs at least one tensor");
-    CHECK(error_of([&] { Tensor::cat({t, t}, 2); }) == "[cat] axis 2 is out of range for 2 dims");
+          }) == at_line(__LINE__ - 2, "[shrink] (-1, 1) is out of range for axis 0 of size 2"));
+    CHECK(error_of([&] { t.flip({2}); }) ==
+          at_line(__LINE__ - 1, "[flip] axis 2 is out of range for 2 dims"));
+    CHECK(error_of([&] {
+              t.flip({0, -2});
+          }) == at_line(__LINE__ - 2, "[flip] axis -2 is repeated in [0, -2]"));
+    CHECK(error_of([&] { t.squeeze(0); }) ==
+          at_line(__LINE__ - 1, "[squeeze] axis 0 has size 2, not 1"));
+    CHECK(error_of([&] { t.squeeze(5); }) ==
+          at_line(__LINE__ - 1, "[squeeze] axis 5 is out of range for 2 dims"));
+    CHECK(error_of([&] { t.unsqueeze(3); }) ==
+          at_line(__LINE__ - 1, "[unsqueeze] axis 3 is out of range for 2 dims"));
+    CHECK(error_of([&] { t.unsqueeze(-4); }) ==
+          at_line(__LINE__ - 1, "[unsqueeze] axis -4 is out of range for 2 dims"));
+    CHECK(error_of([] { Tensor::cat({}, 0); }) ==
+          at_line(__LINE__ - 1, "[cat] needs at least one tensor"));
+    CHECK(error_of([&] {
+              Tensor::cat({t, t}, 2);
+          }) == at_line(__LINE__ - 2, "[cat] axis 2 is out of range for 2 dims"));
     CHECK(error_of([&] {
               Tensor::cat({t, f32({3, 3})}, 1);
-          }) == "[cat] shapes [2, 3] and [3, 3] differ outside axis 1");
+          }) == at_line(__LINE__ - 2, "[cat] shapes [2, 3] and [3, 3] differ outside axis 1"));
     CHECK(error_of([&] {
               Tensor::cat({t, f32({3})}, 0);
-          }) == "[cat] shapes [2, 3] and [3] differ outside axis 0");
+          }) == at_line(__LINE__ - 2, "[cat] shapes [2, 3] and [3] differ outside axis 0"));
     CHECK(error_of([&] {
               Tensor::cat({t, Tensor::zeros({2, 3}, DType::Int32)}, 0);
-          }) == "[cat] dtype mismatch: float32 and int32");
+          }) == at_line(__LINE__ - 2, "[cat] dtype mismatch: float32 and int32"));
     CHECK(error_of([] {
               Tensor::cat({f32({}), f32({})}, 0);
-          }) == "[cat] axis 0 is out of range for 0 dims");
+          }) == at_line(__LINE__ - 2, "[cat] axis 0 is out of range for 0 dims"));
 }
 
 TEST_CASE("reductions: shapes") {
@@ -306,21 +353,33 @@ TEST_CASE("reductions: shapes") {
 
 TEST_CASE("reductions: errors") {
     auto t = f32({2, 3});
-    CHECK(error_of([&] { t.sum(2); }) == "[sum] axis 2 is out of range for 2 dims");
-    CHECK(error_of([&] { t.sum({0, -3}); }) == "[sum] axis -3 is out of range for 2 dims");
-    CHECK(error_of([&] { t.sum({1, -1}); }) == "[sum] axis -1 is repeated in [1, -1]");
-    CHECK(error_of([&] { t.prod(2); }) == "[prod] axis 2 is out of range for 2 dims");
-    CHECK(error_of([&] { t.max(2); }) == "[max] axis 2 is out of range for 2 dims");
-    CHECK(error_of([&] { t.min(-3); }) == "[min] axis -3 is out of range for 2 dims");
-    CHECK(error_of([&] { t.mean(2); }) == "[mean] axis 2 is out of range for 2 dims");
-    CHECK(error_of([&] { t.argmax(2); }) == "[argmax] axis 2 is out of range for 2 dims");
-    CHECK(error_of([&] { t.argmin(2); }) == "[argmin] axis 2 is out of range for 2 dims");
+    CHECK(error_of([&] { t.sum(2); }) ==
+          at_line(__LINE__ - 1, "[sum] axis 2 is out of range for 2 dims"));
+    CHECK(error_of([&] {
+              t.sum({0, -3});
+          }) == at_line(__LINE__ - 2, "[sum] axis -3 is out of range for 2 dims"));
+    CHECK(error_of([&] {
+              t.sum({1, -1});
+          }) == at_line(__LINE__ - 2, "[sum] axis -1 is repeated in [1, -1]"));
+    CHECK(error_of([&] { t.prod(2); }) ==
+          at_line(__LINE__ - 1, "[prod] axis 2 is out of range for 2 dims"));
+    CHECK(error_of([&] { t.max(2); }) ==
+          at_line(__LINE__ - 1, "[max] axis 2 is out of range for 2 dims"));
+    CHECK(error_of([&] { t.min(-3); }) ==
+          at_line(__LINE__ - 1, "[min] axis -3 is out of range for 2 dims"));
+    CHECK(error_of([&] { t.mean(2); }) ==
+          at_line(__LINE__ - 1, "[mean] axis 2 is out of range for 2 dims"));
+    CHECK(error_of([&] { t.argmax(2); }) ==
+          at_line(__LINE__ - 1, "[argmax] axis 2 is out of range for 2 dims"));
+    CHECK(error_of([&] { t.argmin(2); }) ==
+          at_line(__LINE__ - 1, "[argmin] axis 2 is out of range for 2 dims"));
     CHECK(error_of([&] {
               f32({0, 3}).argmax(0);
-          }) == "[argmax] cannot reduce an empty axis of [0, 3]");
-    CHECK(error_of([&] { t.softmax(2); }) == "[softmax] axis 2 is out of range for 2 dims");
+          }) == at_line(__LINE__ - 2, "[argmax] cannot reduce an empty axis of [0, 3]"));
+    CHECK(error_of([&] { t.softmax(2); }) ==
+          at_line(__LINE__ - 1, "[softmax] axis 2 is out of range for 2 dims"));
     CHECK(error_of([&] { t.log_softmax(-3); }) ==
-          "[log_softmax] axis -3 is out of range for 2 dims");
+          at_line(__LINE__ - 1, "[log_softmax] axis -3 is out of range for 2 dims"));
 }
 
 TEST_CASE("dot: the shape rules") {
@@ -340,23 +399,24 @@ TEST_CASE("dot: the shape rules") {
 TEST_CASE("dot: errors") {
     CHECK(error_of([] {
               f32({4, 3}).dot(f32({2, 5}));
-          }) == "[dot] inner dimensions differ: [4, 3] @ [2, 5]");
+          }) == at_line(__LINE__ - 2, "[dot] inner dimensions differ: [4, 3] @ [2, 5]"));
     CHECK(error_of([] {
               f32({4, 3}).matmul(f32({2, 5}));
-          }) == "[dot] inner dimensions differ: [4, 3] @ [2, 5]");
-    CHECK(error_of([] { f32({3}).dot(f32({4})); }) == "[dot] inner dimensions differ: [3] @ [4]");
+          }) == at_line(__LINE__ - 2, "[dot] inner dimensions differ: [4, 3] @ [2, 5]"));
+    CHECK(error_of([] { f32({3}).dot(f32({4})); }) ==
+          at_line(__LINE__ - 1, "[dot] inner dimensions differ: [3] @ [4]"));
     CHECK(error_of([] {
               f32({4, 3}).dot(f32({2}));
-          }) == "[dot] inner dimensions differ: [4, 3] @ [2]");
+          }) == at_line(__LINE__ - 2, "[dot] inner dimensions differ: [4, 3] @ [2]"));
     CHECK(error_of([] { f32({}).dot(f32({3})); }) ==
-          "[dot] needs tensors with at least 1 dim, got [] @ [3]");
+          at_line(__LINE__ - 1, "[dot] needs tensors with at least 1 dim, got [] @ [3]"));
     CHECK(error_of([] {
               f32({2, 4, 3}).dot(f32({3, 3, 5}));
-          }) == "[dot] batch dimensions differ: [2, 4, 3] @ [3, 3, 5]");
+          }) == at_line(__LINE__ - 2, "[dot] batch dimensions differ: [2, 4, 3] @ [3, 3, 5]"));
     CHECK(error_of([] { f32({3}).dot(Tensor::zeros({3}, DType::Int32)); }) ==
-          "[dot] dtype mismatch: float32 and int32");
+          at_line(__LINE__ - 1, "[dot] dtype mismatch: float32 and int32"));
     CHECK(error_of([] { Tensor::zeros({3}, DType::Bool).dot(Tensor::zeros({3}, DType::Bool)); }) ==
-          "[dot] not supported for bool tensors");
+          at_line(__LINE__ - 1, "[dot] not supported for bool tensors"));
 }
 
 TEST_CASE("item: errors") {

@@ -99,12 +99,14 @@ struct VizDir {
 
 // A small graph of two kernels (a sum, then an elementwise op reading it), new each call so no
 // cache or earlier result answers it.
+int g_two_kernels_line = 0;
 Tensor two_kernels(float base) {
     std::vector<float> v(64);
     for (size_t i = 0; i < v.size(); ++i) v[i] = base + static_cast<float>(i);
     Tensor a = Tensor::from_vector(v, {8, 8});
     // (The column sums over axis 0: a reduce over an outer axis, broadcast back, is a kernel of
     // its own; a row's would run inside the output's kernel.)
+    g_two_kernels_line = __LINE__ + 1; // the line the nodes below record
     return (a - a.sum(0, true)) * 2.0f;
 }
 
@@ -118,8 +120,10 @@ TEST_CASE("viz: UOp::to_dot draws every node and edge, ids of the caller's choos
     // Nodes: DEFINE_VAR x, 3, ADD, 2, MUL; edges: x->ADD, 3->ADD, ADD->MUL, 2->MUL.
     CHECK(count_of(d, "\" fillcolor=") == 5);
     CHECK(count_of(d, " -> ") == 4);
-    CHECK(d.find("label=\"ADD\\nindex\"") != std::string::npos);
-    CHECK(d.find("label=\"CONST\\nindex\\n3\"") != std::string::npos);
+    // Each label ends with where the node was built (a node equal to one built earlier keeps
+    // that one's line: the CONST may come from elsewhere).
+    CHECK(d.find("label=\"ADD\\nindex\\n@test_viz.cpp:") != std::string::npos);
+    CHECK(d.find("label=\"CONST\\nindex\\n3\\n@") != std::string::npos);
     CHECK(d.find(" [label=\"0\"]") != std::string::npos); // source positions on edges
     CHECK(d.find(" id=") == std::string::npos);
     const std::string named =
@@ -392,6 +396,11 @@ TEST_CASE("debug: TEMPURA_DEBUG=5 adds the kernel after rangeify, each stage, an
         CHECK_MESSAGE(count_matching(l, std::string("=== [A-Za-z0-9_]+: ") + s.name) >= 2, s.name);
     CHECK(count_matching(l, R"(=== [A-Za-z0-9_]+: linearize)") == 2);
     CHECK(count_matching(l, R"(define void @[A-Za-z0-9_]+\(.*)") == 2);
+    // The dumped nodes name the user's line that built them: the sum, the sub and the mul.
+    const std::string site = "@test_viz.cpp:" + std::to_string(g_two_kernels_line);
+    size_t named = 0;
+    for (const std::string& line : l) named += line.find(site) != std::string::npos;
+    CHECK(named >= 3);
 }
 
 TEST_CASE("debug: BEAM at TEMPURA_DEBUG=1 prints a progress line per round") {

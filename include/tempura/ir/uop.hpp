@@ -69,6 +69,49 @@ std::string why_no_shape(const UOp& u);
 [[noreturn]] void throw_no_shape(const UOp& u);
 std::string arg_to_string(const Arg& a);
 
+// ---- provenance: the user's line on every node ----------------------------------------------
+// The call site of the outermost public Tensor or nn call running on this thread (null outside
+// one). While it is set, every node built records it instead of the location its builder passed
+// (so a softmax's max, exp and sum name the user's softmax line, not the library's), and fail()
+// names it: "[reshape] at model.cpp:42: cannot reshape ...". The location is not part of a node's
+// identity: the same expression built on two lines is one node (it keeps the line that built it
+// first, while it lives), and shares its kernels.
+namespace detail {
+inline thread_local const std::source_location* g_call_site = nullptr;
+}
+inline const std::source_location* call_site() noexcept { return detail::g_call_site; }
+// Each public entry point holds one for the call: only the outermost takes effect.
+class UserCall {
+  public:
+    explicit UserCall(const std::source_location& loc) noexcept : prev_(detail::g_call_site) {
+        if (prev_ == nullptr) detail::g_call_site = &loc;
+    }
+    ~UserCall() { detail::g_call_site = prev_; }
+    UserCall(const UserCall&) = delete;
+    UserCall& operator=(const UserCall&) = delete;
+
+  private:
+    const std::source_location* prev_;
+};
+// Sets the call site for its lifetime, whatever was set (null: none). realize() compiles with
+// none (its nodes keep the locations their builders pass on); autograd builds each gradient at
+// the site of the forward node it differentiates.
+class CallSiteOverride {
+  public:
+    explicit CallSiteOverride(const std::source_location* loc) noexcept
+        : prev_(detail::g_call_site) {
+        detail::g_call_site = loc;
+    }
+    ~CallSiteOverride() { detail::g_call_site = prev_; }
+    CallSiteOverride(const CallSiteOverride&) = delete;
+    CallSiteOverride& operator=(const CallSiteOverride&) = delete;
+
+  private:
+    const std::source_location* prev_;
+};
+// "model.cpp:42": a location's file name without its directories, and its line.
+std::string site_string(const std::source_location& loc);
+
 class UOpNode;
 
 class UOp {

@@ -37,7 +37,11 @@ class Module {
     // The forward pass of a module with one input; modules with other inputs throw
     // "[module] MultiheadAttention takes no single input ...". operator() calls it.
     virtual Tensor forward(const Tensor& x);
-    Tensor operator()(const Tensor& x) { return forward(x); }
+    // The nodes forward() builds, and its errors, name the line of this call.
+    Tensor operator()(const Tensor& x, std::source_location loc = std::source_location::current()) {
+        const UserCall site(loc);
+        return forward(x);
+    }
 
     // ---- registration (names: no '.', unique within the module) --------------------------
     // A parameter: a float tensor that requires a gradient (realized here). Returns the
@@ -228,7 +232,8 @@ class MultiheadAttention : public Module {
     Tensor forward(const Tensor& x) override;
     Tensor forward(const Tensor& query, const Tensor& key, const Tensor& value,
                    std::optional<Tensor> attn_mask = {},
-                   std::optional<Tensor> key_padding_mask = {});
+                   std::optional<Tensor> key_padding_mask = {},
+                   std::source_location loc = std::source_location::current());
     Tensor in_proj_weight, in_proj_bias;
     Linear& out_proj;
 

@@ -104,7 +104,9 @@ namespace fixed_nn_detail {
 template <int64_t Stride, int64_t Padding, int64_t Dilation, int64_t Groups, class T, int64_t N,
           int64_t C, int64_t H, int64_t W, int64_t O, int64_t CG, int64_t KH, int64_t KW>
 auto conv2d(const FixedTensor<T, N, C, H, W>& x, const FixedTensor<T, O, CG, KH, KW>& w,
-            std::optional<Tensor> bias) {
+            std::optional<Tensor> bias,
+            std::source_location loc = std::source_location::current()) {
+    const UserCall site(loc);
     constexpr auto r =
         conv2d_check<C, H, W, O, CG, KH, KW, Stride, Padding, Dilation, Groups>("conv2d");
     if constexpr (!r.ok) {
@@ -124,7 +126,9 @@ auto conv2d(const FixedTensor<T, N, C, H, W>& x, const FixedTensor<T, O, CG, KH,
 template <int64_t Stride = 1, int64_t Padding = 0, int64_t Dilation = 1, int64_t Groups = 1,
           class T, int64_t N, int64_t C, int64_t H, int64_t W, int64_t O, int64_t CG, int64_t KH,
           int64_t KW>
-auto conv2d(const FixedTensor<T, N, C, H, W>& x, const FixedTensor<T, O, CG, KH, KW>& w) {
+auto conv2d(const FixedTensor<T, N, C, H, W>& x, const FixedTensor<T, O, CG, KH, KW>& w,
+            std::source_location loc = std::source_location::current()) {
+    const UserCall site(loc);
     return fixed_nn_detail::conv2d<Stride, Padding, Dilation, Groups>(x, w, std::nullopt);
 }
 
@@ -133,14 +137,18 @@ template <int64_t Stride = 1, int64_t Padding = 0, int64_t Dilation = 1, int64_t
           class T, int64_t N, int64_t C, int64_t H, int64_t W, int64_t O, int64_t CG, int64_t KH,
           int64_t KW>
 auto conv2d(const FixedTensor<T, N, C, H, W>& x, const FixedTensor<T, O, CG, KH, KW>& w,
-            const FixedTensor<T, O>& bias) {
+            const FixedTensor<T, O>& bias,
+            std::source_location loc = std::source_location::current()) {
+    const UserCall site(loc);
     return fixed_nn_detail::conv2d<Stride, Padding, Dilation, Groups>(x, w, bias.tensor());
 }
 
 // x [N, C, L], w [O, C / Groups, K] -> [N, O, OL].
 template <int64_t Stride = 1, int64_t Padding = 0, int64_t Dilation = 1, int64_t Groups = 1,
           class T, int64_t N, int64_t C, int64_t L, int64_t O, int64_t CG, int64_t K>
-auto conv1d(const FixedTensor<T, N, C, L>& x, const FixedTensor<T, O, CG, K>& w) {
+auto conv1d(const FixedTensor<T, N, C, L>& x, const FixedTensor<T, O, CG, K>& w,
+            std::source_location loc = std::source_location::current()) {
+    const UserCall site(loc);
     constexpr auto r =
         fixed_nn_detail::conv2d_check<C, L, 1, O, CG, K, 1, Stride, Padding, Dilation, Groups>(
             "conv1d", true);
@@ -158,8 +166,9 @@ auto conv1d(const FixedTensor<T, N, C, L>& x, const FixedTensor<T, O, CG, K>& w)
 template <int64_t Stride = 1, int64_t Padding = 0, int64_t OutputPadding = 0, int64_t Groups = 1,
           int64_t Dilation = 1, class T, int64_t N, int64_t C, int64_t H, int64_t W, int64_t WC,
           int64_t OG, int64_t KH, int64_t KW>
-auto conv_transpose2d(const FixedTensor<T, N, C, H, W>& x,
-                      const FixedTensor<T, WC, OG, KH, KW>& w) {
+auto conv_transpose2d(const FixedTensor<T, N, C, H, W>& x, const FixedTensor<T, WC, OG, KH, KW>& w,
+                      std::source_location loc = std::source_location::current()) {
+    const UserCall site(loc);
     constexpr auto r =
         fixed_nn_detail::conv_transpose2d_check<C, H, W, WC, OG, KH, KW, Stride, Padding,
                                                 OutputPadding, Dilation, Groups>();
@@ -195,18 +204,25 @@ auto pool2d(const FixedTensor<T, N, C, H, W>& x) {
 // Square windows of Kernel, sliding by Stride (the kernel unless given), padded by Padding.
 template <int64_t Kernel, int64_t Stride = Kernel, int64_t Padding = 0, class T, int64_t N,
           int64_t C, int64_t H, int64_t W>
-auto max_pool2d(const FixedTensor<T, N, C, H, W>& x) {
+auto max_pool2d(const FixedTensor<T, N, C, H, W>& x,
+                std::source_location loc = std::source_location::current()) {
+    const UserCall site(loc);
     return fixed_nn_detail::pool2d<true, Kernel, Stride, Padding>(x);
 }
 template <int64_t Kernel, int64_t Stride = Kernel, int64_t Padding = 0, class T, int64_t N,
           int64_t C, int64_t H, int64_t W>
-auto avg_pool2d(const FixedTensor<T, N, C, H, W>& x) {
+auto avg_pool2d(const FixedTensor<T, N, C, H, W>& x,
+                std::source_location loc = std::source_location::current()) {
+    const UserCall site(loc);
     return fixed_nn_detail::pool2d<false, Kernel, Stride, Padding>(x);
 }
 
 // [N, C, H, W] -> [N, C, OH, OW].
 template <int64_t OH, int64_t OW, class T, int64_t N, int64_t C, int64_t H, int64_t W>
-FixedTensor<T, N, C, OH, OW> adaptive_avg_pool2d(const FixedTensor<T, N, C, H, W>& x) {
+FixedTensor<T, N, C, OH, OW>
+adaptive_avg_pool2d(const FixedTensor<T, N, C, H, W>& x,
+                    std::source_location loc = std::source_location::current()) {
+    const UserCall site(loc);
     static_assert(OH >= 1 && OW >= 1, "adaptive_avg_pool2d: the output size must be positive");
     return FixedTensor<T, N, C, OH, OW>::from_tensor(adaptive_avg_pool2d(x.tensor(), {OH, OW}));
 }

@@ -1119,48 +1119,67 @@ class FixedTensor {
         assert(tensor_.shape() == shape_vector() && tensor_.dtype() == dtype());
     }
 
-    static FixedTensor zeros() { return {Unchecked{}, Tensor::zeros(shape_vector(), dtype())}; }
-    static FixedTensor ones() { return {Unchecked{}, Tensor::ones(shape_vector(), dtype())}; }
-    static FixedTensor full(T value) {
+    static FixedTensor zeros(std::source_location loc = std::source_location::current()) {
+        const UserCall site(loc);
+        return {Unchecked{}, Tensor::zeros(shape_vector(), dtype())};
+    }
+    static FixedTensor ones(std::source_location loc = std::source_location::current()) {
+        const UserCall site(loc);
+        return {Unchecked{}, Tensor::ones(shape_vector(), dtype())};
+    }
+    static FixedTensor full(T value, std::source_location loc = std::source_location::current()) {
+        const UserCall site(loc);
         return {Unchecked{}, Tensor::full(shape_vector(), value, dtype())};
     }
     // Row-major data; throws "[from_vector] 5 values do not fill shape [2, 3] (6 elements)".
-    static FixedTensor from_vector(const std::vector<T>& data) {
+    static FixedTensor from_vector(const std::vector<T>& data,
+                                   std::source_location loc = std::source_location::current()) {
+        const UserCall site(loc);
         return {Unchecked{}, Tensor::from_vector(data, shape_vector())};
     }
     // [0, 1, ..., N-1]: FixedTensor<T, N> only.
-    static FixedTensor arange() {
+    static FixedTensor arange(std::source_location loc = std::source_location::current()) {
+        const UserCall site(loc);
         constexpr auto r = check_arange();
         if constexpr (!r.ok) fixed_detail::report<r.message>();
         return {Unchecked{}, Tensor::arange(first_dim(), dtype())};
     }
     // Random numbers (Tensor::rand and friends): float element types; randint: integer ones.
-    static FixedTensor rand() {
+    static FixedTensor rand(std::source_location loc = std::source_location::current()) {
+        const UserCall site(loc);
         if constexpr (constexpr auto r = floating("rand"); !r.ok) fixed_detail::report<r.message>();
         return {Unchecked{}, Tensor::rand(shape_vector(), dtype())};
     }
-    static FixedTensor randn() {
+    static FixedTensor randn(std::source_location loc = std::source_location::current()) {
+        const UserCall site(loc);
         if constexpr (constexpr auto r = floating("randn"); !r.ok)
             fixed_detail::report<r.message>();
         return {Unchecked{}, Tensor::randn(shape_vector(), dtype())};
     }
-    static FixedTensor uniform(double lo, double hi) {
+    static FixedTensor uniform(double lo, double hi,
+                               std::source_location loc = std::source_location::current()) {
+        const UserCall site(loc);
         if constexpr (constexpr auto r = floating("uniform"); !r.ok)
             fixed_detail::report<r.message>();
         return {Unchecked{}, Tensor::uniform(shape_vector(), lo, hi, dtype())};
     }
-    static FixedTensor normal(double mean, double std) {
+    static FixedTensor normal(double mean, double std,
+                              std::source_location loc = std::source_location::current()) {
+        const UserCall site(loc);
         if constexpr (constexpr auto r = floating("normal"); !r.ok)
             fixed_detail::report<r.message>();
         return {Unchecked{}, Tensor::normal(shape_vector(), mean, std, dtype())};
     }
-    static FixedTensor randint(int64_t lo, int64_t hi) {
+    static FixedTensor randint(int64_t lo, int64_t hi,
+                               std::source_location loc = std::source_location::current()) {
+        const UserCall site(loc);
         static_assert(std::is_integral_v<T> && !std::is_same_v<T, bool>,
                       "randint: FixedTensor::randint needs an integer element type");
         return {Unchecked{}, Tensor::randint(lo, hi, shape_vector(), dtype())};
     }
     // The identity: FixedTensor<T, N, N> only.
-    static FixedTensor eye() {
+    static FixedTensor eye(std::source_location loc = std::source_location::current()) {
+        const UserCall site(loc);
         constexpr auto r = check_eye();
         if constexpr (!r.ok) fixed_detail::report<r.message>();
         return {Unchecked{}, Tensor::eye(first_dim(), dtype())};
@@ -1186,13 +1205,20 @@ class FixedTensor {
         tensor_.requires_grad(on);
         return *this;
     }
-    void backward() const {
+    void backward(std::source_location loc = std::source_location::current()) const {
+        const UserCall site(loc);
         static_assert(numel() == 1, "backward: the loss must have exactly one element");
         tensor_.backward();
     }
-    FixedTensor grad() const { return {Unchecked{}, tensor_.grad()}; }
+    FixedTensor grad(std::source_location loc = std::source_location::current()) const {
+        const UserCall site(loc);
+        return {Unchecked{}, tensor_.grad()};
+    }
     void zero_grad() const { tensor_.zero_grad(); }
-    FixedTensor detach() const { return {Unchecked{}, tensor_.detach()}; }
+    FixedTensor detach(std::source_location loc = std::source_location::current()) const {
+        const UserCall site(loc);
+        return {Unchecked{}, tensor_.detach()};
+    }
     FixedTensor& assign(const FixedTensor& value) {
         tensor_.assign(value.tensor());
         return *this;
@@ -1216,76 +1242,93 @@ class FixedTensor {
     }
 
     // ---- elementwise --------------------------------------------------------------------------
-    FixedTensor neg() const {
+    FixedTensor neg(std::source_location loc = std::source_location::current()) const {
+        const UserCall site(loc);
         if constexpr (constexpr auto r = arith("neg"); !r.ok) fixed_detail::report<r.message>();
         return same(tensor_.neg());
     }
-    FixedTensor exp() const {
+    FixedTensor exp(std::source_location loc = std::source_location::current()) const {
+        const UserCall site(loc);
         if constexpr (constexpr auto r = floating("exp"); !r.ok) fixed_detail::report<r.message>();
         return same(tensor_.exp());
     }
-    FixedTensor exp2() const {
+    FixedTensor exp2(std::source_location loc = std::source_location::current()) const {
+        const UserCall site(loc);
         if constexpr (constexpr auto r = floating("exp2"); !r.ok) fixed_detail::report<r.message>();
         return same(tensor_.exp2());
     }
-    FixedTensor log() const {
+    FixedTensor log(std::source_location loc = std::source_location::current()) const {
+        const UserCall site(loc);
         if constexpr (constexpr auto r = floating("log"); !r.ok) fixed_detail::report<r.message>();
         return same(tensor_.log());
     }
-    FixedTensor log2() const {
+    FixedTensor log2(std::source_location loc = std::source_location::current()) const {
+        const UserCall site(loc);
         if constexpr (constexpr auto r = floating("log2"); !r.ok) fixed_detail::report<r.message>();
         return same(tensor_.log2());
     }
-    FixedTensor sqrt() const {
+    FixedTensor sqrt(std::source_location loc = std::source_location::current()) const {
+        const UserCall site(loc);
         if constexpr (constexpr auto r = floating("sqrt"); !r.ok) fixed_detail::report<r.message>();
         return same(tensor_.sqrt());
     }
-    FixedTensor sin() const {
+    FixedTensor sin(std::source_location loc = std::source_location::current()) const {
+        const UserCall site(loc);
         if constexpr (constexpr auto r = floating("sin"); !r.ok) fixed_detail::report<r.message>();
         return same(tensor_.sin());
     }
-    FixedTensor cos() const {
+    FixedTensor cos(std::source_location loc = std::source_location::current()) const {
+        const UserCall site(loc);
         if constexpr (constexpr auto r = floating("cos"); !r.ok) fixed_detail::report<r.message>();
         return same(tensor_.cos());
     }
-    FixedTensor erf() const {
+    FixedTensor erf(std::source_location loc = std::source_location::current()) const {
+        const UserCall site(loc);
         if constexpr (constexpr auto r = floating("erf"); !r.ok) fixed_detail::report<r.message>();
         return same(tensor_.erf());
     }
-    FixedTensor relu() const {
+    FixedTensor relu(std::source_location loc = std::source_location::current()) const {
+        const UserCall site(loc);
         if constexpr (constexpr auto r = arith("relu"); !r.ok) fixed_detail::report<r.message>();
         return same(tensor_.relu());
     }
-    FixedTensor sigmoid() const {
+    FixedTensor sigmoid(std::source_location loc = std::source_location::current()) const {
+        const UserCall site(loc);
         if constexpr (constexpr auto r = floating("sigmoid"); !r.ok)
             fixed_detail::report<r.message>();
         return same(tensor_.sigmoid());
     }
-    FixedTensor tanh() const {
+    FixedTensor tanh(std::source_location loc = std::source_location::current()) const {
+        const UserCall site(loc);
         if constexpr (constexpr auto r = floating("tanh"); !r.ok) fixed_detail::report<r.message>();
         return same(tensor_.tanh());
     }
-    FixedTensor abs() const {
+    FixedTensor abs(std::source_location loc = std::source_location::current()) const {
+        const UserCall site(loc);
         if constexpr (constexpr auto r = arith("abs"); !r.ok) fixed_detail::report<r.message>();
         return same(tensor_.abs());
     }
-    FixedTensor reciprocal() const {
+    FixedTensor reciprocal(std::source_location loc = std::source_location::current()) const {
+        const UserCall site(loc);
         if constexpr (constexpr auto r = floating("reciprocal"); !r.ok)
             fixed_detail::report<r.message>();
         return same(tensor_.reciprocal());
     }
-    FixedTensor square() const {
+    FixedTensor square(std::source_location loc = std::source_location::current()) const {
+        const UserCall site(loc);
         if constexpr (constexpr auto r = arith("square"); !r.ok) fixed_detail::report<r.message>();
         return same(tensor_.square());
     }
-    FixedTensor logical_not() const {
+    FixedTensor logical_not(std::source_location loc = std::source_location::current()) const {
+        const UserCall site(loc);
         if constexpr (constexpr auto r = fixed_detail::need_bool<T>("logical_not", shape()); !r.ok)
             fixed_detail::report<r.message>();
         return same(tensor_.logical_not());
     }
     // Elementwise ops of one shape (float-only ones check the element type at compile time).
 #define TEMPURA_FIXED_UNARY(name, rule)                                                            \
-    FixedTensor name() const {                                                                     \
+    FixedTensor name(std::source_location loc = std::source_location::current()) const {           \
+        const UserCall site(loc);                                                                  \
         if constexpr (constexpr auto r = rule(#name); !r.ok) fixed_detail::report<r.message>();    \
         return same(tensor_.name());                                                               \
     }
@@ -1306,42 +1349,62 @@ class FixedTensor {
     TEMPURA_FIXED_UNARY(trunc, arith)
     TEMPURA_FIXED_UNARY(sign, arith)
 #undef TEMPURA_FIXED_UNARY
-    FixedTensor pow(double exponent) const {
+    FixedTensor pow(double exponent,
+                    std::source_location loc = std::source_location::current()) const {
+        const UserCall site(loc);
         if constexpr (constexpr auto r = arith("pow"); !r.ok) fixed_detail::report<r.message>();
         return same(tensor_.pow(exponent));
     }
     // x^y elementwise, y broadcast with x (NumPy rules, as the operators).
     template <AnyFixedTensor Other>
-    auto pow(const Other& exponent) const {
+    auto pow(const Other& exponent,
+             std::source_location loc = std::source_location::current()) const {
+        const UserCall site(loc);
         return fixed_detail::binary<fixed_detail::Binary::Pow>(*this, exponent);
     }
-    FixedTensor gelu(std::string_view approximate = "none") const {
+    FixedTensor gelu(std::string_view approximate = "none",
+                     std::source_location loc = std::source_location::current()) const {
+        const UserCall site(loc);
         if constexpr (constexpr auto r = floating("gelu"); !r.ok) fixed_detail::report<r.message>();
         return same(tensor_.gelu(approximate));
     }
-    FixedTensor leaky_relu(double slope = 0.01) const {
+    FixedTensor leaky_relu(double slope = 0.01,
+                           std::source_location loc = std::source_location::current()) const {
+        const UserCall site(loc);
         if constexpr (constexpr auto r = arith("leaky_relu"); !r.ok)
             fixed_detail::report<r.message>();
         return same(tensor_.leaky_relu(slope));
     }
-    FixedTensor elu(double alpha = 1.0) const {
+    FixedTensor elu(double alpha = 1.0,
+                    std::source_location loc = std::source_location::current()) const {
+        const UserCall site(loc);
         if constexpr (constexpr auto r = floating("elu"); !r.ok) fixed_detail::report<r.message>();
         return same(tensor_.elu(alpha));
     }
-    FixedTensor clip(double lo, double hi) const {
+    FixedTensor clip(double lo, double hi,
+                     std::source_location loc = std::source_location::current()) const {
+        const UserCall site(loc);
         if constexpr (constexpr auto r = arith("clip"); !r.ok) fixed_detail::report<r.message>();
         return same(tensor_.clip(lo, hi));
     }
-    Rebind<bool> isnan() const { return {Unchecked{}, tensor_.isnan()}; }
-    Rebind<bool> isinf() const { return {Unchecked{}, tensor_.isinf()}; }
+    Rebind<bool> isnan(std::source_location loc = std::source_location::current()) const {
+        const UserCall site(loc);
+        return {Unchecked{}, tensor_.isnan()};
+    }
+    Rebind<bool> isinf(std::source_location loc = std::source_location::current()) const {
+        const UserCall site(loc);
+        return {Unchecked{}, tensor_.isinf()};
+    }
     template <int64_t K = 0>
-    FixedTensor tril() const {
+    FixedTensor tril(std::source_location loc = std::source_location::current()) const {
+        const UserCall site(loc);
         if constexpr (constexpr auto r = fixed_detail::matrix("tril", shape()); !r.ok)
             fixed_detail::report<r.message>();
         return same(tensor_.tril(K));
     }
     template <int64_t K = 0>
-    FixedTensor triu() const {
+    FixedTensor triu(std::source_location loc = std::source_location::current()) const {
+        const UserCall site(loc);
         if constexpr (constexpr auto r = fixed_detail::matrix("triu", shape()); !r.ok)
             fixed_detail::report<r.message>();
         return same(tensor_.triu(K));
@@ -1351,7 +1414,9 @@ class FixedTensor {
         return {};
     }
     template <AnyFixedTensor Other>
-    auto maximum(const Other& other) const {
+    auto maximum(const Other& other,
+                 std::source_location loc = std::source_location::current()) const {
+        const UserCall site(loc);
         constexpr auto r =
             fixed_detail::check_binary<fixed_detail::Binary::Maximum, T,
                                        typename Other::value_type>(shape(), Other::shape());
@@ -1367,7 +1432,9 @@ class FixedTensor {
         return {};
     }
     template <AnyFixedTensor Other>
-    auto minimum(const Other& other) const {
+    auto minimum(const Other& other,
+                 std::source_location loc = std::source_location::current()) const {
+        const UserCall site(loc);
         constexpr auto r =
             fixed_detail::check_binary<fixed_detail::Binary::Minimum, T,
                                        typename Other::value_type>(shape(), Other::shape());
@@ -1379,14 +1446,16 @@ class FixedTensor {
         }
     }
     template <Number U>
-    FixedTensor<U, Dims...> cast() const {
+    FixedTensor<U, Dims...> cast(std::source_location loc = std::source_location::current()) const {
+        const UserCall site(loc);
         return {Unchecked{}, tensor_.cast(dtype_of<U>())};
     }
 
     // ---- movement -----------------------------------------------------------------------------
     // One -1 is inferred: FixedTensor<float, 2, 3>::reshape<3, -1>() is FixedTensor<float, 3, 2>.
     template <int64_t... New>
-    auto reshape() const {
+    auto reshape(std::source_location loc = std::source_location::current()) const {
+        const UserCall site(loc);
         constexpr auto r = fixed_detail::reshape(shape(), dims<New...>());
         if constexpr (!r.ok) {
             fixed_detail::report<r.message>();
@@ -1396,7 +1465,8 @@ class FixedTensor {
         }
     }
     template <int64_t... Order>
-    auto permute() const {
+    auto permute(std::source_location loc = std::source_location::current()) const {
+        const UserCall site(loc);
         constexpr auto r = fixed_detail::permute(shape(), dims<Order...>());
         if constexpr (!r.ok) {
             fixed_detail::report<r.message>();
@@ -1406,7 +1476,8 @@ class FixedTensor {
         }
     }
     template <int64_t Dim0 = -2, int64_t Dim1 = -1>
-    auto transpose() const {
+    auto transpose(std::source_location loc = std::source_location::current()) const {
+        const UserCall site(loc);
         constexpr auto r = fixed_detail::transpose(shape(), Dim0, Dim1);
         if constexpr (!r.ok) {
             fixed_detail::report<r.message>();
@@ -1417,7 +1488,8 @@ class FixedTensor {
     }
     // Size-1 dims grow, new leading dims appear, -1 keeps a dim.
     template <int64_t... New>
-    auto expand() const {
+    auto expand(std::source_location loc = std::source_location::current()) const {
+        const UserCall site(loc);
         constexpr auto r = fixed_detail::expand(shape(), dims<New...>());
         if constexpr (!r.ok) {
             fixed_detail::report<r.message>();
@@ -1429,7 +1501,8 @@ class FixedTensor {
     // A (before, after) pair per axis, flat: x.pad<1, 1, 0, 2>() pads axis 0 by 1 before and 1
     // after, axis 1 by 2 after. The new elements read 0.
     template <int64_t... Pairs>
-    auto pad() const {
+    auto pad(std::source_location loc = std::source_location::current()) const {
+        const UserCall site(loc);
         constexpr auto r = fixed_detail::pad(shape(), dims<Pairs...>());
         if constexpr (!r.ok) {
             fixed_detail::report<r.message>();
@@ -1440,7 +1513,8 @@ class FixedTensor {
     }
     // A (begin, end) pair per axis, flat: x.shrink<0, 2, 1, 3>() keeps rows 0-1 and columns 1-2.
     template <int64_t... Pairs>
-    auto shrink() const {
+    auto shrink(std::source_location loc = std::source_location::current()) const {
+        const UserCall site(loc);
         constexpr auto r = fixed_detail::shrink(shape(), dims<Pairs...>());
         if constexpr (!r.ok) {
             fixed_detail::report<r.message>();
@@ -1450,13 +1524,15 @@ class FixedTensor {
         }
     }
     template <int64_t... Axes>
-    FixedTensor flip() const {
+    FixedTensor flip(std::source_location loc = std::source_location::current()) const {
+        const UserCall site(loc);
         constexpr auto r = fixed_detail::flip(shape(), dims<Axes...>());
         if constexpr (!r.ok) fixed_detail::report<r.message>();
         return same(tensor_.flip(Shape{Axes...}));
     }
     template <int64_t Axis>
-    auto squeeze() const {
+    auto squeeze(std::source_location loc = std::source_location::current()) const {
+        const UserCall site(loc);
         constexpr auto r = fixed_detail::squeeze(shape(), Axis);
         if constexpr (!r.ok) {
             fixed_detail::report<r.message>();
@@ -1467,23 +1543,28 @@ class FixedTensor {
     }
     // ---- scans (Tensor::cumsum etc.): the same dims; bools count as int32_t for sum and prod --
     template <int64_t Axis>
-    Rebind<SumType> cumsum() const {
+    Rebind<SumType> cumsum(std::source_location loc = std::source_location::current()) const {
+        const UserCall site(loc);
         check_scan_axis<Axis, 0>();
         return {Unchecked{}, tensor_.cumsum(Axis)};
     }
     template <int64_t Axis>
-    Rebind<SumType> cumprod() const {
+    Rebind<SumType> cumprod(std::source_location loc = std::source_location::current()) const {
+        const UserCall site(loc);
         check_scan_axis<Axis, 1>();
         return {Unchecked{}, tensor_.cumprod(Axis)};
     }
     template <int64_t Axis>
-    FixedTensor cummax() const {
+    FixedTensor cummax(std::source_location loc = std::source_location::current()) const {
+        const UserCall site(loc);
         check_scan_axis<Axis, 2>();
         return same(tensor_.cummax(Axis));
     }
     // Where the bool mask (broadcast to this shape) is true, value; elsewhere x.
     template <class U, int64_t... MD>
-    FixedTensor masked_fill(const FixedTensor<U, MD...>& mask, double value) const {
+    FixedTensor masked_fill(const FixedTensor<U, MD...>& mask, double value,
+                            std::source_location loc = std::source_location::current()) const {
+        const UserCall site(loc);
         static_assert(std::is_same_v<U, bool>, "masked_fill: the mask must hold bool");
         constexpr auto r = [] {
             fixed_detail::Checked<0> c;
@@ -1500,18 +1581,23 @@ class FixedTensor {
     }
     // ---- sorting (Tensor::sort etc.) -------------------------------------------------------
     template <int64_t Axis = -1>
-    FixedTensor sort(bool descending = false) const {
+    FixedTensor sort(bool descending = false,
+                     std::source_location loc = std::source_location::current()) const {
+        const UserCall site(loc);
         check_scan_axis<Axis, 3>();
         return same(tensor_.sort(Axis, descending));
     }
     template <int64_t Axis = -1>
-    Rebind<int32_t> argsort(bool descending = false) const {
+    Rebind<int32_t> argsort(bool descending = false,
+                            std::source_location loc = std::source_location::current()) const {
+        const UserCall site(loc);
         check_scan_axis<Axis, 4>();
         return {Unchecked{}, tensor_.argsort(Axis, descending)};
     }
     // {values, int32 indices}: Axis's size becomes K.
     template <int64_t K, int64_t Axis = -1>
-    auto topk() const {
+    auto topk(std::source_location loc = std::source_location::current()) const {
+        const UserCall site(loc);
         constexpr auto s = shape();
         constexpr int64_t a = fixed_detail::normalize(Axis, s.size());
         constexpr auto r = [&] {
@@ -1537,7 +1623,9 @@ class FixedTensor {
     // time) --------------------------------------------------------------------------------------
     // The index's shape: x.gather<1>(FixedTensor<int32_t, 4, 2>) -> FixedTensor<T, 4, 2>.
     template <int64_t Axis, class I, int64_t... IDims>
-    auto gather(const FixedTensor<I, IDims...>& index) const {
+    auto gather(const FixedTensor<I, IDims...>& index,
+                std::source_location loc = std::source_location::current()) const {
+        const UserCall site(loc);
         static_assert(std::is_same_v<I, int32_t> || std::is_same_v<I, int64_t>,
                       "gather: the index must hold int32_t or int64_t");
         constexpr std::array<int64_t, sizeof...(IDims)> is{IDims...};
@@ -1551,7 +1639,9 @@ class FixedTensor {
     }
     // The slices at a 1-D index: Axis's size becomes the index's.
     template <int64_t Axis, class I, int64_t K>
-    auto index_select(const FixedTensor<I, K>& index) const {
+    auto index_select(const FixedTensor<I, K>& index,
+                      std::source_location loc = std::source_location::current()) const {
+        const UserCall site(loc);
         static_assert(std::is_same_v<I, int32_t> || std::is_same_v<I, int64_t>,
                       "index_select: the index must hold int32_t or int64_t");
         constexpr auto s = shape();
@@ -1581,12 +1671,14 @@ class FixedTensor {
         return same(tensor_.scatter_add(Axis, index.tensor(), src.tensor()));
     }
     // Every size-1 dim.
-    auto squeeze() const {
+    auto squeeze(std::source_location loc = std::source_location::current()) const {
+        const UserCall site(loc);
         constexpr auto r = fixed_detail::squeeze_all(shape());
         return Result<r>(Unchecked{}, tensor_.squeeze());
     }
     template <int64_t Axis>
-    auto unsqueeze() const {
+    auto unsqueeze(std::source_location loc = std::source_location::current()) const {
+        const UserCall site(loc);
         constexpr auto r = fixed_detail::unsqueeze(shape(), Axis);
         if constexpr (!r.ok) {
             fixed_detail::report<r.message>();
@@ -1599,7 +1691,8 @@ class FixedTensor {
     // Python slicing of the leading dims: x.slice<Slice{1, 5, 2}, Slice{Slice::end, Slice::end,
     // -1}>() (see Slice); the shape is computed at compile time.
     template <Slice... S>
-    auto slice() const {
+    auto slice(std::source_location loc = std::source_location::current()) const {
+        const UserCall site(loc);
         constexpr auto r = fixed_detail::slice(shape(), std::array<Slice, sizeof...(S)>{S...});
         if constexpr (!r.ok) {
             fixed_detail::report<r.message>();
@@ -1610,7 +1703,8 @@ class FixedTensor {
     }
     // Tiles the tensor Times[i] times along dim i (more counts than dims add leading dims).
     template <int64_t... Times>
-    auto repeat() const {
+    auto repeat(std::source_location loc = std::source_location::current()) const {
+        const UserCall site(loc);
         constexpr auto r = fixed_detail::repeat(shape(), dims<Times...>());
         if constexpr (!r.ok) {
             fixed_detail::report<r.message>();
@@ -1634,7 +1728,10 @@ class FixedTensor {
         return split_as<size, Axis, true, N>();
     }
     // A materialization point (CONTIGUOUS), as Tensor::contiguous().
-    FixedTensor contiguous() const { return same(tensor_.contiguous()); }
+    FixedTensor contiguous(std::source_location loc = std::source_location::current()) const {
+        const UserCall site(loc);
+        return same(tensor_.contiguous());
+    }
 
     // ---- reductions -----------------------------------------------------------------------------
     // The axes are template arguments (none = every axis; negative ones count from the end);
@@ -1705,7 +1802,8 @@ class FixedTensor {
         return {};
     }
     template <AnyFixedTensor Other>
-    auto dot(const Other& other) const {
+    auto dot(const Other& other, std::source_location loc = std::source_location::current()) const {
+        const UserCall site(loc);
         constexpr auto r =
             fixed_detail::check_dot<T, typename Other::value_type>("dot", shape(), Other::shape());
         if constexpr (!r.ok) {
@@ -1720,7 +1818,9 @@ class FixedTensor {
         return {};
     }
     template <AnyFixedTensor Other>
-    auto matmul(const Other& other) const {
+    auto matmul(const Other& other,
+                std::source_location loc = std::source_location::current()) const {
+        const UserCall site(loc);
         constexpr auto r = fixed_detail::check_dot<T, typename Other::value_type>("matmul", shape(),
                                                                                   Other::shape());
         if constexpr (!r.ok) {
@@ -1731,13 +1831,15 @@ class FixedTensor {
         }
     }
     template <int64_t Axis = -1>
-    FixedTensor softmax() const {
+    FixedTensor softmax(std::source_location loc = std::source_location::current()) const {
+        const UserCall site(loc);
         constexpr auto r = fixed_detail::check_softmax<T>("softmax", shape(), Axis);
         if constexpr (!r.ok) fixed_detail::report<r.message>();
         return same(tensor_.softmax(Axis));
     }
     template <int64_t Axis = -1>
-    FixedTensor log_softmax() const {
+    FixedTensor log_softmax(std::source_location loc = std::source_location::current()) const {
+        const UserCall site(loc);
         constexpr auto r = fixed_detail::check_softmax<T>("log_softmax", shape(), Axis);
         if constexpr (!r.ok) fixed_detail::report<r.message>();
         return same(tensor_.log_softmax(Axis));

@@ -108,17 +108,23 @@ class Tensor {
     // A realized tensor holding `data` (row-major) in a new buffer; no kernel runs.
     // Throws "[from_vector] 5 values do not fill shape [2, 3] (6 elements)".
     template <Number T>
-    static Tensor from_vector(const std::vector<T>& data, Shape shape) {
+    static Tensor from_vector(const std::vector<T>& data, Shape shape,
+                              std::source_location loc = std::source_location::current()) {
+        const UserCall site(loc);
         return from_vector(data, std::move(shape), dtype_of<T>());
     }
     // One dimension: shape [data.size()].
     template <Number T>
-    static Tensor from_vector(const std::vector<T>& data) {
+    static Tensor from_vector(const std::vector<T>& data,
+                              std::source_location loc = std::source_location::current()) {
+        const UserCall site(loc);
         return from_vector(data, Shape{static_cast<int64_t>(data.size())}, dtype_of<T>());
     }
     // Converting the values to `dtype` (e.g. float data into a Float16 tensor).
     template <Number T>
-    static Tensor from_vector(const std::vector<T>& data, Shape shape, DType dtype) {
+    static Tensor from_vector(const std::vector<T>& data, Shape shape, DType dtype,
+                              std::source_location loc = std::source_location::current()) {
+        const UserCall site(loc);
         if constexpr (std::is_same_v<T, bool>) {
             std::vector<uint8_t> bytes(data.begin(), data.end());
             return from_host(DType::Bool, bytes.data(), static_cast<int64_t>(bytes.size()),
@@ -131,12 +137,16 @@ class Tensor {
     // From a span (a view of the caller's memory: one copy into the new buffer), as above.
     template <class T, size_t E>
     requires Number<std::remove_cv_t<T>>
-    static Tensor from_vector(std::span<T, E> data, Shape shape) {
+    static Tensor from_vector(std::span<T, E> data, Shape shape,
+                              std::source_location loc = std::source_location::current()) {
+        const UserCall site(loc);
         return from_vector(data, std::move(shape), dtype_of<std::remove_cv_t<T>>());
     }
     template <class T, size_t E>
     requires Number<std::remove_cv_t<T>>
-    static Tensor from_vector(std::span<T, E> data, Shape shape, DType dtype) {
+    static Tensor from_vector(std::span<T, E> data, Shape shape, DType dtype,
+                              std::source_location loc = std::source_location::current()) {
+        const UserCall site(loc);
         using U = std::remove_cv_t<T>;
         if constexpr (std::is_same_v<U, bool>) {
             std::vector<uint8_t> bytes(data.begin(), data.end());
@@ -150,62 +160,88 @@ class Tensor {
     // numel(shape) elements of `dtype` read from the caller's memory, copied once into the new
     // buffer (on the default device: straight from `data` to the device). Bool elements are
     // bytes; any nonzero byte reads as true.
-    static Tensor from_blob(const void* data, Shape shape, DType dtype);
+    static Tensor from_blob(const void* data, Shape shape, DType dtype,
+                            std::source_location loc = std::source_location::current());
     // Symbolic shapes: dims that are variables bound to a size (tempura/tensor/dim.hpp). The
     // tensor's shape() holds the bound sizes; the plans and kernels built for its graphs serve
     // every size in the variables' ranges. A list of plain sizes is a Shape as above.
     // Throws "[from_vector] batch is not bound" for an unbound variable.
     template <Number T>
-    static Tensor from_vector(const std::vector<T>& data, std::initializer_list<Dim> dims) {
+    static Tensor from_vector(const std::vector<T>& data, std::initializer_list<Dim> dims,
+                              std::source_location loc = std::source_location::current()) {
+        const UserCall site(loc);
         return from_vector(data, Dims(dims), dtype_of<T>());
     }
     template <Number T>
-    static Tensor from_vector(const std::vector<T>& data, const Dims& dims) {
+    static Tensor from_vector(const std::vector<T>& data, const Dims& dims,
+                              std::source_location loc = std::source_location::current()) {
+        const UserCall site(loc);
         return from_vector(data, dims, dtype_of<T>());
     }
     template <Number T>
     static Tensor from_vector(const std::vector<T>& data, std::initializer_list<Dim> dims,
-                              DType dtype) {
+                              DType dtype,
+                              std::source_location loc = std::source_location::current()) {
+        const UserCall site(loc);
         return from_vector(data, Dims(dims), dtype);
     }
     template <Number T>
-    static Tensor from_vector(const std::vector<T>& data, const Dims& dims, DType dtype) {
+    static Tensor from_vector(const std::vector<T>& data, const Dims& dims, DType dtype,
+                              std::source_location loc = std::source_location::current()) {
+        const UserCall site(loc);
         return with_dims(from_vector(data, dim_values("from_vector", dims), dtype), dims);
     }
     // A tensor of `shape` whose every element is `value` (lazy: CONST, RESHAPE, EXPAND).
     // The dtype follows T (double gives Float32, see default_dtype_of), or is given.
     template <Number T>
-    static Tensor full(Shape shape, T value) {
+    static Tensor full(Shape shape, T value,
+                       std::source_location loc = std::source_location::current()) {
+        const UserCall site(loc);
         return full(std::move(shape), value, default_dtype_of<T>());
     }
     template <Number T>
-    static Tensor full(Shape shape, T value, DType dtype) {
+    static Tensor full(Shape shape, T value, DType dtype,
+                       std::source_location loc = std::source_location::current()) {
+        const UserCall site(loc);
         if constexpr (std::is_floating_point_v<T>)
             return full_const(std::move(shape), make_const_f(dtype, static_cast<double>(value)));
         else
             return full_const(std::move(shape), make_const_i(dtype, static_cast<int64_t>(value),
                                                              static_cast<double>(value)));
     }
-    static Tensor zeros(Shape shape, DType dtype = DType::Float32);
-    static Tensor ones(Shape shape, DType dtype = DType::Float32);
+    static Tensor zeros(Shape shape, DType dtype = DType::Float32,
+                        std::source_location loc = std::source_location::current());
+    static Tensor ones(Shape shape, DType dtype = DType::Float32,
+                       std::source_location loc = std::source_location::current());
     // [0, 1, ..., n-1] (float32 unless given).
-    static Tensor arange(int64_t n, DType dtype = DType::Float32);
+    static Tensor arange(int64_t n, DType dtype = DType::Float32,
+                         std::source_location loc = std::source_location::current());
     // The n x n identity (float32 unless given).
-    static Tensor eye(int64_t n, DType dtype = DType::Float32);
+    static Tensor eye(int64_t n, DType dtype = DType::Float32,
+                      std::source_location loc = std::source_location::current());
     // Concatenation along `axis` (negative counts from the end).
-    static Tensor cat(const std::vector<Tensor>& tensors, int64_t axis = 0);
+    static Tensor cat(const std::vector<Tensor>& tensors, int64_t axis = 0,
+                      std::source_location loc = std::source_location::current());
     // ---- random numbers (counter-based Threefry-2x32-20, computed by the kernel that uses
     // them; the same numbers for a seed on every device). Each call draws a fresh stream: the
     // key is the seed (manual_seed), the counter is (element index, number of the call).
-    static Tensor rand(Shape shape, DType dtype = DType::Float32);  // uniform in [0, 1), 24 bits
-    static Tensor randn(Shape shape, DType dtype = DType::Float32); // N(0, 1), Box-Muller
+    static Tensor
+    rand(Shape shape, DType dtype = DType::Float32,
+         std::source_location loc = std::source_location::current()); // uniform in [0, 1), 24 bits
+    static Tensor
+    randn(Shape shape, DType dtype = DType::Float32,
+          std::source_location loc = std::source_location::current()); // N(0, 1), Box-Muller
     // Uniform integers in [lo, hi) (Int32 unless given); hi - lo at most 2^32.
-    static Tensor randint(int64_t lo, int64_t hi, Shape shape, DType dtype = DType::Int32);
-    static Tensor uniform(Shape shape, double lo, double hi, DType dtype = DType::Float32);
-    static Tensor normal(Shape shape, double mean, double std, DType dtype = DType::Float32);
+    static Tensor randint(int64_t lo, int64_t hi, Shape shape, DType dtype = DType::Int32,
+                          std::source_location loc = std::source_location::current());
+    static Tensor uniform(Shape shape, double lo, double hi, DType dtype = DType::Float32,
+                          std::source_location loc = std::source_location::current());
+    static Tensor normal(Shape shape, double mean, double std, DType dtype = DType::Float32,
+                         std::source_location loc = std::source_location::current());
     // A tensor over an existing tensor-level graph; its BUFFER leaves must be alive (they are
     // kept alive from now on). Throws if the graph breaks the contract.
-    static Tensor from_uop(const UOp& uop);
+    static Tensor from_uop(const UOp& uop,
+                           std::source_location loc = std::source_location::current());
 
     // ---- properties -----------------------------------------------------------------------
     const Shape& shape() const { return shape_; }
@@ -220,86 +256,121 @@ class Tensor {
     const Buffers& buffers() const;
 
     // ---- elementwise ----------------------------------------------------------------------
-    Tensor neg() const;
-    Tensor exp() const;  // EXP2(x * (1/ln 2))
-    Tensor exp2() const; // EXP2(x)
-    Tensor log() const;  // LOG2(x) * ln 2
-    Tensor log2() const; // LOG2(x)
-    Tensor sqrt() const;
-    Tensor sin() const;
-    Tensor cos() const; // COS(x)
-    Tensor erf() const; // ERF(x): the error function
-    Tensor relu() const;
-    Tensor sigmoid() const; // 1 / (1 + exp(-x))
-    Tensor tanh() const;    // E / (E + 2), E = e^(2x) - 1: within 8 ulp, also near 0
-    Tensor abs() const;
-    Tensor reciprocal() const;
-    Tensor square() const;
-    Tensor logical_not() const; // bool tensors
-    Tensor maximum(const Tensor& other) const;
-    Tensor minimum(const Tensor& other) const;
-    Tensor cast(DType dtype) const;
+    Tensor neg(std::source_location loc = std::source_location::current()) const;
+    Tensor
+    exp(std::source_location loc = std::source_location::current()) const; // EXP2(x * (1/ln 2))
+    Tensor exp2(std::source_location loc = std::source_location::current()) const; // EXP2(x)
+    Tensor log(std::source_location loc = std::source_location::current()) const;  // LOG2(x) * ln 2
+    Tensor log2(std::source_location loc = std::source_location::current()) const; // LOG2(x)
+    Tensor sqrt(std::source_location loc = std::source_location::current()) const;
+    Tensor sin(std::source_location loc = std::source_location::current()) const;
+    Tensor cos(std::source_location loc = std::source_location::current()) const; // COS(x)
+    Tensor erf(std::source_location loc =
+                   std::source_location::current()) const; // ERF(x): the error function
+    Tensor relu(std::source_location loc = std::source_location::current()) const;
+    Tensor
+    sigmoid(std::source_location loc = std::source_location::current()) const; // 1 / (1 + exp(-x))
+    Tensor tanh(std::source_location loc = std::source_location::current())
+        const; // E / (E + 2), E = e^(2x) - 1: within 8 ulp, also near 0
+    Tensor abs(std::source_location loc = std::source_location::current()) const;
+    Tensor reciprocal(std::source_location loc = std::source_location::current()) const;
+    Tensor square(std::source_location loc = std::source_location::current()) const;
+    Tensor
+    logical_not(std::source_location loc = std::source_location::current()) const; // bool tensors
+    Tensor maximum(const Tensor& other,
+                   std::source_location loc = std::source_location::current()) const;
+    Tensor minimum(const Tensor& other,
+                   std::source_location loc = std::source_location::current()) const;
+    Tensor cast(DType dtype, std::source_location loc = std::source_location::current()) const;
     // x^y, as std::pow: 0^0 = 1, a negative base with an integer exponent keeps its sign
     // rule, otherwise NaN. On integers, repeated squaring (wrapping); a negative exponent gives
     // 0 except for bases 1 and -1. Floats: within 32 ulp where |y * log2|x|| <= 32.
-    Tensor pow(const Tensor& exponent) const;
-    Tensor pow(double exponent) const; // small integer exponents multiply; 0.5 is sqrt
-    Tensor rsqrt() const;              // 1 / sqrt(x)
+    Tensor pow(const Tensor& exponent,
+               std::source_location loc = std::source_location::current()) const;
+    Tensor pow(double exponent, std::source_location loc = std::source_location::current())
+        const; // small integer exponents multiply; 0.5 is sqrt
+    Tensor rsqrt(std::source_location loc = std::source_location::current()) const; // 1 / sqrt(x)
     // x/2 * (1 + erf(x / sqrt 2)); approximate "tanh": x/2 * (1 + tanh(sqrt(2/pi) (x + 0.044715
     // x^3))), GPT-2's form (PyTorch's two values of `approximate`).
-    Tensor gelu(std::string_view approximate = "none") const;
-    Tensor relu6() const;       // min(max(x, 0), 6)
-    Tensor hardsigmoid() const; // relu6(x + 3) / 6
-    Tensor hardswish() const;   // x relu6(x + 3) / 6
-    Tensor silu() const;        // x * sigmoid(x)
-    Tensor softplus() const;    // log(1 + e^x), without overflow or cancellation
-    Tensor mish() const;        // x * tanh(softplus(x))
-    Tensor leaky_relu(double slope = 0.01) const;
-    Tensor elu(double alpha = 1.0) const;    // x > 0 ? x : alpha * (e^x - 1)
-    Tensor clip(double lo, double hi) const; // min(max(x, lo), hi)
+    Tensor gelu(std::string_view approximate = "none",
+                std::source_location loc = std::source_location::current()) const;
+    Tensor
+    relu6(std::source_location loc = std::source_location::current()) const; // min(max(x, 0), 6)
+    Tensor hardsigmoid(
+        std::source_location loc = std::source_location::current()) const; // relu6(x + 3) / 6
+    Tensor hardswish(
+        std::source_location loc = std::source_location::current()) const; // x relu6(x + 3) / 6
+    Tensor silu(std::source_location loc = std::source_location::current()) const; // x * sigmoid(x)
+    Tensor softplus(std::source_location loc = std::source_location::current())
+        const; // log(1 + e^x), without overflow or cancellation
+    Tensor
+    mish(std::source_location loc = std::source_location::current()) const; // x * tanh(softplus(x))
+    Tensor leaky_relu(double slope = 0.01,
+                      std::source_location loc = std::source_location::current()) const;
+    Tensor elu(double alpha = 1.0, std::source_location loc = std::source_location::current())
+        const; // x > 0 ? x : alpha * (e^x - 1)
+    Tensor
+    clip(double lo, double hi,
+         std::source_location loc = std::source_location::current()) const; // min(max(x, lo), hi)
     // Rounding; integers are returned as they are.
-    Tensor floor() const;
-    Tensor ceil() const;
-    Tensor round() const; // half to even
-    Tensor trunc() const;
-    Tensor sign() const;  // -1, 0 or 1 (floats: signed zeros and NaN kept)
-    Tensor isnan() const; // -> Bool
-    Tensor isinf() const; // -> Bool
-    Tensor tan() const;   // within 4 ulp (float32)
+    Tensor floor(std::source_location loc = std::source_location::current()) const;
+    Tensor ceil(std::source_location loc = std::source_location::current()) const;
+    Tensor round(std::source_location loc = std::source_location::current()) const; // half to even
+    Tensor trunc(std::source_location loc = std::source_location::current()) const;
+    Tensor sign(std::source_location loc = std::source_location::current())
+        const; // -1, 0 or 1 (floats: signed zeros and NaN kept)
+    Tensor isnan(std::source_location loc = std::source_location::current()) const; // -> Bool
+    Tensor isinf(std::source_location loc = std::source_location::current()) const; // -> Bool
+    Tensor
+    tan(std::source_location loc = std::source_location::current()) const; // within 4 ulp (float32)
     // sinh and cosh: within 12 ulp for |x| <= 10 (float32); beyond, within 100 ulp, as e^x
     // itself (2^(x log2 e), the product rounded to float).
-    Tensor sinh() const;
-    Tensor cosh() const;
-    Tensor atan() const; // within 4 ulp (float32)
+    Tensor sinh(std::source_location loc = std::source_location::current()) const;
+    Tensor cosh(std::source_location loc = std::source_location::current()) const;
+    Tensor atan(
+        std::source_location loc = std::source_location::current()) const; // within 4 ulp (float32)
     // Where mask (bool, broadcast to x) is true, `value`; elsewhere x.
-    Tensor masked_fill(const Tensor& mask, double value) const;
+    Tensor masked_fill(const Tensor& mask, double value,
+                       std::source_location loc = std::source_location::current()) const;
 
     // ---- movement -------------------------------------------------------------------------
-    Tensor reshape(Shape shape) const; // one -1 allowed
-    Tensor permute(Shape order) const;
-    Tensor transpose(int64_t dim0 = -2, int64_t dim1 = -1) const;
-    Tensor expand(Shape shape) const; // size-1 dims grow; new leading dims; -1 keeps a dim
-    Tensor pad(const std::vector<std::pair<int64_t, int64_t>>& padding) const; // reads 0
-    Tensor shrink(const std::vector<std::pair<int64_t, int64_t>>& bounds) const;
-    Tensor flip(Shape axes) const;
-    Tensor squeeze(int64_t axis) const;
-    Tensor squeeze() const; // every size-1 dim
-    Tensor unsqueeze(int64_t axis) const;
-    Tensor flatten() const;
+    Tensor
+    reshape(Shape shape,
+            std::source_location loc = std::source_location::current()) const; // one -1 allowed
+    Tensor permute(Shape order, std::source_location loc = std::source_location::current()) const;
+    Tensor transpose(int64_t dim0 = -2, int64_t dim1 = -1,
+                     std::source_location loc = std::source_location::current()) const;
+    Tensor expand(Shape shape, std::source_location loc = std::source_location::current())
+        const; // size-1 dims grow; new leading dims; -1 keeps a dim
+    Tensor pad(const std::vector<std::pair<int64_t, int64_t>>& padding,
+               std::source_location loc = std::source_location::current()) const; // reads 0
+    Tensor shrink(const std::vector<std::pair<int64_t, int64_t>>& bounds,
+                  std::source_location loc = std::source_location::current()) const;
+    Tensor flip(Shape axes, std::source_location loc = std::source_location::current()) const;
+    Tensor squeeze(int64_t axis, std::source_location loc = std::source_location::current()) const;
+    Tensor
+    squeeze(std::source_location loc = std::source_location::current()) const; // every size-1 dim
+    Tensor unsqueeze(int64_t axis,
+                     std::source_location loc = std::source_location::current()) const;
+    Tensor flatten(std::source_location loc = std::source_location::current()) const;
     // Python slicing per dim (trailing dims not given are whole); see Slice.
-    Tensor slice(const std::vector<Slice>& slices) const;
+    Tensor slice(const std::vector<Slice>& slices,
+                 std::source_location loc = std::source_location::current()) const;
     // Pieces of `size` along axis (the last one shorter); chunk: n pieces of equal size, the
     // last one shorter (fewer than n when the size does not divide, as PyTorch).
-    std::vector<Tensor> split(int64_t size, int64_t axis = 0) const;
-    std::vector<Tensor> chunk(int64_t n, int64_t axis = 0) const;
+    std::vector<Tensor> split(int64_t size, int64_t axis = 0,
+                              std::source_location loc = std::source_location::current()) const;
+    std::vector<Tensor> chunk(int64_t n, int64_t axis = 0,
+                              std::source_location loc = std::source_location::current()) const;
     // Tiles x `times[i]` along dim i; more entries than dims add leading dims (PyTorch repeat).
-    Tensor repeat(Shape times) const;
+    Tensor repeat(Shape times, std::source_location loc = std::source_location::current()) const;
     // The lower (upper) triangle of the last two dims: j - i <= k (j - i >= k) kept, else 0.
-    Tensor tril(int64_t k = 0) const;
-    Tensor triu(int64_t k = 0) const;
+    Tensor tril(int64_t k = 0, std::source_location loc = std::source_location::current()) const;
+    Tensor triu(int64_t k = 0, std::source_location loc = std::source_location::current()) const;
     // [..., classes] of Int32: 1 at each element's value, 0 elsewhere (and everywhere for a value
     // outside [0, classes)). Integer tensors only.
-    Tensor one_hot(int64_t classes) const;
+    Tensor one_hot(int64_t classes,
+                   std::source_location loc = std::source_location::current()) const;
     // ---- indexing (index tensors are Int32 or Int64) -------------------------------------------
     // Data-dependent loads: the kernel reads the index, then the element it names. An index
     // outside [0, size of the axis) is an error when the index tensor is realized (checked
@@ -307,23 +378,31 @@ class Tensor {
     // the source is never read).
     // out[i][j][k] = x[index[i][j][k]][j][k] (axis 0): the index's shape, dims other than axis
     // at most the source's (PyTorch's gather).
-    Tensor gather(int64_t axis, const Tensor& index) const;
+    Tensor gather(int64_t axis, const Tensor& index,
+                  std::source_location loc = std::source_location::current()) const;
     // The slices of x at the positions of a 1-D index along axis (PyTorch's index_select).
-    Tensor index_select(int64_t axis, const Tensor& index) const;
+    Tensor index_select(int64_t axis, const Tensor& index,
+                        std::source_location loc = std::source_location::current()) const;
     // x, then out[index[i][j]][j] += src[i][j] (axis 0) for every element of index, in order
     // (PyTorch's scatter_add: src at least index's size, index at most x's in the other dims).
     // Its own kernel, run serially: repeated indices add up exactly in that order. The gradient
     // of gather.
-    Tensor scatter_add(int64_t axis, const Tensor& index, const Tensor& src) const;
+    Tensor scatter_add(int64_t axis, const Tensor& index, const Tensor& src,
+                       std::source_location loc = std::source_location::current()) const;
     // Joins tensors of one shape along a new axis.
-    static Tensor stack(const std::vector<Tensor>& tensors, int64_t axis = 0);
+    static Tensor stack(const std::vector<Tensor>& tensors, int64_t axis = 0,
+                        std::source_location loc = std::source_location::current());
     // n values from start to stop, both included (float32 unless given).
-    static Tensor linspace(double start, double stop, int64_t n, DType dtype = DType::Float32);
-    static Tensor zeros_like(const Tensor& x);
-    static Tensor ones_like(const Tensor& x);
-    static Tensor full_like(const Tensor& x, double value);
+    static Tensor linspace(double start, double stop, int64_t n, DType dtype = DType::Float32,
+                           std::source_location loc = std::source_location::current());
+    static Tensor zeros_like(const Tensor& x,
+                             std::source_location loc = std::source_location::current());
+    static Tensor ones_like(const Tensor& x,
+                            std::source_location loc = std::source_location::current());
+    static Tensor full_like(const Tensor& x, double value,
+                            std::source_location loc = std::source_location::current());
     // A materialization point (CONTIGUOUS): the scheduler writes this value to a buffer.
-    Tensor contiguous() const;
+    Tensor contiguous(std::source_location loc = std::source_location::current()) const;
 
     // ---- devices ---------------------------------------------------------------------------
     // Where the tensor lives ("CPU", "EMU", "CUDA:0"): the device of the buffers it reads, or for
@@ -334,90 +413,132 @@ class Tensor {
     // A copy on `device` (realized: the value is copied, never recomputed, between host and
     // device memory as needed), or this tensor when it is there already. Throws "[device] ..."
     // for a device that is not usable here.
-    Tensor to(const std::string& device) const;
+    Tensor to(const std::string& device,
+              std::source_location loc = std::source_location::current()) const;
 
     // ---- reductions (axes {} = all; negative axes count from the end) ----------------------
-    Tensor sum(Shape axes = {}, bool keepdim = false) const;
-    Tensor prod(Shape axes = {}, bool keepdim = false) const;
-    Tensor max(Shape axes = {}, bool keepdim = false) const;
-    Tensor min(Shape axes = {}, bool keepdim = false) const;
-    Tensor mean(Shape axes = {}, bool keepdim = false) const;
+    Tensor sum(Shape axes = {}, bool keepdim = false,
+               std::source_location loc = std::source_location::current()) const;
+    Tensor prod(Shape axes = {}, bool keepdim = false,
+                std::source_location loc = std::source_location::current()) const;
+    Tensor max(Shape axes = {}, bool keepdim = false,
+               std::source_location loc = std::source_location::current()) const;
+    Tensor min(Shape axes = {}, bool keepdim = false,
+               std::source_location loc = std::source_location::current()) const;
+    Tensor mean(Shape axes = {}, bool keepdim = false,
+                std::source_location loc = std::source_location::current()) const;
     // One axis. (Templates, so that `t.sum({})` means all axes rather than axis 0.)
     template <std::integral I>
-    Tensor sum(I axis, bool keepdim = false) const {
+    Tensor sum(I axis, bool keepdim = false,
+               std::source_location loc = std::source_location::current()) const {
+        const UserCall site(loc);
         return sum(Shape{static_cast<int64_t>(axis)}, keepdim);
     }
     template <std::integral I>
-    Tensor prod(I axis, bool keepdim = false) const {
+    Tensor prod(I axis, bool keepdim = false,
+                std::source_location loc = std::source_location::current()) const {
+        const UserCall site(loc);
         return prod(Shape{static_cast<int64_t>(axis)}, keepdim);
     }
     template <std::integral I>
-    Tensor max(I axis, bool keepdim = false) const {
+    Tensor max(I axis, bool keepdim = false,
+               std::source_location loc = std::source_location::current()) const {
+        const UserCall site(loc);
         return max(Shape{static_cast<int64_t>(axis)}, keepdim);
     }
     template <std::integral I>
-    Tensor min(I axis, bool keepdim = false) const {
+    Tensor min(I axis, bool keepdim = false,
+               std::source_location loc = std::source_location::current()) const {
+        const UserCall site(loc);
         return min(Shape{static_cast<int64_t>(axis)}, keepdim);
     }
     template <std::integral I>
-    Tensor mean(I axis, bool keepdim = false) const {
+    Tensor mean(I axis, bool keepdim = false,
+                std::source_location loc = std::source_location::current()) const {
+        const UserCall site(loc);
         return mean(Shape{static_cast<int64_t>(axis)}, keepdim);
     }
     // Whether any (every) element is nonzero, as Bool; an empty reduction gives false (true).
-    Tensor any(Shape axes = {}, bool keepdim = false) const;
-    Tensor all(Shape axes = {}, bool keepdim = false) const;
+    Tensor any(Shape axes = {}, bool keepdim = false,
+               std::source_location loc = std::source_location::current()) const;
+    Tensor all(Shape axes = {}, bool keepdim = false,
+               std::source_location loc = std::source_location::current()) const;
     // Variance and standard deviation: sum((x - mean)^2) / (N - correction).
-    Tensor var(Shape axes = {}, bool keepdim = false, int64_t correction = 1) const;
-    Tensor std(Shape axes = {}, bool keepdim = false, int64_t correction = 1) const;
+    Tensor var(Shape axes = {}, bool keepdim = false, int64_t correction = 1,
+               std::source_location loc = std::source_location::current()) const;
+    Tensor std(Shape axes = {}, bool keepdim = false, int64_t correction = 1,
+               std::source_location loc = std::source_location::current()) const;
     template <std::integral I>
-    Tensor any(I axis, bool keepdim = false) const {
+    Tensor any(I axis, bool keepdim = false,
+               std::source_location loc = std::source_location::current()) const {
+        const UserCall site(loc);
         return any(Shape{static_cast<int64_t>(axis)}, keepdim);
     }
     template <std::integral I>
-    Tensor all(I axis, bool keepdim = false) const {
+    Tensor all(I axis, bool keepdim = false,
+               std::source_location loc = std::source_location::current()) const {
+        const UserCall site(loc);
         return all(Shape{static_cast<int64_t>(axis)}, keepdim);
     }
     template <std::integral I>
-    Tensor var(I axis, bool keepdim = false, int64_t correction = 1) const {
+    Tensor var(I axis, bool keepdim = false, int64_t correction = 1,
+               std::source_location loc = std::source_location::current()) const {
+        const UserCall site(loc);
         return var(Shape{static_cast<int64_t>(axis)}, keepdim, correction);
     }
     template <std::integral I>
-    Tensor std(I axis, bool keepdim = false, int64_t correction = 1) const {
+    Tensor std(I axis, bool keepdim = false, int64_t correction = 1,
+               std::source_location loc = std::source_location::current()) const {
+        const UserCall site(loc);
         return std(Shape{static_cast<int64_t>(axis)}, keepdim, correction);
     }
     // log(sum(exp(x))) along axis, shifted by the max so that it neither overflows nor
     // underflows (all -inf gives -inf).
-    Tensor logsumexp(int64_t axis, bool keepdim = false) const;
+    Tensor logsumexp(int64_t axis, bool keepdim = false,
+                     std::source_location loc = std::source_location::current()) const;
     // Inclusive scans along an axis: out[..., i] = x[..., 0] op ... op x[..., i] (bool counts as
     // Int32 for cumsum and cumprod). Blocks of 16 are scanned as a triangle (a reduce), and the
     // block totals are scanned the same way, recursively: O(16 n) work, a few kernels.
-    Tensor cumsum(int64_t axis) const;
-    Tensor cumprod(int64_t axis) const;
-    Tensor cummax(int64_t axis) const; // NaN propagates from where it appears
+    Tensor cumsum(int64_t axis, std::source_location loc = std::source_location::current()) const;
+    Tensor cumprod(int64_t axis, std::source_location loc = std::source_location::current()) const;
+    Tensor cummax(int64_t axis, std::source_location loc = std::source_location::current())
+        const; // NaN propagates from where it appears
     // Sorting along an axis, by a bitonic network of compare-and-swap kernels (log2(p)
     // (log2(p) + 1) / 2 of them, p the axis rounded up to a power of two). Floats: NaN last
     // ascending, first descending; equal elements keep their order (argsort of ties ascends).
-    Tensor sort(int64_t axis = -1, bool descending = false) const;
-    Tensor argsort(int64_t axis = -1, bool descending = false) const; // Int32
+    Tensor sort(int64_t axis = -1, bool descending = false,
+                std::source_location loc = std::source_location::current()) const;
+    Tensor argsort(int64_t axis = -1, bool descending = false,
+                   std::source_location loc = std::source_location::current()) const; // Int32
     // The k largest along axis, largest first: {values, Int32 indices}.
-    std::pair<Tensor, Tensor> topk(int64_t k, int64_t axis = -1) const;
+    std::pair<Tensor, Tensor>
+    topk(int64_t k, int64_t axis = -1,
+         std::source_location loc = std::source_location::current()) const;
     // The index of the first maximum (minimum) along `axis`, as Int32.
-    Tensor argmax(int64_t axis, bool keepdim = false) const;
-    Tensor argmin(int64_t axis, bool keepdim = false) const;
+    Tensor argmax(int64_t axis, bool keepdim = false,
+                  std::source_location loc = std::source_location::current()) const;
+    Tensor argmin(int64_t axis, bool keepdim = false,
+                  std::source_location loc = std::source_location::current()) const;
 
     // ---- linear algebra and friends -------------------------------------------------------
     // [M,K]@[K,N] -> [M,N]; [K]@[K,N] -> [N]; [M,K]@[K] -> [M]; [K]@[K] -> [];
     // batched [...,M,K]@[...,K,N] -> [...,M,N] (batch dims broadcast).
-    Tensor dot(const Tensor& other) const;
-    Tensor matmul(const Tensor& other) const;
+    Tensor dot(const Tensor& other,
+               std::source_location loc = std::source_location::current()) const;
+    Tensor matmul(const Tensor& other,
+                  std::source_location loc = std::source_location::current()) const;
     // With the accumulation dtype named: Float16 and BFloat16 operands accumulate in Float32
     // unless `acc` is their own dtype, which rounds every product and every partial sum to it
     // (on GPU tensor cores, the mma's 16-bit accumulator: faster, and less exact). Other
     // operands accumulate in their own dtype only.
-    Tensor dot(const Tensor& other, DType acc) const;
-    Tensor matmul(const Tensor& other, DType acc) const;
-    Tensor softmax(int64_t axis = -1) const;
-    Tensor log_softmax(int64_t axis = -1) const;
+    Tensor dot(const Tensor& other, DType acc,
+               std::source_location loc = std::source_location::current()) const;
+    Tensor matmul(const Tensor& other, DType acc,
+                  std::source_location loc = std::source_location::current()) const;
+    Tensor softmax(int64_t axis = -1,
+                   std::source_location loc = std::source_location::current()) const;
+    Tensor log_softmax(int64_t axis = -1,
+                       std::source_location loc = std::source_location::current()) const;
 
     // ---- realization ----------------------------------------------------------------------
     // Runs the graph (realize_graph) unless the tensor is a buffer already; afterwards uop() is
@@ -469,14 +590,14 @@ class Tensor {
     // readable. Throws "[backward] ..." for more than one element, or when no leaf that
     // requires a gradient is reached (or only through ops without a gradient: comparisons,
     // integer ops, argmax).
-    void backward() const;
+    void backward(std::source_location loc = std::source_location::current()) const;
     // The accumulated gradient, of this tensor's shape and dtype (zeros before any backward());
     // throws if the tensor never called requires_grad().
-    Tensor grad() const;
+    Tensor grad(std::source_location loc = std::source_location::current()) const;
     // Drops the accumulated gradient (a later grad() is zeros).
     void zero_grad() const;
     // The same value, through which no gradient flows.
-    Tensor detach() const;
+    Tensor detach(std::source_location loc = std::source_location::current()) const;
     // Gives this tensor, and every copy of it, the value of `value` (same dtype; its shape, or
     // one that broadcasts to it), realizing the value if it is lazy: the value's buffer becomes
     // the tensor's (no copy). Tensors computed from the old value keep reading the old value.
@@ -484,7 +605,7 @@ class Tensor {
     // requires_grad, an earlier assign); a copy taken of a lazy tensor before its first assign()
     // keeps its own value. To update several tensors as one plan, tempura::realize({...}) the
     // values first (the optimizers do).
-    Tensor& assign(const Tensor& value);
+    Tensor& assign(const Tensor& value, std::source_location loc = std::source_location::current());
 
     // The state copies of a tensor share (autograd marks, assign); defined in tensor.cpp.
     struct Shared;
@@ -524,14 +645,17 @@ class Tensor {
     Tensor(UOp uop, Shape shape, std::shared_ptr<const Buffers> buffers);
 
     static Tensor from_host(DType src_dtype, const void* data, int64_t count, Shape shape,
-                            DType dtype);
+                            DType dtype,
+                            std::source_location loc = std::source_location::current());
     static UOp make_const_f(DType dtype, double value);
     static UOp make_const_i(DType dtype, int64_t value, double as_double);
-    static Tensor full_const(Shape shape, const UOp& constant, const char* op = "full");
+    static Tensor full_const(Shape shape, const UOp& constant, const char* op = "full",
+                             std::source_location loc = std::source_location::current());
     // The sizes of `dims` (throws "[op] batch is not bound"); a realized tensor's leaf with the
     // variables of `dims` recorded on its BUFFER.
     static Shape dim_values(const char* op, const Dims& dims);
-    static Tensor with_dims(const Tensor& realized, const Dims& dims);
+    static Tensor with_dims(const Tensor& realized, const Dims& dims,
+                            std::source_location loc = std::source_location::current());
     // Host copy of the realized buffer, converted element by element into `dst` of dtype `to`.
     void read_into(DType to, void* dst) const;
     void check_item() const;
@@ -568,7 +692,8 @@ class NoGrad {
 // d(loss)/d(param) for each param, without touching any tensor's accumulated gradient. loss
 // has one element; a param is any tensor whose graph node the loss reads (a leaf, or an
 // intermediate result); one the loss does not depend on gets zeros.
-std::vector<Tensor> gradients(const Tensor& loss, const std::vector<Tensor>& params);
+std::vector<Tensor> gradients(const Tensor& loss, const std::vector<Tensor>& params,
+                              std::source_location loc = std::source_location::current());
 
 // backward() and gradients() record the gradient graph a walk builds, per structure of the loss's
 // graph, and rebuild it directly for a graph of the same structure (a training loop's next step):
@@ -582,33 +707,54 @@ struct GradCacheStats {
 GradCacheStats grad_cache_stats();
 
 // ---- operators: NumPy broadcasting; a scalar operand takes the tensor's dtype -----------------
-Tensor operator+(const Tensor& a, const Tensor& b);
-Tensor operator-(const Tensor& a, const Tensor& b);
-Tensor operator*(const Tensor& a, const Tensor& b);
-Tensor operator/(const Tensor& a, const Tensor& b); // FDIV on floats, IDIV on integers
-Tensor operator<(const Tensor& a, const Tensor& b);
-Tensor operator<=(const Tensor& a, const Tensor& b);
-Tensor operator>(const Tensor& a, const Tensor& b);
-Tensor operator>=(const Tensor& a, const Tensor& b);
-Tensor operator==(const Tensor& a, const Tensor& b);
-Tensor operator!=(const Tensor& a, const Tensor& b);
-Tensor operator-(const Tensor& a);
-Tensor operator!(const Tensor& a); // logical not of a bool tensor
+// An operator cannot take a defaulted argument, so the user's line reaches it through an operand:
+// a Tensor converts implicitly to TensorAt, whose constructor's defaulted source_location is
+// filled in where the operator is used (as UOp's `Here`).
+struct TensorAt {
+    const Tensor& t;
+    std::source_location loc;
+    TensorAt(const Tensor& t_, std::source_location l = std::source_location::current())
+        : t(t_), loc(l) {}
+};
+// The same for the target of a compound assignment (`x += 1.f`).
+struct TensorRefAt {
+    Tensor& t;
+    std::source_location loc;
+    TensorRefAt(Tensor& t_, std::source_location l = std::source_location::current())
+        : t(t_), loc(l) {}
+};
+Tensor operator+(TensorAt a, const Tensor& b);
+Tensor operator-(TensorAt a, const Tensor& b);
+Tensor operator*(TensorAt a, const Tensor& b);
+Tensor operator/(TensorAt a, const Tensor& b); // FDIV on floats, IDIV on integers
+Tensor operator<(TensorAt a, const Tensor& b);
+Tensor operator<=(TensorAt a, const Tensor& b);
+Tensor operator>(TensorAt a, const Tensor& b);
+Tensor operator>=(TensorAt a, const Tensor& b);
+// == and != take both operands as TensorAt: C++20 also tries them with the operands reversed,
+// and only equal conversions on both sides leave the written order the better match.
+Tensor operator==(TensorAt a, TensorAt b);
+Tensor operator!=(TensorAt a, TensorAt b);
+Tensor operator-(TensorAt a);
+Tensor operator!(TensorAt a); // logical not of a bool tensor
 // Integers: % takes the divisor's sign and floor_div rounds down, as Python (floats: fmod-based
 // % with the divisor's sign, floor(a / b)). Bitwise ops on integers and bools; shifts on
 // integers (a shift by the width or more gives 0, or the sign for >> of a negative).
-Tensor operator%(const Tensor& a, const Tensor& b);
-Tensor floor_div(const Tensor& a, const Tensor& b);
-Tensor operator&(const Tensor& a, const Tensor& b);
-Tensor operator|(const Tensor& a, const Tensor& b);
-Tensor operator^(const Tensor& a, const Tensor& b);
-Tensor operator~(const Tensor& a); // bitwise not; logical not on bools
-Tensor operator<<(const Tensor& a, const Tensor& b);
-Tensor operator>>(const Tensor& a, const Tensor& b);
+Tensor operator%(TensorAt a, const Tensor& b);
+Tensor floor_div(const Tensor& a, const Tensor& b,
+                 std::source_location loc = std::source_location::current());
+Tensor operator&(TensorAt a, const Tensor& b);
+Tensor operator|(TensorAt a, const Tensor& b);
+Tensor operator^(TensorAt a, const Tensor& b);
+Tensor operator~(TensorAt a); // bitwise not; logical not on bools
+Tensor operator<<(TensorAt a, const Tensor& b);
+Tensor operator>>(TensorAt a, const Tensor& b);
 // Logical ops on any dtype (nonzero is true) -> Bool.
-Tensor logical_and(const Tensor& a, const Tensor& b);
-Tensor logical_or(const Tensor& a, const Tensor& b);
-Tensor logical_not(const Tensor& a);
+Tensor logical_and(const Tensor& a, const Tensor& b,
+                   std::source_location loc = std::source_location::current());
+Tensor logical_or(const Tensor& a, const Tensor& b,
+                  std::source_location loc = std::source_location::current());
+Tensor logical_not(const Tensor& a, std::source_location loc = std::source_location::current());
 
 // Random numbers: sets the seed (the Threefry key) and restarts the stream. The seed is 0 until
 // this is called, so a program draws the same numbers on every run.
@@ -616,21 +762,27 @@ void manual_seed(uint64_t seed);
 // Threefry-2x32 with 20 rounds (Random123's), elementwise on UInt32 tensors that broadcast:
 // {x0, x1} for counter (c0, c1) and key (k0, k1). Tensor::rand and friends are built on it.
 std::pair<Tensor, Tensor> threefry2x32(const Tensor& c0, const Tensor& c1, const Tensor& k0,
-                                       const Tensor& k1);
+                                       const Tensor& k1,
+                                       std::source_location loc = std::source_location::current());
 
 // where(cond, a, b): elementwise cond ? a : b, all three broadcast together; cond is bool.
-Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
-Tensor maximum(const Tensor& a, const Tensor& b);
-Tensor minimum(const Tensor& a, const Tensor& b);
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b,
+             std::source_location loc = std::source_location::current());
+Tensor maximum(const Tensor& a, const Tensor& b,
+               std::source_location loc = std::source_location::current());
+Tensor minimum(const Tensor& a, const Tensor& b,
+               std::source_location loc = std::source_location::current());
 
 #define TEMPURA_TENSOR_SCALAR_OP(sym)                                                              \
     template <Number T>                                                                            \
-    Tensor operator sym(const Tensor& a, T b) {                                                    \
-        return a sym Tensor::full(Shape{}, b, a.dtype());                                          \
+    Tensor operator sym(TensorAt a, T b) {                                                         \
+        const UserCall site(a.loc);                                                                \
+        return a.t sym Tensor::full(Shape{}, b, a.t.dtype());                                      \
     }                                                                                              \
     template <Number T>                                                                            \
-    Tensor operator sym(T a, const Tensor& b) {                                                    \
-        return Tensor::full(Shape{}, a, b.dtype()) sym b;                                          \
+    Tensor operator sym(T a, TensorAt b) {                                                         \
+        const UserCall site(b.loc);                                                                \
+        return Tensor::full(Shape{}, a, b.t.dtype()) sym b.t;                                      \
     }
 TEMPURA_TENSOR_SCALAR_OP(+)
 TEMPURA_TENSOR_SCALAR_OP(-)
@@ -651,20 +803,26 @@ TEMPURA_TENSOR_SCALAR_OP(>>)
 #undef TEMPURA_TENSOR_SCALAR_OP
 
 template <Number T>
-Tensor floor_div(const Tensor& a, T b) {
+Tensor floor_div(const Tensor& a, T b, std::source_location loc = std::source_location::current()) {
+    const UserCall site(loc);
     return floor_div(a, Tensor::full(Shape{}, b, a.dtype()));
 }
 template <Number T>
-Tensor floor_div(T a, const Tensor& b) {
+Tensor floor_div(T a, const Tensor& b, std::source_location loc = std::source_location::current()) {
+    const UserCall site(loc);
     return floor_div(Tensor::full(Shape{}, a, b.dtype()), b);
 }
 
 template <Number T>
-Tensor where(const Tensor& cond, const Tensor& a, T b) {
+Tensor where(const Tensor& cond, const Tensor& a, T b,
+             std::source_location loc = std::source_location::current()) {
+    const UserCall site(loc);
     return where(cond, a, Tensor::full(Shape{}, b, a.dtype()));
 }
 template <Number T>
-Tensor where(const Tensor& cond, T a, const Tensor& b) {
+Tensor where(const Tensor& cond, T a, const Tensor& b,
+             std::source_location loc = std::source_location::current()) {
+    const UserCall site(loc);
     return where(cond, Tensor::full(Shape{}, a, b.dtype()), b);
 }
 
@@ -677,25 +835,41 @@ inline void realize(std::initializer_list<std::reference_wrapper<Tensor>> tensor
     realize(std::vector<std::reference_wrapper<Tensor>>(tensors));
 }
 
-inline Tensor& operator+=(Tensor& a, const Tensor& b) { return a = a + b; }
-inline Tensor& operator-=(Tensor& a, const Tensor& b) { return a = a - b; }
-inline Tensor& operator*=(Tensor& a, const Tensor& b) { return a = a * b; }
-inline Tensor& operator/=(Tensor& a, const Tensor& b) { return a = a / b; }
-template <Number T>
-Tensor& operator+=(Tensor& a, T b) {
-    return a = a + b;
+inline Tensor& operator+=(Tensor& a, TensorAt b) {
+    const UserCall site(b.loc);
+    return a = a + b.t;
+}
+inline Tensor& operator-=(Tensor& a, TensorAt b) {
+    const UserCall site(b.loc);
+    return a = a - b.t;
+}
+inline Tensor& operator*=(Tensor& a, TensorAt b) {
+    const UserCall site(b.loc);
+    return a = a * b.t;
+}
+inline Tensor& operator/=(Tensor& a, TensorAt b) {
+    const UserCall site(b.loc);
+    return a = a / b.t;
 }
 template <Number T>
-Tensor& operator-=(Tensor& a, T b) {
-    return a = a - b;
+Tensor& operator+=(TensorRefAt a, T b) {
+    const UserCall site(a.loc);
+    return a.t = a.t + b;
 }
 template <Number T>
-Tensor& operator*=(Tensor& a, T b) {
-    return a = a * b;
+Tensor& operator-=(TensorRefAt a, T b) {
+    const UserCall site(a.loc);
+    return a.t = a.t - b;
 }
 template <Number T>
-Tensor& operator/=(Tensor& a, T b) {
-    return a = a / b;
+Tensor& operator*=(TensorRefAt a, T b) {
+    const UserCall site(a.loc);
+    return a.t = a.t * b;
+}
+template <Number T>
+Tensor& operator/=(TensorRefAt a, T b) {
+    const UserCall site(a.loc);
+    return a.t = a.t / b;
 }
 
 } // namespace tempura
