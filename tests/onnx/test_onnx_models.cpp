@@ -22,13 +22,18 @@ using tempura::Tensor;
 #define TEMPURA_SOURCE_DIR "."
 #endif
 
+#ifndef TEMPURA_ONNX_MODELS_DIR
+#define TEMPURA_ONNX_MODELS_DIR "onnx_models"
+#endif
+
 #ifdef TEMPURA_HAVE_ONNX
 namespace {
 
-// The folder of exported models, made once per build folder; "" when torch is not there.
+// The folder of exported models, made once in the build folder (wherever the test runs from);
+// "" when torch is not there.
 std::string exported_models() {
     static const std::string dir = [] {
-        const std::string out = (fs::current_path() / "onnx_models").string();
+        const std::string out = TEMPURA_ONNX_MODELS_DIR;
         if (fs::exists(out + "/bert.b8.out0.pb") && fs::exists(out + "/resnet18.b8.out0.pb") &&
             fs::exists(out + "/mobilenet_v2.b8.out0.pb"))
             return out;
