@@ -30,10 +30,10 @@
 // neighbouring columns as one vector store where the output runs along N.
 #include <algorithm>
 #include <string>
-#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
+#include "matmul_parts.hpp"
 #include "ranges.hpp"
 #include "tempura/codegen/opts.hpp"
 #include "tempura/error.hpp"
@@ -42,26 +42,9 @@
 
 namespace tempura::codegen {
 
+using namespace detail; // ranges.hpp, matmul_parts.hpp
+
 namespace {
-
-using detail::contains;
-using detail::make_range;
-using detail::replace_range;
-using detail::size_of;
-using detail::type_of;
-using detail::with_gate;
-
-using Subs = std::vector<std::pair<UOp, UOp>>;
-
-UOp idx(int64_t v) { return UOp::index(v); }
-
-// `u` with ranges replaced by values (in order).
-UOp at(UOp u, const Subs& subs) {
-    for (const auto& [r, v] : subs) u = replace_range(u, r, v, {});
-    return u;
-}
-
-UOp both(const UOp& p, const UOp& q) { return p.is_null() ? q : q.is_null() ? p : (p & q); }
 
 // Whether the access (a LOAD's or STORE's INDEX, with no gate of its own) is contiguous along
 // `r` and a multiple of `v` where r is 0: then the v elements from any r a multiple of v on are
@@ -73,15 +56,6 @@ bool runs_along(const UOp& access, const UOp& r, int64_t v) {
            pattern::is_multiple_of(simplify(replace_range(index.src(1), r, idx(0), {})), v);
 }
 
-// An INDEX of `v` elements of `access`'s buffer from its element at `subs`, gated by `gate`.
-UOp vector_index(const UOp& access, int64_t v, const Subs& subs, const UOp& gate) {
-    const UOp& index = access.src(0);
-    const UOp& buf = index.src(0);
-    const DType pdt = buf.dtype().base().vec(static_cast<uint16_t>(v)).ptr(buf.dtype().addrspace);
-    const UOp vidx = UOp::make(Op::Index, pdt, {buf, at(index.src(1), subs)});
-    return gate.is_null() ? vidx : with_gate(vidx, gate);
-}
-
 // Lanes of a vector value.
 std::vector<UOp> lanes_of(const UOp& vec, DType scalar) {
     std::vector<UOp> out;
@@ -90,72 +64,22 @@ std::vector<UOp> lanes_of(const UOp& vec, DType scalar) {
     return out;
 }
 
-// The parts of a matmul kernel of Float32 operands: the store, the REDUCE, its range k, the two
-// loads, the output ranges i (in the first load only) and j (in the second only), the others.
-struct Matmul {
-    UOp store, red, k, loads[2], i, j;
-    std::vector<UOp> batch;
-};
-
+// The parts of a matmul kernel of Float32 operands (matmul_parts.hpp).
 Matmul parse_matmul(const UOp& ast, const std::string& what) {
-    Matmul mm;
     const std::string not_matmul =
         what + "the kernel is not a matmul of Float32 operands (one sum over one axis of the "
                "products of two float32 loads)";
-    if (ast.op() != Op::Sink || ast.srcs().size() != 1 || ast.src(0).op() != Op::End)
+    Matmul mm = detail::find_matmul_reduce(ast, not_matmul);
+    if (mm.store.src(0).op() != Op::Index || mm.red.dtype() != DType::Float32)
         fail("opt", not_matmul);
-    const UOp& end = ast.src(0);
-    const UOp store = end.src(0);
-    if (store.op() != Op::Store || store.src(0).op() != Op::Index) fail("opt", not_matmul);
-    UOp red;
-    for (const UOp& u : store.src(1).toposort())
-        if (u.op() == Op::Reduce) {
-            if (!red.is_null()) fail("opt", not_matmul);
-            red = u;
-        }
-    if (red.is_null() || red.arg_as<Op>() != Op::Add || red.srcs().size() != 2 ||
-        red.src(0).op() != Op::Mul || red.dtype() != DType::Float32)
-        fail("opt", not_matmul);
-    const UOp& k = red.src(1);
-    UOp loads[2];
     for (size_t s = 0; s < 2; ++s) {
-        const UOp& l = red.src(0).src(s);
+        const UOp& l = mm.red.src(0).src(s);
         if (l.op() != Op::Load || l.dtype() != DType::Float32 || l.srcs().size() != 1 ||
             l.src(0).op() != Op::Index)
             fail("opt", not_matmul);
-        loads[s] = l;
+        mm.loads[s] = l;
     }
-    if (k.op() != Op::Range || !k.src(0).is_const() || type_of(k) != AxisType::Reduce)
-        fail("opt", not_matmul);
-    // The output axes: i in the left operand only (rows), j in the right one only (columns),
-    // the innermost such; the others (a batch) stay as they are.
-    UOp i, j;
-    std::vector<UOp> batch;
-    for (size_t e = 1; e < end.srcs().size(); ++e) {
-        const UOp& r = end.src(e);
-        if (r.op() != Op::Range) continue;
-        if (type_of(r) != AxisType::Loop && type_of(r) != AxisType::Global)
-            fail("opt", what + "SMEM comes first: the kernel has opts applied already");
-        const bool in_a = contains(loads[0], r), in_b = contains(loads[1], r);
-        UOp* slot = in_a && !in_b ? &i : in_b && !in_a ? &j : nullptr;
-        if (slot == nullptr) {
-            batch.push_back(r);
-            continue;
-        }
-        if (!slot->is_null()) batch.push_back(*slot);
-        *slot = r;
-    }
-    if (i.is_null() || j.is_null() || !contains(loads[0], k) || !contains(loads[1], k) ||
-        !i.src(0).is_const() || !j.src(0).is_const())
-        fail("opt", not_matmul);
-    mm.store = store;
-    mm.red = red;
-    mm.k = k;
-    mm.loads[0] = loads[0];
-    mm.loads[1] = loads[1];
-    mm.i = i;
-    mm.j = j;
-    mm.batch = batch;
+    detail::find_matmul_axes(mm, "SMEM", what, not_matmul);
     return mm;
 }
 
@@ -179,17 +103,12 @@ UOp smem_matmul_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis,
     const int64_t tm = st.tm, tn = st.tn, lm = st.lm, ln = st.ln, bk = st.bk, pipe = st.pipe;
     const int64_t bm = lm * tm, bn = ln * tn, threads = lm * ln;
     const int64_t tiles_n = pipe == 0 ? 2 : pipe;
-    if (threads > lim.max_threads_per_block)
-        fail("opt", what + std::to_string(threads) + " threads a block exceed the " + lim.name +
-                        " device's " + std::to_string(lim.max_threads_per_block));
+    detail::check_block_threads(lim, threads, what);
     // Tile rows are 4 elements longer than the tile is wide: 16-byte aligned still, and the
     // copies that write a column of a tile (an operand stored along K) hit different banks.
     const int64_t lda = bm + 4, ldb = bn + 4;
     const int64_t shared = tiles_n * bk * (lda + ldb) * 4;
-    if (shared > lim.shared_bytes)
-        fail("opt", what + "the staged tiles need " + std::to_string(shared) +
-                        " bytes of shared memory, over the " + lim.name + " device's " +
-                        std::to_string(lim.shared_bytes));
+    detail::check_block_shared(lim, shared, what);
     const Matmul mm = parse_matmul(ast, what);
     const UOp &store = mm.store, &red = mm.red, &k = mm.k, &i = mm.i, &j = mm.j;
     const UOp* loads = mm.loads;
@@ -197,9 +116,6 @@ UOp smem_matmul_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis,
     const int64_t m = size_of(i), n = size_of(j), kk = size_of(k);
     const auto up = [](int64_t v, int64_t to) { return (v + to - 1) / to * to; };
     const int64_t mp = up(m, bm), np = up(n, bn), kp = up(kk, bk), steps = kp / bk;
-    const auto inside = [](const UOp& v, int64_t size, int64_t padded) {
-        return padded == size ? UOp() : v < idx(size);
-    };
 
     const UOp it = make_range(mp / bm, i.arg_as<RangeArg>().axis_id, AxisType::Loop);
     const UOp jt = make_range(np / bn, j.arg_as<RangeArg>().axis_id, AxisType::Loop);
@@ -311,62 +227,19 @@ UOp smem_matmul_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis,
         }
         return out;
     };
-    const auto join = [](std::vector<UOp> x, const std::vector<UOp>& y) {
-        x.insert(x.end(), y.begin(), y.end());
-        return x;
-    };
-    // Without a pipeline: k-step t's copies (through registers) to tile t % 2, then one BARRIER
-    // (two tiles taken in turn make one barrier a k-step enough: a thread past step t's barrier
-    // has finished its reads of step t - 1, and every thread is past step t - 1's when any
-    // writes tile t % 2 again, in step t + 2... after step t + 1's barrier). With a pipeline of
-    // p tiles (cp.async): tiles 0 .. p - 2 before the loop, each a group; k-step t waits until
-    // its own tile has landed (ASYNC_WAIT leaving p - 2 groups in flight), a BARRIER, then
-    // issues step t + p - 1's copies into the tile step t - 1 read (every thread is past those
-    // reads) and computes from tile t while they are in flight.
-    UOp barrier;
-    std::vector<UOp> in_flight; // the step's copies the reads are ordered after
-    if (pipe == 0) {
-        barrier =
-            UOp::make(Op::Barrier, DType::Void,
-                      join(copy(ta, kt, ta.smem, {}, false), copy(tb, kt, tb.smem, {}, false)));
-    } else {
-        const int64_t lead = pipe - 1;
-        const int64_t ready = std::min(lead, steps); // tiles the prologue copies
-        UOp commit;
-        std::vector<UOp> last;
-        for (int64_t s = 0; s < ready; ++s) {
-            // Tied to the batch ranges too: an operand the batch does not index (a shared
-            // weight) must still be copied again in each trip of a batch loop.
-            std::vector<UOp> ties = batch;
-            if (!commit.is_null()) ties.push_back(commit);
-            const auto dst = [&](const Tile& t) {
-                if (ties.empty()) return t.smem;
-                std::vector<UOp> deps(1, t.smem);
-                deps.insert(deps.end(), ties.begin(), ties.end());
-                return UOp::make(Op::After, t.smem.dtype(), std::move(deps));
-            };
-            last = join(copy(ta, idx(s), dst(ta), {}, true), copy(tb, idx(s), dst(tb), {}, true));
-            if (s + 1 < ready)
-                commit = UOp::make(Op::AsyncWait, DType::Void, last, std::vector<int64_t>{pipe});
-        }
-        last.push_back(kt);
-        const UOp wait =
-            UOp::make(Op::AsyncWait, DType::Void, last, std::vector<int64_t>{ready - 1});
-        barrier = UOp::make(Op::Barrier, DType::Void, {wait});
-        const UOp ahead = kt + idx(lead);
-        const UOp skip = steps > lead ? ahead < idx(steps) : UOp::constant(DType::Bool, 0);
-        const auto after = [&](const Tile& t) {
-            return UOp::make(Op::After, t.smem.dtype(), {t.smem, barrier});
-        };
-        in_flight =
-            join(copy(ta, ahead, after(ta), skip, true), copy(tb, ahead, after(tb), skip, true));
-    }
+    // The copies: without a pipeline through registers into two tiles taken in turn, k-step t
+    // into tile t % 2, then one BARRIER; with a pipeline of p tiles by cp.async, p - 1 k-steps
+    // ahead (matmul_parts.hpp).
+    const UOp smem[2] = {ta.smem, tb.smem};
+    const detail::StagedCopies copies = detail::staged_copies(
+        pipe, pipe - 1, steps, kt, batch, smem,
+        [&](int operand, const UOp& step, const UOp& dst, const UOp& skip, bool async) {
+            return copy(operand == 0 ? ta : tb, step, dst, skip, async);
+        });
 
     // The thread's `count` values of tile t at k-step kt's k = kq, from `first` along r.
     const auto read = [&](const Tile& t, const UOp& first, int64_t count) {
-        std::vector<UOp> deps{t.smem, barrier};
-        deps.insert(deps.end(), in_flight.begin(), in_flight.end());
-        const UOp after = UOp::make(Op::After, t.smem.dtype(), std::move(deps));
+        const UOp after = detail::read_after(t.smem, copies);
         const int64_t v = std::min<int64_t>(count, 4);
         std::vector<UOp> out;
         for (int64_t g = 0; g < count / v; ++g) {
@@ -392,15 +265,7 @@ UOp smem_matmul_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis,
             accs.push_back(UOp::make(
                 Op::Reduce, DType::Float32,
                 {av[static_cast<size_t>(ti)] * bv[static_cast<size_t>(tj)], kt, kq}, red.arg()));
-    // A batch axis of symbolic size may stay a loop in every thread (gpu dims gives it a grid dim
-    // only when one is free): then the next batch's first copies must wait until every thread has
-    // read the last k-step's tiles, a barrier after the loop.
-    const bool looped =
-        std::any_of(batch.begin(), batch.end(), [](const UOp& r) { return !r.src(0).is_const(); });
-    if (looped) {
-        const UOp done = UOp::make(Op::Barrier, DType::Void, accs);
-        for (UOp& a : accs) a = UOp::make(Op::After, a.dtype(), {a, done});
-    }
+    detail::barrier_after_batch_loop(accs, batch);
 
     // The stores: the epilogue at each of the thread's outputs, vo neighbouring columns as one
     // vector store where the output runs along N from a multiple of vo and the padding, if any,
@@ -410,42 +275,18 @@ UOp smem_matmul_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis,
     int64_t vo = 1;
     for (int64_t v = std::min<int64_t>(tn, 4); v >= 2 && vo == 1; v /= 2)
         if (runs_along(store, j, v) && (np == n || n % v == 0)) vo = v;
-    const DType out_t = store.src(1).dtype();
     std::vector<UOp> stores;
     for (int64_t ti = 0; ti < tm; ++ti) {
         const UOp row = it * idx(bm) + ty * idx(tm) + idx(ti);
         for (int64_t tj = 0; tj < tn; tj += vo) {
             const UOp col = jt * idx(bn) + tx * idx(tn) + idx(tj);
             const UOp g = both(inside(row, m, mp), inside(col, n, np));
-            UOp epilogue = store.src(1);
-            if (!g.is_null()) {
-                // The epilogue's own loads (a bias, a residual) at padded positions read nothing:
-                // its value is computed before the store's IF.
-                epilogue = rebuild_graph(epilogue, [&](const UOp& u, std::vector<UOp> srcs) {
-                    if (in_reduce.count(u.get()) != 0) return u;
-                    if (u.op() != Op::Load || srcs[0].op() != Op::Index)
-                        return with_srcs(u, std::move(srcs));
-                    srcs[0] = with_gate(srcs[0], g);
-                    return with_srcs(u, std::move(srcs));
-                });
-            }
-            const auto value_at = [&](int64_t d) {
-                std::unordered_map<const UOpNode*, UOp> swap{
-                    {red.get(), accs[static_cast<size_t>(ti * tn + tj + d)]}};
-                return at(epilogue.substitute(swap), {{i, row}, {j, col + idx(d)}});
-            };
-            if (vo > 1) {
-                std::vector<UOp> vals;
-                for (int64_t d = 0; d < vo; ++d) vals.push_back(value_at(d));
-                stores.push_back(UOp::make(
-                    Op::Store, DType::Void,
-                    {vector_index(store, vo, {{i, row}, {j, col}}, g),
-                     UOp::make(Op::Vectorize, out_t.vec(static_cast<uint16_t>(vo)), vals)}));
-                continue;
-            }
-            UOp index = at(store.src(0), {{i, row}, {j, col}});
-            if (!g.is_null()) index = with_gate(index, g);
-            stores.push_back(UOp::make(Op::Store, DType::Void, {index, value_at(0)}));
+            const UOp epilogue = detail::gate_epilogue(store.src(1), in_reduce, g);
+            std::vector<UOp> vals;
+            for (int64_t d = 0; d < vo; ++d)
+                vals.push_back(detail::epilogue_at(
+                    mm, epilogue, accs[static_cast<size_t>(ti * tn + tj + d)], row, col + idx(d)));
+            stores.push_back(detail::store_at(mm, row, col, g, vals));
         }
     }
     std::vector<UOp> end_srcs{UOp::make(Op::Group, DType::Void, stores)};

@@ -29,10 +29,10 @@
 #include <algorithm>
 #include <atomic>
 #include <string>
-#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
+#include "matmul_parts.hpp"
 #include "ranges.hpp"
 #include "tempura/codegen/opts.hpp"
 #include "tempura/error.hpp"
@@ -41,25 +41,12 @@
 
 namespace tempura::codegen {
 
-namespace {
+using namespace detail; // ranges.hpp, matmul_parts.hpp
 
-using detail::contains;
-using detail::make_range;
-using detail::replace_range;
-using detail::size_of;
-using detail::type_of;
-using detail::with_gate;
+namespace {
 
 std::atomic<bool> g_single_buffer{false};
 std::atomic<bool> g_full_lead{false};
-
-UOp idx(int64_t v) { return UOp::index(v); }
-
-// `u` with ranges replaced by values (in order).
-UOp at(UOp u, const std::vector<std::pair<UOp, UOp>>& subs) {
-    for (const auto& [r, v] : subs) u = replace_range(u, r, v, {});
-    return u;
-}
 
 // Whether `load`'s (or a store's) index is contiguous along `r` (coefficient 1) and a multiple of
 // `v` where r is 0, so a multiple of v wherever r is: then the v elements from any r a multiple of
@@ -73,19 +60,8 @@ bool runs_along(const UOp& load, const UOp& r, int64_t v) {
 // The two 16-bit elements at k and k + 1 (an even k) are one aligned 32-bit word, one load.
 bool pairs_along(const UOp& load, const UOp& k) { return runs_along(load, k, 2); }
 
-// An INDEX of `v` elements of `load`'s buffer from its element at `subs` (gated by `gate`).
-UOp vector_index(const UOp& load, int64_t v, const std::vector<std::pair<UOp, UOp>>& subs,
-                 const UOp& gate) {
-    const UOp& index = load.src(0);
-    const UOp& buf = index.src(0);
-    const DType pdt = buf.dtype().base().vec(static_cast<uint16_t>(v)).ptr(buf.dtype().addrspace);
-    const UOp vidx = UOp::make(Op::Index, pdt, {buf, at(index.src(1), subs)});
-    return gate.is_null() ? vidx : with_gate(vidx, gate);
-}
-
 // Lanes 0 and 1 of one 2-element load of `load`'s buffer at `subs` (its first element).
-std::pair<UOp, UOp> pair_load(const UOp& load, const std::vector<std::pair<UOp, UOp>>& subs,
-                              const UOp& gate) {
+std::pair<UOp, UOp> pair_load(const UOp& load, const Subs& subs, const UOp& gate) {
     const UOp two = UOp::make(Op::Load, load.dtype().vec(2), {vector_index(load, 2, subs, gate)});
     return {UOp::make(Op::Gep, load.dtype(), {two}, std::vector<int64_t>{0}),
             UOp::make(Op::Gep, load.dtype(), {two}, std::vector<int64_t>{1})};
@@ -137,20 +113,8 @@ UOp tensor_core_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis,
     const std::string not_matmul =
         what + "the kernel is not a matmul of Float16 or BFloat16 operands (one sum over one "
                "axis of products of two 16-bit loads)";
-    if (ast.op() != Op::Sink || ast.srcs().size() != 1 || ast.src(0).op() != Op::End)
-        fail("opt", not_matmul);
-    const UOp& end = ast.src(0);
-    const UOp& store = end.src(0);
-    if (store.op() != Op::Store) fail("opt", not_matmul);
-    UOp red;
-    for (const UOp& u : store.src(1).toposort())
-        if (u.op() == Op::Reduce) {
-            if (!red.is_null()) fail("opt", not_matmul);
-            red = u;
-        }
-    if (red.is_null() || red.arg_as<Op>() != Op::Add || red.srcs().size() != 2 ||
-        red.src(0).op() != Op::Mul)
-        fail("opt", not_matmul);
+    detail::Matmul mm = detail::find_matmul_reduce(ast, not_matmul);
+    const UOp &store = mm.store, &red = mm.red, &k = mm.k;
     // The accumulator: float32 (products of the loads cast to float32), or Float16 (products of
     // the Float16 loads themselves: the mma's 16-bit accumulator; the hardware has no BFloat16
     // one).
@@ -159,43 +123,22 @@ UOp tensor_core_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis,
         fail("opt", what + "tensor cores have no bfloat16 accumulator (a bfloat16 matmul "
                            "accumulates in float32 there)");
     if (acc_t != DType::Float32 && acc_t != DType::Float16) fail("opt", not_matmul);
-    const UOp& k = red.src(1);
-    UOp loads[2];
     for (size_t s = 0; s < 2; ++s) {
         const UOp& c = red.src(0).src(s);
         const UOp& l = acc_t == DType::Float32 && c.op() == Op::Cast ? c.src(0) : c;
         if (l.op() != Op::Load || !l.dtype().is_16bit_float() ||
             (acc_t == DType::Float16 && l.dtype() != acc_t))
             fail("opt", not_matmul);
-        loads[s] = l;
+        mm.loads[s] = l;
     }
+    const UOp* loads = mm.loads;
     const DType in = loads[0].dtype();
     if (loads[1].dtype() != in) fail("opt", not_matmul);
-    if (!k.src(0).is_const() || type_of(k) != AxisType::Reduce) fail("opt", not_matmul);
     // The output axes: i in the left operand only (rows), j in the right one only (columns);
     // the others (a batch) stay as they are.
-    // The innermost such axes are i and j (a batch axis of one operand only, further out, is
-    // a batch like the others).
-    UOp i, j;
-    std::vector<UOp> batch;
-    for (size_t e = 1; e < end.srcs().size(); ++e) {
-        const UOp& r = end.src(e);
-        if (r.op() != Op::Range) continue;
-        if (type_of(r) != AxisType::Loop && type_of(r) != AxisType::Global)
-            fail("opt", what + "TC comes first: the kernel has opts applied already");
-        const bool in_a = contains(loads[0], r), in_b = contains(loads[1], r);
-        UOp* slot = in_a && !in_b ? &i : in_b && !in_a ? &j : nullptr;
-        if (slot == nullptr) {
-            batch.push_back(r);
-            continue;
-        }
-        if (!slot->is_null()) batch.push_back(*slot);
-        *slot = r;
-    }
-    // A's rows must be the left operand: swap when the kernel reads them the other way.
-    if (i.is_null() || j.is_null() || !contains(loads[0], k) || !contains(loads[1], k))
-        fail("opt", not_matmul);
-    if (!i.src(0).is_const() || !j.src(0).is_const()) fail("opt", not_matmul);
+    detail::find_matmul_axes(mm, "TC", what, not_matmul);
+    const UOp &i = mm.i, &j = mm.j;
+    const std::vector<UOp>& batch = mm.batch;
     // Sizes that are not multiples of a block's rows (16 tm wm), columns (8 tn wn) and k-step
     // (16 ks) are padded up (PADTO): the loads past M, N or K read 0 (gated), and the stores past
     // M or N do not happen.
@@ -211,12 +154,6 @@ UOp tensor_core_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis,
     const auto gated = [](const UOp& load, const UOp& gate) {
         if (gate.is_null()) return load;
         return UOp::make(Op::Load, load.dtype(), {with_gate(load.src(0), gate)});
-    };
-    const auto inside = [](const UOp& v, int64_t size, int64_t padded) {
-        return padded == size ? UOp() : v < idx(size);
-    };
-    const auto both = [](const UOp& p, const UOp& q) {
-        return p.is_null() ? q : q.is_null() ? p : (p & q);
     };
     // Staged: the block's warps are LOCAL ranges of this rewrite (row warps outer), the lane
     // innermost (gpu dims makes it the block's x).
@@ -254,7 +191,6 @@ UOp tensor_core_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis,
         }
         return UOp::make(Op::Vectorize, in.vec(static_cast<uint16_t>(lanes)), v);
     };
-    using Subs = std::vector<std::pair<UOp, UOp>>;
     // Per k sub-step s (staged: ks of them a barrier) the warp's tm A and tn B fragments.
     std::vector<std::vector<UOp>> afrag(static_cast<size_t>(ks)), bfrag(static_cast<size_t>(ks));
     UOp wgmma; // warpgroups: the k-step's WGMMA
@@ -403,73 +339,24 @@ UOp tensor_core_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis,
         };
         const Tile ta = plan(loads[0], i, it * idx(bm), bm, m, mp);
         const Tile tb = plan(loads[1], j, jt * idx(bn), bn, n, np);
-        if (shared > lim.shared_bytes)
-            fail("opt", what + "the staged tiles need " + std::to_string(shared) +
-                            " bytes of shared memory, over the " + lim.name + " device's " +
-                            std::to_string(lim.shared_bytes));
-        if (threads > lim.max_threads_per_block)
-            fail("opt", what + std::to_string(threads) + " threads a block exceed the " + lim.name +
-                            " device's " + std::to_string(lim.max_threads_per_block));
-        const auto join = [](std::vector<UOp> x, const std::vector<UOp>& y) {
-            x.insert(x.end(), y.begin(), y.end());
-            return x;
-        };
-        UOp barrier;
-        std::vector<UOp> in_flight; // the step's copies the fragment reads are ordered after
-        if (pipe == 0) {
-            barrier =
-                UOp::make(Op::Barrier, DType::Void,
-                          join(copy(ta, kt, ta.smem, {}, false), copy(tb, kt, tb.smem, {}, false)));
-        } else {
-            // The prologue's tiles, a group each (an ASYNC_WAIT that waits for nothing commits
-            // one; the next tile's copies follow it), the last one committed by the loop's first
-            // wait. Then k-step t's wait retires the groups of tiles 0 .. t exactly.
-            // Copies run `lead` k-steps ahead: pipe - 1, or pipe - 2 where a k-step's mma is still
-            // in flight (reading its tile) while the next k-step's copies are issued.
-            const int64_t lead = pipe - 1 - (inflight && !g_full_lead.load() ? 1 : 0);
-            const int64_t ready = std::min(lead, steps); // tiles the prologue copies
-            UOp commit;
-            std::vector<UOp> last;
-            for (int64_t st = 0; st < ready; ++st) {
-                // Tied to the batch ranges too: an operand the batch does not index (a
-                // shared weight) must still be copied again in each trip of a batch loop.
-                std::vector<UOp> ties = batch;
-                if (!commit.is_null()) ties.push_back(commit);
-                const auto dst = [&](const Tile& t) {
-                    if (ties.empty()) return t.smem;
-                    std::vector<UOp> deps(1, t.smem);
-                    deps.insert(deps.end(), ties.begin(), ties.end());
-                    return UOp::make(Op::After, t.smem.dtype(), std::move(deps));
-                };
-                last = join(copy(ta, idx(st), dst(ta), {}, true),
-                            copy(tb, idx(st), dst(tb), {}, true));
-                if (st + 1 < ready)
-                    commit =
-                        UOp::make(Op::AsyncWait, DType::Void, last, std::vector<int64_t>{pipe});
-            }
-            last.push_back(kt);
-            const UOp wait =
-                UOp::make(Op::AsyncWait, DType::Void, last, std::vector<int64_t>{ready - 1});
-            barrier = UOp::make(Op::Barrier, DType::Void, {wait});
-            const UOp ahead = kt + idx(lead);
-            const UOp skip = steps > lead ? ahead < idx(steps) : UOp::constant(DType::Bool, 0);
-            const auto after = [&](const Tile& t) {
-                return UOp::make(Op::After, t.smem.dtype(), {t.smem, barrier});
-            };
-            in_flight = join(copy(ta, ahead, after(ta), skip, true),
-                             copy(tb, ahead, after(tb), skip, true));
-        }
+        detail::check_block_shared(lim, shared, what);
+        detail::check_block_threads(lim, threads, what);
+        // Copies run `lead` k-steps ahead: pipe - 1, or pipe - 2 where a k-step's mma is still
+        // in flight (reading its tile) while the next k-step's copies are issued.
+        const int64_t lead = pipe - 1 - (inflight && !g_full_lead.load() ? 1 : 0);
+        const UOp smem[2] = {ta.smem, tb.smem};
+        const detail::StagedCopies copies = detail::staged_copies(
+            pipe, lead, steps, kt, batch, smem,
+            [&](int operand, const UOp& step, const UOp& dst, const UOp& skip, bool async) {
+                return copy(operand == 0 ? ta : tb, step, dst, skip, async);
+            });
         // A fragment is one LDMATRIX of 8 x 8 matrices (A: 4, B: 2), read after the barrier
         // (and after the step's copies in flight, so that they are issued first), transposed
         // where the tile runs across k: lane 8 q + r gives the address of row r of matrix q,
         // whose block of 8 along the operand's outer axis is `ob` and along k `kb`.
         const UOp q = lane / idx(8), r8 = lane % idx(8);
-        const auto read_after = [&](const Tile& t) {
-            std::vector<UOp> deps{t.smem, barrier};
-            deps.insert(deps.end(), in_flight.begin(), in_flight.end());
-            return UOp::make(Op::After, t.smem.dtype(), std::move(deps));
-        };
-        const UOp after_a = read_after(ta), after_b = read_after(tb);
+        const UOp after_a = detail::read_after(ta.smem, copies);
+        const UOp after_b = detail::read_after(tb.smem, copies);
         if (wg) {
             // The warpgroup's operands from their first elements in the k-step's tiles: A's 64
             // rows, B's n columns (K-major: rows of 64; MN-major: atoms of 64 x 64).
@@ -526,20 +413,13 @@ UOp tensor_core_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis,
                                 std::vector<int64_t>{16, 8, 16});
             accs.push_back(UOp::make(Op::Reduce, acc_t.vec(4), {mma, kt}, red.arg()));
         }
-    // A batch axis of symbolic size may stay a loop in every thread (gpu dims gives it a grid dim
-    // only when one is free): then the next batch's first copies must wait until every warp has
-    // read the last k-step's tiles, a barrier after the loop.
-    const bool looped =
-        std::any_of(batch.begin(), batch.end(), [](const UOp& r) { return !r.src(0).is_const(); });
-    if (staged && looped) {
-        const UOp done = UOp::make(Op::Barrier, DType::Void, accs);
-        for (UOp& a : accs) a = UOp::make(Op::After, a.dtype(), {a, done});
-    }
+    // A batch axis of symbolic size that stays a loop: a barrier after the k-loop before the next
+    // batch's first copies (matmul_parts.hpp).
+    if (staged) detail::barrier_after_batch_loop(accs, batch);
     // Lanes c and c + 1 of an accumulator are neighbouring columns of one row: one 2-element
     // store where the output runs along the columns from an even offset (a 32-bit store of a
     // 16-bit output) and the padding, if any, never splits a pair (N even).
     const bool pair_out = runs_along(store, j, 2) && (np == n || n % 2 == 0);
-    const DType out_t = store.src(1).dtype();
     std::vector<UOp> stores;
     for (int64_t ti = 0; ti < tm; ++ti)
         for (int64_t tj = 0; tj < tn; ++tj) {
@@ -550,37 +430,18 @@ UOp tensor_core_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis,
                 const UOp row = row0(ti) + grp + idx(8 * (c >> 1));
                 const UOp col = col0(tj) + tid * idx(2) + idx(c & 1);
                 const UOp g = both(inside(row, m, mp), inside(col, n, np));
-                UOp epilogue = store.src(1);
-                if (!g.is_null()) {
-                    // The epilogue's own loads (a bias, a residual) at padded positions read
-                    // nothing: the value is computed before the store's IF. (Not the fragments'
-                    // loads inside the reduce: the warp shares them.) One gate serves a pair.
-                    epilogue = rebuild_graph(epilogue, [&](const UOp& u, std::vector<UOp> srcs) {
-                        if (in_reduce.count(u.get()) != 0) return u;
-                        if (u.op() != Op::Load || srcs[0].op() != Op::Index)
-                            return with_srcs(u, std::move(srcs));
-                        srcs[0] = with_gate(srcs[0], g);
-                        return with_srcs(u, std::move(srcs));
-                    });
-                }
+                // The epilogue's own loads (a bias, a residual) gated (not the fragments' loads
+                // inside the reduce: the warp shares them). One gate serves a pair.
+                const UOp epilogue = detail::gate_epilogue(store.src(1), in_reduce, g);
                 // The epilogue's value at lane c + d (column col + d).
-                const auto value_at = [&](int64_t d) {
+                std::vector<UOp> vals;
+                for (int64_t d = 0; d < (pair_out ? 2 : 1); ++d) {
                     const UOp lane_value =
                         UOp::make(Op::Gep, acc_t, {acc}, std::vector<int64_t>{lane0 + c + d});
-                    std::unordered_map<const UOpNode*, UOp> swap{{red.get(), lane_value}};
-                    return at(epilogue.substitute(swap), {{i, row}, {j, col + idx(d)}});
-                };
-                if (pair_out) {
-                    const UOp two =
-                        UOp::make(Op::Vectorize, out_t.vec(2), {value_at(0), value_at(1)});
-                    stores.push_back(
-                        UOp::make(Op::Store, DType::Void,
-                                  {vector_index(store, 2, {{i, row}, {j, col}}, g), two}));
-                    continue;
+                    vals.push_back(
+                        detail::epilogue_at(mm, epilogue, lane_value, row, col + idx(d)));
                 }
-                UOp index = at(store.src(0), {{i, row}, {j, col}});
-                if (!g.is_null()) index = with_gate(index, g);
-                stores.push_back(UOp::make(Op::Store, DType::Void, {index, value_at(0)}));
+                stores.push_back(detail::store_at(mm, row, col, g, vals));
             }
         }
     std::vector<UOp> end_srcs{UOp::make(Op::Group, DType::Void, stores)};
