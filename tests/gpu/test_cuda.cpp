@@ -17,6 +17,7 @@
 
 #include <doctest/doctest.h>
 
+#include "../error_at.hpp"
 #include "../support.hpp"
 #include "default_device.hpp"
 #include "matmul_buffers.hpp"
@@ -237,10 +238,13 @@ void check_programs(const std::string& dev) {
         const Tensor c = Tensor::from_vector(std::vector<float>{1, 2, 3, 4});
         const Tensor g = c.to(dev);
         const std::string name = g.device();
-        CHECK(error_of([&] { (void)(c + g); }) ==
-              "[add] tensors on different devices: CPU and " + name);
-        CHECK(error_of([&] { (void)(g * c.to("EMU")); }) ==
-              "[mul] tensors on different devices: " + name + " and EMU");
+        const int add_line = __LINE__ + 1;
+        const std::string add_err = error_of([&] { (void)(c + g); });
+        CHECK(add_err == at_line(add_line, "[add] tensors on different devices: CPU and " + name));
+        const int mul_line = __LINE__ + 1;
+        const std::string mul_err = error_of([&] { (void)(g * c.to("EMU")); });
+        CHECK(mul_err ==
+              at_line(mul_line, "[mul] tensors on different devices: " + name + " and EMU"));
         CHECK(error_of([&] {
                   Tensor x = c * 2.0f, y = g * 2.0f;
                   realize({x, y});
@@ -767,6 +771,8 @@ TEST_CASE("cuda mock: a GPU outside sm_80 .. sm_90 is refused by name") {
     const std::string why = "CUDA:0 (Tempura mock GPU) is sm_75: Tempura's PTX path supports "
                             "sm_80 .. sm_90 only";
     CHECK(error_of([] { set_default_device("CUDA"); }) == "[device] CUDA: " + why);
-    CHECK(error_of([] { Tensor::ones({2}).to("CUDA:0"); }) == "[device] CUDA:0: " + why);
+    const int to_line = __LINE__ + 1;
+    const std::string to_err = error_of([] { Tensor::ones({2}).to("CUDA:0"); });
+    CHECK(to_err == at_line(to_line, "[device] CUDA:0: " + why));
     CHECK(error_of([] { runtime::cuda_limits(0); }) == "[cuda] " + why);
 }
