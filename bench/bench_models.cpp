@@ -449,6 +449,32 @@ void forward_row(benchmark::State& state, const std::function<Tensor()>& mine,
     if (!(err < 1e-3)) state.SkipWithError("outputs differ from libtorch's");
 }
 
+// A Tempura training step as a user writes it: zero_grad, the loss, backward, step, and the
+// loss read (before step() when `item_first`, as PyTorch users often do).
+template <class Opt, class Loss>
+std::function<void()> tempura_step(Opt& opt, Loss loss_of, bool item_first = false) {
+    return [&opt, loss_of, item_first] {
+        opt.zero_grad();
+        Tensor loss = loss_of();
+        loss.backward();
+        if (item_first) benchmark::DoNotOptimize(loss.item<float>());
+        opt.step();
+        if (!item_first) benchmark::DoNotOptimize(loss.item<float>());
+    };
+}
+
+// The same step in libtorch.
+template <class Opt, class Loss>
+std::function<void()> torch_step(Opt& opt, Loss loss_of) {
+    return [&opt, loss_of] {
+        opt.zero_grad();
+        torch::Tensor loss = loss_of();
+        loss.backward();
+        opt.step();
+        benchmark::DoNotOptimize(loss.item<float>());
+    };
+}
+
 // One training step on each side; `params_err` compares the parameters.
 void train_row(benchmark::State& state, const std::function<void()>& mine,
                const std::function<void()>& theirs, const std::function<double()>& params_err) {
@@ -576,21 +602,8 @@ void BM_TrainResnet18(benchmark::State& state) {
     nn::SGD opt(w.params, kLr, 0.9);
     torch::optim::SGD topt(m->parameters(), torch::optim::SGDOptions(kLr).momentum(0.9));
     train_row(
-        state,
-        [&] {
-            opt.zero_grad();
-            Tensor loss = nn::cross_entropy(resnet18(w, x), y);
-            loss.backward();
-            opt.step();
-            benchmark::DoNotOptimize(loss.item<float>());
-        },
-        [&] {
-            topt.zero_grad();
-            torch::Tensor loss = torch::nn::functional::cross_entropy(m->forward(xt), yt);
-            loss.backward();
-            topt.step();
-            benchmark::DoNotOptimize(loss.item<float>());
-        },
+        state, tempura_step(opt, [&] { return nn::cross_entropy(resnet18(w, x), y); }),
+        torch_step(topt, [&] { return torch::nn::functional::cross_entropy(m->forward(xt), yt); }),
         [&] { return params_err(w, *m); });
 }
 BENCHMARK(BM_TrainResnet18)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
@@ -606,26 +619,20 @@ void BM_TrainDecoder(benchmark::State& state) {
     const Tensor idx = from_torch(it), y = from_torch(target);
     nn::AdamW opt(w.params, 1e-3);
     torch::optim::AdamW topt(m->parameters(), torch::optim::AdamWOptions(1e-3));
-    train_row(
-        state,
-        [&] {
-            opt.zero_grad();
-            Tensor loss =
-                nn::cross_entropy(transformer(w, true, idx, Tensor()).reshape({-1, kVocab}), y);
-            loss.backward();
-            if (item_first) benchmark::DoNotOptimize(loss.item<float>());
-            opt.step();
-            if (!item_first) benchmark::DoNotOptimize(loss.item<float>());
-        },
-        [&] {
-            topt.zero_grad();
-            torch::Tensor loss = torch::nn::functional::cross_entropy(
-                m->forward(it, mt).reshape({-1, kVocab}), target);
-            loss.backward();
-            topt.step();
-            benchmark::DoNotOptimize(loss.item<float>());
-        },
-        [&] { return params_err(w, *m, true); });
+    train_row(state,
+              tempura_step(
+                  opt,
+                  [&] {
+                      return nn::cross_entropy(
+                          transformer(w, true, idx, Tensor()).reshape({-1, kVocab}), y);
+                  },
+                  item_first),
+              torch_step(topt,
+                         [&] {
+                             return torch::nn::functional::cross_entropy(
+                                 m->forward(it, mt).reshape({-1, kVocab}), target);
+                         }),
+              [&] { return params_err(w, *m, true); });
 }
 BENCHMARK(BM_TrainDecoder)
     ->ArgName("item_first")
@@ -658,21 +665,12 @@ void BM_TrainMLP(benchmark::State& state) {
     torch::optim::Adam topt(m->parameters(), torch::optim::AdamOptions(1e-3));
     train_row(
         state,
-        [&] {
-            opt.zero_grad();
-            Tensor h = nn::linear(x, w("fc1.weight"), w("fc1.bias")).relu();
-            Tensor loss = nn::cross_entropy(nn::linear(h, w("fc2.weight"), w("fc2.bias")), y);
-            loss.backward();
-            opt.step();
-            benchmark::DoNotOptimize(loss.item<float>());
-        },
-        [&] {
-            topt.zero_grad();
-            torch::Tensor loss = torch::nn::functional::cross_entropy(m->forward(xt), yt);
-            loss.backward();
-            topt.step();
-            benchmark::DoNotOptimize(loss.item<float>());
-        },
+        tempura_step(opt,
+                     [&] {
+                         Tensor h = nn::linear(x, w("fc1.weight"), w("fc1.bias")).relu();
+                         return nn::cross_entropy(nn::linear(h, w("fc2.weight"), w("fc2.bias")), y);
+                     }),
+        torch_step(topt, [&] { return torch::nn::functional::cross_entropy(m->forward(xt), yt); }),
         [&] { return params_err(w, *m, true); });
 }
 BENCHMARK(BM_TrainMLP)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(1);
