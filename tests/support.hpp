@@ -2,11 +2,14 @@
 // Helpers shared by the project's own tests.
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include <doctest/doctest.h>
 
@@ -76,6 +79,25 @@ std::string error_of(F&& f) {
         return e.what();
     }
     return "<no error>";
+}
+
+// What Debian's /usr/bin/python3 prints running `script` (the tests' PyTorch comparisons),
+// written to a temporary file named after `tag`; "" when it fails or prints nothing (no torch).
+inline std::string run_python(const std::string& script, const std::string& tag) {
+    const std::string path = "/tmp/tempura_" + tag + "_" + std::to_string(getpid()) + ".py";
+    std::FILE* f = std::fopen(path.c_str(), "w");
+    if (f == nullptr) return std::string();
+    std::fputs(script.c_str(), f);
+    std::fclose(f);
+    std::FILE* p = popen(("/usr/bin/python3 " + path + " 2>/dev/null").c_str(), "r");
+    std::string out;
+    if (p != nullptr) {
+        char buf[4096];
+        while (size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+        if (pclose(p) != 0) out.clear();
+    }
+    std::remove(path.c_str());
+    return out;
 }
 
 // An integer test knob from the environment (e.g. TEMPURA_FUZZ_N), or `fallback` when unset.

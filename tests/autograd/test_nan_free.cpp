@@ -201,21 +201,8 @@ TEST_CASE("nan-free gradients: against PyTorch's own float32 gradients") {
            << "(" << fn.torch << ").sum().backward()\n"
            << "print('" << fn.name << "', ' '.join(repr(float(v)) for v in x.grad))\n";
     }
-    const std::string script = "/tmp/tempura_nan_free_" + std::to_string(getpid()) + ".py";
-    {
-        std::FILE* f = std::fopen(script.c_str(), "w");
-        REQUIRE(f != nullptr);
-        std::fputs(py.str().c_str(), f);
-        std::fclose(f);
-    }
-    std::FILE* p = popen(("/usr/bin/python3 " + script + " 2>/dev/null").c_str(), "r");
-    REQUIRE(p != nullptr);
-    std::string out;
-    char buf[4096];
-    while (size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-    const int rc = pclose(p);
-    std::remove(script.c_str());
-    if (rc != 0 || out.empty()) {
+    const std::string out = run_python(py.str(), "nan_free");
+    if (out.empty()) {
         MESSAGE("SKIPPED: PyTorch comparison (no python3-torch for /usr/bin/python3)");
         return;
     }

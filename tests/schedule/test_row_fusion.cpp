@@ -17,6 +17,8 @@
 #include <tempura/tempura.hpp>
 #include <tempura/tensor/reference.hpp>
 
+#include "../support.hpp"
+
 namespace {
 
 using tempura::Shape;
@@ -182,21 +184,8 @@ TEST_CASE("row fusion: the values are PyTorch's") {
     for (const Case& c : cases)
         py << "print('" << c.name << "', ' '.join(repr(float(t)) for t in (" << c.torch
            << ").flatten()))\n";
-    const std::string script = "/tmp/tempura_row_fusion_" + std::to_string(getpid()) + ".py";
-    {
-        std::FILE* f = std::fopen(script.c_str(), "w");
-        REQUIRE(f != nullptr);
-        std::fputs(py.str().c_str(), f);
-        std::fclose(f);
-    }
-    std::FILE* p = popen(("/usr/bin/python3 " + script + " 2>/dev/null").c_str(), "r");
-    REQUIRE(p != nullptr);
-    std::string out;
-    char buf[4096];
-    while (size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-    const int rc = pclose(p);
-    std::remove(script.c_str());
-    if (rc != 0 || out.empty()) {
+    const std::string out = run_python(py.str(), "row_fusion");
+    if (out.empty()) {
         MESSAGE("SKIPPED: PyTorch comparison (no python3-torch for /usr/bin/python3)");
         return;
     }
