@@ -15,7 +15,13 @@
 #include <tempura/tempura.hpp>
 #include <tempura/tensor/reference.hpp>
 
+#include "kernel_check.hpp"
+
 namespace {
+
+using kernel_check::names;
+using kernel_check::planned;
+using kernel_check::realized_kernels;
 
 using tempura::DType;
 using tempura::Shape;
@@ -32,41 +38,6 @@ Tensor input(Shape shape, float scale = 0.1f, float offset = -0.5f) {
     int64_t n = 1;
     for (int64_t d : shape) n *= d;
     return Tensor::from_vector(values(n, scale, offset), shape);
-}
-
-// Scheduled kernels that compute something (a kernel with an empty output has no AST and never
-// runs, so realize() does not list it).
-size_t planned(const Tensor& t) {
-    size_t n = 0;
-    for (const auto& k : tempura::schedule_graph(t.uop()))
-        if (!k.ast.is_null()) ++n;
-    return n;
-}
-
-// Realizes t and returns the number of kernels that ran; checks that the plan taken before
-// realize() said the same, and that the values are the reference interpreter's.
-size_t realized_kernels(Tensor& t) {
-    const size_t plan = planned(t);
-    const std::vector<double> want = tempura::reference_eval(t.uop());
-    t.realize();
-    CHECK(t.is_realized());
-    CHECK(t.kernels().size() == plan);
-    const std::vector<float> got = t.to_vector<float>();
-    REQUIRE(got.size() == want.size());
-    for (size_t i = 0; i < got.size(); ++i) {
-        const double tol = 1e-5 * std::max(1.0, std::fabs(want[i]));
-        if (!(std::fabs(got[i] - want[i]) <= tol)) {
-            FAIL_CHECK("element " << i << ": compiled " << got[i] << ", reference " << want[i]);
-            break;
-        }
-    }
-    return t.kernels().size();
-}
-
-std::string names(const Tensor& t) {
-    std::string s;
-    for (const auto& k : t.kernels()) s += (s.empty() ? "" : " ") + k.name;
-    return s;
 }
 
 } // namespace

@@ -18,11 +18,20 @@
 #include <tempura/tensor/reference.hpp>
 
 #include "../support.hpp"
+#include "kernel_check.hpp"
 
 namespace {
 
+using kernel_check::names;
+using kernel_check::planned;
+
 using tempura::Shape;
 using tempura::Tensor;
+
+// This file's checks hold the values to a tighter tolerance than the kernel-count tests'.
+size_t realized_kernels(Tensor& t, double tol = 2e-6) {
+    return kernel_check::realized_kernels(t, tol);
+}
 
 std::vector<float> values(int64_t n, uint32_t seed) {
     std::vector<float> v(static_cast<size_t>(n));
@@ -38,36 +47,6 @@ Tensor input(const Shape& shape, uint32_t seed) {
     int64_t n = 1;
     for (int64_t d : shape) n *= d;
     return Tensor::from_vector(values(n, seed), shape);
-}
-
-size_t planned(const Tensor& t) {
-    size_t n = 0;
-    for (const auto& k : tempura::schedule_graph(t.uop()))
-        if (!k.ast.is_null()) ++n;
-    return n;
-}
-
-// Realizes t, checks it against the reference interpreter, and returns its kernel count (which
-// the plan taken before realize() must agree with).
-size_t realized_kernels(Tensor& t, double tol = 2e-6) {
-    const size_t plan = planned(t);
-    const std::vector<double> want = tempura::reference_eval(t.uop());
-    t.realize();
-    CHECK(t.kernels().size() == plan);
-    const std::vector<float> got = t.to_vector<float>();
-    REQUIRE(got.size() == want.size());
-    for (size_t i = 0; i < got.size(); ++i)
-        if (!(std::fabs(got[i] - want[i]) <= tol * std::max(1.0, std::fabs(want[i])))) {
-            FAIL_CHECK("element " << i << ": compiled " << got[i] << ", reference " << want[i]);
-            break;
-        }
-    return t.kernels().size();
-}
-
-std::string names(const Tensor& t) {
-    std::string s;
-    for (const auto& k : t.kernels()) s += (s.empty() ? "" : " ") + k.name;
-    return s;
 }
 
 } // namespace
