@@ -365,12 +365,18 @@ class Runtime final : public CollectiveRunner {
     }
 
     std::shared_ptr<Job> enqueue(std::shared_ptr<Job> j) {
+        // Nothing is thrown while mu_ is held: an uncaught exception ends in on_terminate, whose
+        // announce_stop takes mu_ on this same thread.
+        std::string broken;
         {
             std::lock_guard<std::mutex> l(mu_);
-            if (!broken_.empty()) throw Error(broken_);
-            j->seq = ++started_;
-            queue_.push_back(j);
+            broken = broken_;
+            if (broken.empty()) {
+                j->seq = ++started_;
+                queue_.push_back(j);
+            }
         }
+        if (!broken.empty()) throw Error(broken);
         cv_.notify_one();
         return j;
     }
@@ -453,6 +459,7 @@ class Runtime final : public CollectiveRunner {
 
     void wait(const std::shared_ptr<void>& ticket) override {
         Job& j = *static_cast<Job*>(ticket.get());
+        std::string error;
         std::unique_lock<std::mutex> l(j.mu);
         if (!j.done) {
             const auto t0 = Clock::now();
@@ -465,23 +472,32 @@ class Runtime final : public CollectiveRunner {
                         .count());
             j.wait_counted = true;
         }
-        if (!j.error.empty()) throw Error(j.error);
-        if (!j.copied_back && !j.stage_out.empty()) j.out->copy_from_host(j.recv, j.out->nbytes());
-        j.copied_back = true;
+        error = j.error;
+        if (error.empty() && !j.copied_back && !j.stage_out.empty()) {
+            // A device error thrown here leaves copied_back false (j.mu is no lock the
+            // terminate handler takes).
+            j.out->copy_from_host(j.recv, j.out->nbytes());
+        }
+        if (error.empty()) j.copied_back = true;
+        l.unlock();
+        if (!error.empty()) throw Error(error); // not under j.mu (see enqueue)
     }
 
     // From any thread: tells every other rank that this one stops for `why`, then waits (at
     // most 2 s) until they have seen it, so that they report it before the launcher ends them.
+    // It runs in the terminate handler, perhaps on a thread that holds mu_ (nothing here throws
+    // under mu_, but a terminate can come from anywhere): mu_ is only tried, for at most 200 ms
+    // (the communication thread holds it for moments), and the notice is skipped without it.
     void announce_stop(const std::string& why) {
-        {
-            std::lock_guard<std::mutex> l(mu_);
-            if (!thread_.joinable() || stopping_) return;
-            for (int r = 0; r < size; ++r)
-                if (r != rank) outbox_.emplace_back(r, make_ctl(kStopped, started_, 0, why));
-        }
+        std::unique_lock<std::mutex> l(mu_, std::defer_lock);
+        if (!try_lock_briefly(l)) return;
+        if (!thread_.joinable() || stopping_) return;
+        for (int r = 0; r < size; ++r)
+            if (r != rank) outbox_.emplace_back(r, make_ctl(kStopped, started_, 0, why));
+        l.unlock();
         cv_.notify_one();
         const auto until = Clock::now() + std::chrono::seconds(2);
-        std::unique_lock<std::mutex> l(mu_);
+        if (!try_lock_briefly(l)) return;
         cv_done_.wait_until(l, until, [&] { return stop_seen_ + 1 >= size; });
     }
 
@@ -505,6 +521,15 @@ class Runtime final : public CollectiveRunner {
     }
 
   private:
+    static bool try_lock_briefly(std::unique_lock<std::mutex>& l) {
+        const auto until = Clock::now() + std::chrono::milliseconds(200);
+        while (!l.try_lock()) {
+            if (Clock::now() >= until) return false;
+            std::this_thread::sleep_for(std::chrono::microseconds(100));
+        }
+        return true;
+    }
+
     // ---- shared with the calling threads, under mu_ ----------------------------------------
     std::mutex mu_;
     std::condition_variable cv_, cv_done_;
