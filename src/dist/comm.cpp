@@ -371,6 +371,11 @@ class Runtime final : public CollectiveRunner {
         {
             std::lock_guard<std::mutex> l(mu_);
             broken = broken_;
+            // The thread no longer runs: a job queued now would never finish.
+            if (broken.empty() && stopping_)
+                broken = "[dist] " +
+                         (stop_why_.empty() ? std::string("the runtime stopped") : stop_why_) +
+                         ": no collective can start";
             if (broken.empty()) {
                 j->seq = ++started_;
                 queue_.push_back(j);
@@ -510,6 +515,7 @@ class Runtime final : public CollectiveRunner {
                 for (int r = 0; r < size; ++r)
                     if (r != rank) outbox_.emplace_back(r, make_ctl(kFinalizing, started_, 0));
             stopping_ = true;
+            stop_why_ = finalizing ? "dist::finalize() ran" : "the process exited";
         }
         cv_.notify_one();
         thread_.join();
@@ -537,11 +543,13 @@ class Runtime final : public CollectiveRunner {
     std::deque<std::pair<int, Ctl>> outbox_;
     int64_t started_ = 0;
     bool stopping_ = false, peer_stopped_ = false;
+    std::string stop_why_; // what set stopping_
     int stop_seen_ = 0;
     std::string broken_; // the first fault: every later collective fails with it
     std::thread thread_;
 
     // ---- the communication thread's -----------------------------------------------------------
+    std::deque<std::shared_ptr<Job>> fresh_; // taken from queue_, not yet posted
     std::vector<std::shared_ptr<Job>> active_;
     Ctl in_ctl_;
     MPI_Request ctl_req_ = MPI_REQUEST_NULL;
@@ -794,6 +802,84 @@ class Runtime final : public CollectiveRunner {
         fail_all(msg);
     }
 
+    // One round of the communication thread: new jobs posted, jobs in flight advanced, control
+    // messages read and sent. Returns whether the runtime stops.
+    bool turn() {
+        std::deque<std::pair<int, Ctl>> out;
+        bool stop;
+        {
+            std::unique_lock<std::mutex> l(mu_);
+            if (queue_.empty() && outbox_.empty() && active_.empty() && !stopping_)
+                cv_.wait_for(l, std::chrono::milliseconds(1));
+            fresh_.swap(queue_);
+            out.swap(outbox_);
+            stop = stopping_;
+        }
+        for (auto& [to, c] : out) send_ctl(to, c);
+        for (; !fresh_.empty(); fresh_.pop_front()) {
+            const std::shared_ptr<Job>& j = fresh_.front();
+            std::string broken;
+            {
+                std::lock_guard<std::mutex> l(mu_);
+                broken = broken_;
+            }
+            if (broken.empty()) broken = gone_for(*j);
+            if (!broken.empty()) {
+                set_broken(broken);
+                finish(*j, broken);
+                continue;
+            }
+            post(*j);
+            active_.push_back(j);
+        }
+        bool first = true;
+        for (size_t i = 0; i < active_.size();) {
+            const bool finished = progress(*active_[i], first);
+            first = first && (finished || active_[i]->state == 2);
+            if (finished)
+                active_.erase(active_.begin() + static_cast<ptrdiff_t>(i));
+            else
+                ++i;
+        }
+        for (int flag = 1; flag;) {
+            MPI_Status st;
+            MPI_Test(&ctl_req_, &flag, &st);
+            if (!flag) break;
+            const Ctl c = in_ctl_;
+            MPI_Irecv(&in_ctl_, sizeof(Ctl), MPI_BYTE, MPI_ANY_SOURCE, MPI_ANY_TAG, ctl, &ctl_req_);
+            handle(c, st.MPI_SOURCE);
+        }
+        if (!active_.empty()) diagnose(*active_.front(), Clock::now());
+        for (auto it = sends_.begin(); it != sends_.end();) {
+            int flag = 0;
+            MPI_Test(&it->second, &flag, MPI_STATUS_IGNORE);
+            it = flag ? sends_.erase(it) : std::next(it);
+        }
+        return stop;
+    }
+
+    // The communication thread itself failed: every job in flight and every later one fails
+    // with the reason, and the other ranks are told that this one stops (rather than each
+    // waiting for the timeout to find it silent).
+    void die(const std::string& what) {
+        const std::string why =
+            what.rfind('[', 0) == 0 ? what : "[dist] the communication thread failed: " + what;
+        fail_all(why);
+        for (auto& j : fresh_)
+            if (j->state != 3) finish(*j, why);
+        fresh_.clear();
+        int64_t started = 0;
+        {
+            std::lock_guard<std::mutex> l(mu_);
+            started = started_;
+            stopping_ = true; // no notice is sent after this one (nothing reads the outbox)
+        }
+        for (int r = 0; r < size; ++r)
+            if (r != rank)
+                send_ctl(
+                    r, make_ctl(kStopped, started, 0, "its communication thread failed: " + what));
+    }
+
     void loop() {
         stopped_.assign(static_cast<size_t>(size), "");
         finalized_at_.assign(static_cast<size_t>(size), -1);
@@ -801,58 +887,29 @@ class Runtime final : public CollectiveRunner {
         pong_text_.assign(static_cast<size_t>(size), "");
         MPI_Irecv(&in_ctl_, sizeof(Ctl), MPI_BYTE, MPI_ANY_SOURCE, MPI_ANY_TAG, ctl, &ctl_req_);
         for (;;) {
-            std::deque<std::shared_ptr<Job>> fresh;
-            std::deque<std::pair<int, Ctl>> out;
-            bool stop;
-            {
-                std::unique_lock<std::mutex> l(mu_);
-                if (queue_.empty() && outbox_.empty() && active_.empty() && !stopping_)
-                    cv_.wait_for(l, std::chrono::milliseconds(1));
-                fresh.swap(queue_);
-                out.swap(outbox_);
-                stop = stopping_;
+            bool stop = false;
+            try {
+                stop = turn();
+            } catch (const std::exception& e) {
+                die(e.what());
+                break;
+            } catch (...) {
+                die("an exception that is not a std::exception");
+                break;
             }
-            for (auto& [to, c] : out) send_ctl(to, c);
-            for (auto& j : fresh) {
-                std::string broken;
-                {
-                    std::lock_guard<std::mutex> l(mu_);
-                    broken = broken_;
+            if (stop) {
+                // A thread in wait() for a job still in flight would wait for ever.
+                if (!active_.empty()) {
+                    std::string why;
+                    {
+                        std::lock_guard<std::mutex> l(mu_);
+                        why = stop_why_;
+                    }
+                    fail_all("[dist] " + why + " with collectives in flight (" +
+                             active_.front()->what() + ")");
                 }
-                if (broken.empty()) broken = gone_for(*j);
-                if (!broken.empty()) {
-                    set_broken(broken);
-                    finish(*j, broken);
-                    continue;
-                }
-                post(*j);
-                active_.push_back(j);
+                break;
             }
-            bool first = true;
-            for (size_t i = 0; i < active_.size();) {
-                const bool finished = progress(*active_[i], first);
-                first = first && (finished || active_[i]->state == 2);
-                if (finished)
-                    active_.erase(active_.begin() + static_cast<ptrdiff_t>(i));
-                else
-                    ++i;
-            }
-            for (int flag = 1; flag;) {
-                MPI_Status st;
-                MPI_Test(&ctl_req_, &flag, &st);
-                if (!flag) break;
-                const Ctl c = in_ctl_;
-                MPI_Irecv(&in_ctl_, sizeof(Ctl), MPI_BYTE, MPI_ANY_SOURCE, MPI_ANY_TAG, ctl,
-                          &ctl_req_);
-                handle(c, st.MPI_SOURCE);
-            }
-            if (!active_.empty()) diagnose(*active_.front(), Clock::now());
-            for (auto it = sends_.begin(); it != sends_.end();) {
-                int flag = 0;
-                MPI_Test(&it->second, &flag, MPI_STATUS_IGNORE);
-                it = flag ? sends_.erase(it) : std::next(it);
-            }
-            if (stop) break;
             // Polling: MPI moves non-blocking collectives only inside its calls. The first
             // 200 us of a job yield between polls (a short collective ends with little delay),
             // later ones sleep (a long one leaves the cores to the kernels).
