@@ -53,6 +53,8 @@ Tensor collective(const char* op, const Tensor& x, int64_t kind, int64_t reduce,
     std::string why;
     const auto shape = infer_shape(Op::Collective, {d.uop()}, arg, &why);
     if (!shape) fail(op, shape_str(x.shape()) + ": " + why);
+    // A world of one: every collective is the identity (its checks above still ran).
+    if (world_size() == 1) return d;
     UOp u = UOp::make(Op::Collective, x.dtype(), {d.uop()}, arg);
     return TensorAccess::derive(d, std::move(u), *shape);
 }
@@ -64,7 +66,7 @@ int64_t reduce_code(const char* op, ReduceOp r, const Tensor& x) {
 }
 
 Tensor mean_of(const Tensor& sum, ReduceOp r) {
-    if (r != ReduceOp::Mean) return sum;
+    if (r != ReduceOp::Mean || world_size() == 1) return sum;
     return sum / Tensor::full({}, static_cast<double>(world_size()), sum.dtype());
 }
 
@@ -89,7 +91,7 @@ Tensor all_gather(const Tensor& x, int64_t axis) {
     if (x.ndim() == 0) fail(op, "needs a tensor of at least one dim, got a scalar");
     axis = normalize_axis(op, axis, x.ndim());
     const Tensor g = collective(op, x, kAllGather, 0, 0, false); // [W * s0, s1, ...]
-    if (axis == 0) return g;
+    if (axis == 0 || world_size() == 1) return g;
     // The ranks' blocks along dim 0 become blocks along `axis`: [W, s...] with W moved next to
     // s[axis] and merged with it (movement ops: the reader's kernel does it).
     const Shape s = x.shape();
@@ -225,18 +227,23 @@ void DataParallel::backward(const Tensor& loss) {
         realize(now);
     }
     std::vector<Tensor> averaged(params_.size());
-    const auto w = static_cast<double>(world_size());
-    for (const std::vector<size_t>& bucket : buckets_) {
-        std::vector<Tensor> flat;
-        for (size_t k : bucket) flat.push_back(local[k].reshape({-1}));
-        const Tensor joined = flat.size() == 1 ? flat[0] : Tensor::cat(flat, 0);
-        const Tensor sum = all_reduce(joined, ReduceOp::Sum, options_.deterministic);
-        const Tensor mean = sum / Tensor::full({}, w, sum.dtype());
-        int64_t at = 0;
-        for (size_t k : bucket) {
-            const int64_t n = params_[k].numel();
-            averaged[k] = mean.slice({Slice{at, at + n}}).reshape(params_[k].shape());
-            at += n;
+    if (world_size() == 1) {
+        // A world of one: the local gradients are the average (no cat, all_reduce or / 1).
+        averaged = std::move(local);
+    } else {
+        const auto w = static_cast<double>(world_size());
+        for (const std::vector<size_t>& bucket : buckets_) {
+            std::vector<Tensor> flat;
+            for (size_t k : bucket) flat.push_back(local[k].reshape({-1}));
+            const Tensor joined = flat.size() == 1 ? flat[0] : Tensor::cat(flat, 0);
+            const Tensor sum = all_reduce(joined, ReduceOp::Sum, options_.deterministic);
+            const Tensor mean = sum / Tensor::full({}, w, sum.dtype());
+            int64_t at = 0;
+            for (size_t k : bucket) {
+                const int64_t n = params_[k].numel();
+                averaged[k] = mean.slice({Slice{at, at + n}}).reshape(params_[k].shape());
+                at += n;
+            }
         }
     }
     // Added to each parameter's accumulated gradient, as backward() adds: the step realizes the
