@@ -246,20 +246,13 @@ void DataParallel::backward(const Tensor& loss) {
             }
         }
     }
-    // Added to each parameter's accumulated gradient, as backward() adds: the step realizes the
-    // loss with them (and loss.item() before the step realizes them with the loss).
-    Tensor& l = const_cast<Tensor&>(loss);
-    Tensor::Shared& self = TensorAccess::share(l);
-    for (size_t k = 0; k < params_.size(); ++k) {
-        const auto& sh = TensorAccess::shared(params_[k]);
-        {
-            std::lock_guard<std::mutex> g(sh->mu);
-            sh->grad = sh->grad ? *sh->grad + averaged[k] : averaged[k];
-            sh->pending.push_back(loss);
-        }
-        std::lock_guard<std::mutex> g(self.mu);
-        self.grads_waiting.push_back(sh);
-    }
+    // Added to each parameter's accumulated gradient as backward() adds them: the step realizes
+    // the loss with them (and loss.item() before the step realizes them with the loss).
+    std::vector<tempura::detail::LeafGrad> adds;
+    adds.reserve(params_.size());
+    for (size_t k = 0; k < params_.size(); ++k)
+        adds.emplace_back(TensorAccess::shared(params_[k]), std::move(averaged[k]));
+    tempura::detail::add_to_grads(const_cast<Tensor&>(loss), adds);
 }
 
 } // namespace tempura::dist

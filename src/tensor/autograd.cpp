@@ -700,18 +700,31 @@ void Tensor::backward(std::source_location loc) const {
         cached_walk(graph.root, graph.topo, seed_of(*this), targets, TensorAccess::symbolic(*this));
     if (r.grads.empty())
         fail("backward", "no gradient reaches a tensor that requires one" + blocked_note(r));
+    // In the graph's order, the same at every step of a training loop (the leaf map's order
+    // follows the buffers' addresses): realizing the loss with these gradients then finds the
+    // same plan every step.
+    std::vector<tempura::detail::LeafGrad> adds;
+    for (const UOp& n : graph.topo) {
+        auto leaf = graph.leaf.find(n);
+        if (leaf == graph.leaf.end()) continue;
+        auto g = r.grads.find(n);
+        if (g == r.grads.end()) continue;
+        adds.emplace_back(leaf->second, TensorAccess::make(g->second, g->second.shape(), graph.bufs,
+                                                           TensorAccess::symbolic(*this)));
+    }
+    tempura::detail::add_to_grads(const_cast<Tensor&>(*this), adds);
+}
+
+void tempura::detail::add_to_grads(Tensor& loss, const std::vector<LeafGrad>& grads) {
     // The loss's own state (shared by its copies from now on: sharing changes no value) lists
     // the leaves its gradients wait in.
-    Shared& self = TensorAccess::share(const_cast<Tensor&>(*this));
-    for (const auto& [node, s] : graph.leaf) {
-        auto g = r.grads.find(node);
-        if (g == r.grads.end()) continue;
-        const Tensor flat = TensorAccess::make(g->second, g->second.shape(), graph.bufs,
-                                               TensorAccess::symbolic(*this));
+    Tensor::Shared& self = TensorAccess::share(loss);
+    for (const auto& [s, g] : grads) {
         std::lock_guard<std::mutex> l(s->mu);
-        const Tensor add = flat.reshape(s->core.uop.shape());
+        const Shape& dims = s->core.uop.shape();
+        const Tensor add = g.shape() == dims ? g : g.reshape(dims);
         s->grad = s->grad ? *s->grad + add : add;
-        s->pending.push_back(*this);
+        s->pending.push_back(loss);
         // Bounded: many backward() calls without a step realize the sum now and then, so that
         // the lazy graph does not grow without end.
         if (s->pending.size() >= 8) {
@@ -719,13 +732,8 @@ void Tensor::backward(std::source_location loc) const {
             s->pending.clear();
         }
     }
-    // In the graph's order, the same at every step of a training loop (the leaf map's order
-    // follows the buffers' addresses): realizing the loss with these gradients then finds the
-    // same plan every step.
     std::lock_guard<std::mutex> l(self.mu);
-    for (const UOp& n : graph.topo)
-        if (auto it = graph.leaf.find(n); it != graph.leaf.end() && r.grads.count(n))
-            self.grads_waiting.push_back(it->second);
+    for (const auto& [s, g] : grads) self.grads_waiting.push_back(s);
 }
 
 bool tempura::detail::realize_with_pending_grads(Tensor& loss) {

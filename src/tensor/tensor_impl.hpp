@@ -82,6 +82,13 @@ inline runtime::DeviceScope on_device_of(const Tensor& x) {
 // plan); false when it has none waiting (autograd.cpp).
 bool realize_with_pending_grads(Tensor& loss);
 
+// Adds each gradient to its leaf's accumulated one, as backward() does (reshaped to the leaf's
+// dims; a leaf with 8 losses pending realizes its sum, so that the lazy graph stays bounded),
+// and lists the leaves, in this order, as waiting on `loss` (autograd.cpp). Tensor::backward
+// and dist::DataParallel::backward add their gradients through it.
+using LeafGrad = std::pair<std::shared_ptr<Tensor::Shared>, Tensor>;
+void add_to_grads(Tensor& loss, const std::vector<LeafGrad>& grads);
+
 // Autograd's leaf registry (autograd.cpp): a requires-grad tensor's buffer -> its shared state.
 void register_leaf(const std::shared_ptr<Tensor::Shared>& s);
 

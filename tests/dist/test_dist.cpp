@@ -374,6 +374,23 @@ TEST_CASE("dist: DataParallel buckets, reverse order, bounded by size") {
                          "[DataParallel] parameter 0 does not require a gradient", tempura::Error);
 }
 
+TEST_CASE("dist: DataParallel's gradients stay bounded over backward() calls without a step") {
+    if (!up()) return;
+    // As loss.backward() does: the 8th call that adds to a parameter's lazy gradient realizes it,
+    // so that the lazy graph does not grow without end.
+    Tensor p = Tensor::ones({3});
+    p.requires_grad();
+    dist::DataParallel ddp(std::vector<Tensor>{p});
+    for (int i = 1; i <= 8; ++i) {
+        ddp.backward((p * 2.0f).sum());
+        if (i >= 2) CHECK(p.grad().is_realized() == (i == 8));
+    }
+    CHECK(p.grad().to_vector() == std::vector<float>(3, 16.0f));
+    ddp.backward((p * 2.0f).sum());
+    CHECK(!p.grad().is_realized());
+    CHECK(p.grad().to_vector() == std::vector<float>(3, 18.0f));
+}
+
 TEST_CASE("dist cuda mock: CUDA tensors, through NCCL or host memory") {
     // ctest dist_cuda_mock runs it on the mock CUDA driver, dist_nccl_mock with the mock NCCL too.
     const char* mock = std::getenv("TEMPURA_EXPECT_MOCK");
