@@ -41,6 +41,13 @@ namespace tempura::dist::detail {
 
 namespace {
 
+// The launcher's variables (OpenMPI, PMIx, Slurm, MPICH): what rank(), world_size() and
+// local_rank() say before init() (and without MPI). Not TEMPURA_* variables: read here.
+const char* const kRankVars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID", nullptr};
+const char* const kSizeVars[] = {"OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS", nullptr};
+const char* const kLocalRankVars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
+                                      "SLURM_LOCALID", nullptr};
+
 int env_int(const char* const* names, int fallback) {
     for (const char* const* n = names; *n != nullptr; ++n)
         if (const char* v = std::getenv(*n); v != nullptr && *v != '\0') return std::atoi(v);
@@ -49,23 +56,15 @@ int env_int(const char* const* names, int fallback) {
 
 } // namespace
 
+int comm_local_rank() { return env_int(kLocalRankVars, 0); }
+
 #ifndef TEMPURA_HAVE_MPI
 
-void comm_init() {
-    fail("dist", "Tempura was built without MPI: install OpenMPI (Debian: libopenmpi-dev "
-                 "openmpi-bin) and configure again");
-}
+void comm_init() { fail("dist", kBuiltWithoutMpi); }
 bool comm_initialized() { return false; }
 void comm_finalize() {}
-int comm_rank() {
-    static const char* const names[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID",
-                                        nullptr};
-    return env_int(names, 0);
-}
-int comm_size() {
-    static const char* const names[] = {"OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS", nullptr};
-    return env_int(names, 1);
-}
+int comm_rank() { return env_int(kRankVars, 0); }
+int comm_size() { return env_int(kSizeVars, 1); }
 CommStats comm_stats() { return {}; }
 
 #else
@@ -245,13 +244,27 @@ struct Nccl {
     const char* (*error_string)(int) = nullptr;
 
     bool load() {
-        const char* path = std::getenv("TEMPURA_LIBNCCL");
-        if (path != nullptr && std::strcmp(path, "none") == 0) return false;
-        lib =
-            dlopen(path != nullptr && *path != '\0' ? path : "libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
-        if (lib == nullptr) return false;
+        const std::string path = env::get_string("TEMPURA_LIBNCCL");
+        if (path == "none") return false;
+        // No NCCL is no error (CUDA collectives go through host memory), unless the user named
+        // the library: then why it did not load is said once, as the CUDA driver's loader says.
+        const bool named = !path.empty();
+        const std::string file = named ? path : "libnccl.so.2";
+        dlerror(); // clear a stale error
+        lib = dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
+        if (lib == nullptr) {
+            if (named) {
+                const char* e = dlerror();
+                env::warn_once("[dist] TEMPURA_LIBNCCL=" + path + " cannot be loaded (" +
+                               (e != nullptr ? e : "dlopen failed") +
+                               "): CUDA collectives go through host memory");
+            }
+            return false;
+        }
+        std::string missing;
         auto sym = [&](auto& f, const char* name) {
             f = reinterpret_cast<std::remove_reference_t<decltype(f)>>(dlsym(lib, name));
+            if (f == nullptr && missing.empty()) missing = name;
             return f != nullptr;
         };
         if (sym(get_unique_id, "ncclGetUniqueId") && sym(comm_init_rank, "ncclCommInitRank") &&
@@ -259,6 +272,9 @@ struct Nccl {
             sym(all_gather, "ncclAllGather") && sym(reduce_scatter, "ncclReduceScatter") &&
             sym(error_string, "ncclGetErrorString"))
             return true;
+        if (named)
+            env::warn_once("[dist] TEMPURA_LIBNCCL=" + path + " has no " + missing +
+                           ": CUDA collectives go through host memory");
         dlclose(lib);
         lib = nullptr;
         return false;
@@ -1003,18 +1019,9 @@ void comm_finalize() {
     if (!faulted) MPI_Finalize();
 }
 
-int comm_rank() {
-    if (comm_initialized()) return g_rt->rank;
-    static const char* const names[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID",
-                                        nullptr};
-    return env_int(names, 0);
-}
+int comm_rank() { return comm_initialized() ? g_rt->rank : env_int(kRankVars, 0); }
 
-int comm_size() {
-    if (comm_initialized()) return g_rt->size;
-    static const char* const names[] = {"OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS", nullptr};
-    return env_int(names, 1);
-}
+int comm_size() { return comm_initialized() ? g_rt->size : env_int(kSizeVars, 1); }
 
 CommStats comm_stats() {
     if (g_rt == nullptr) return {};

@@ -24,11 +24,7 @@ void init() { detail::comm_init(); }
 bool initialized() { return detail::comm_initialized(); }
 int rank() { return detail::comm_rank(); }
 int world_size() { return detail::comm_size(); }
-int local_rank() {
-    for (const char* n : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"})
-        if (const char* v = std::getenv(n); v != nullptr && *v != '\0') return std::atoi(v);
-    return 0;
-}
+int local_rank() { return detail::comm_local_rank(); }
 void finalize() { detail::comm_finalize(); }
 CommStats comm_stats() { return detail::comm_stats(); }
 
@@ -38,9 +34,7 @@ constexpr int64_t kAllReduce = 0, kBroadcast = 1, kAllGather = 2, kReduceScatter
 
 void need_init(const char* op) {
     if (!initialized())
-        fail(op, available() ? "needs tempura::dist::init() first"
-                             : "Tempura was built without MPI: install OpenMPI (Debian: "
-                               "libopenmpi-dev openmpi-bin) and configure again");
+        fail(op, available() ? "needs tempura::dist::init() first" : detail::kBuiltWithoutMpi);
 }
 
 // The COLLECTIVE node over x (detached: no gradient flows through a collective).
