@@ -588,7 +588,9 @@ void run_plan(const Plan& plan, const std::vector<std::shared_ptr<runtime::Buffe
     };
     struct Guard {
         const std::vector<std::shared_ptr<void>>& in_flight;
+        bool dismissed = false; // wait_all() waited for every one
         ~Guard() {
+            if (dismissed) return;
             for (const std::shared_ptr<void>& t : in_flight) {
                 try {
                     if (t) g_collective_runner.load()->wait(t);
@@ -597,7 +599,7 @@ void run_plan(const Plan& plan, const std::vector<std::shared_ptr<runtime::Buffe
             }
         }
     };
-    const Guard guard{in_flight};
+    Guard guard{in_flight};
     for (const auto& level : plan.levels) {
         size_t work = 0;
         bool threaded = false; // a kernel that runs on the pool itself: the level runs in order
@@ -612,6 +614,7 @@ void run_plan(const Plan& plan, const std::vector<std::shared_ptr<runtime::Buffe
             for (size_t i : level) run_step(i);
     }
     wait_all();
+    guard.dismissed = true; // each ticket is waited for once (a throw above leaves it armed)
 }
 
 LruCache<std::shared_ptr<const Plan>>& plans() {
