@@ -1015,8 +1015,10 @@ void comm_finalize() {
     g_rt->shutdown(!faulted);
     set_collective_runner(nullptr);
     g_finalized = true;
-    // After a fault MPI_Finalize would wait for ranks that are gone: the process ends without it.
-    if (!faulted) MPI_Finalize();
+    // After a fault MPI_Finalize would wait for ranks that are gone, and with collectives that
+    // were still in flight (failed by the shutdown) for requests that never complete: the
+    // process ends without it.
+    if (!faulted && !g_rt->faulted()) MPI_Finalize();
 }
 
 int comm_rank() { return comm_initialized() ? g_rt->rank : env_int(kRankVars, 0); }

@@ -1,11 +1,14 @@
 // A program that makes one rank fail, for the fault tests (tests/dist/run_fault.sh): rank 1
 // throws, dies, exits or finalizes early while the others wait in an all_reduce. A rank that
-// sees the error prints it and exits 3.
+// sees the error prints it and exits 3. Mode finalize_in_flight: rank 0 finalizes while another
+// of its threads waits in an all_reduce that rank 1 never joins (the wait must end).
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 #include "tempura/dist.hpp"
 
@@ -20,6 +23,26 @@ int main(int argc, char** argv) {
         // One collective that every rank completes.
         const float w = dist::all_reduce(Tensor::ones({3})).to_vector()[0];
         if (w != static_cast<float>(dist::world_size())) return 2;
+        if (mode == "finalize_in_flight") {
+            if (me != 0) {
+                std::this_thread::sleep_for(std::chrono::seconds(3));
+                dist::finalize();
+                return 0;
+            }
+            std::string error = "no error";
+            std::thread waiter([&] {
+                try {
+                    dist::all_reduce(Tensor::ones({5})).to_vector();
+                } catch (const tempura::Error& e) {
+                    error = e.what();
+                }
+            });
+            std::this_thread::sleep_for(std::chrono::milliseconds(300));
+            dist::finalize();
+            waiter.join();
+            std::fprintf(stderr, "rank %d: %s\n", me, error.c_str());
+            return 3;
+        }
         if (me == 1) {
             if (mode == "throw") throw std::runtime_error("boom");
             if (mode == "kill") std::raise(SIGKILL);
