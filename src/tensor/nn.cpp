@@ -99,7 +99,7 @@ struct Spatial {
 // and shrinks: those sum a padded grid k / s times the input's size per dim.
 Tensor windows_with_vjp(const Tensor& x, const Shape& k, const Shape& s) {
     const Tensor win = windows(x, k, s, Shape(k.size(), 1));
-    if (!TensorAccess::tracks(x) || NoGrad::active() || TensorAccess::symbolic(x)) return win;
+    if (!detail::grad_flows(x) || TensorAccess::symbolic(x)) return win;
     std::vector<int64_t> params{2, static_cast<int64_t>(k.size())};
     params.insert(params.end(), k.begin(), k.end());
     params.insert(params.end(), s.begin(), s.end());
@@ -231,8 +231,8 @@ Tensor conv(const char* op, const Tensor& x, const Tensor& w, const ConvOptions&
     Tensor r = (xs * w.reshape(ws)).sum(axes).reshape(out);
     const bool unit_stride =
         std::all_of(sp.stride.begin(), sp.stride.end(), [](int64_t s) { return s == 1; });
-    if (unit_stride && (TensorAccess::tracks(x) || TensorAccess::tracks(w)) && !NoGrad::active() &&
-        !TensorAccess::symbolic(x) && !TensorAccess::symbolic(w)) {
+    if (unit_stride && detail::grad_flows(x, w) && !TensorAccess::symbolic(x) &&
+        !TensorAccess::symbolic(w)) {
         std::vector<int64_t> params{1, static_cast<int64_t>(n)};
         params.insert(params.end(), sp.padding.begin(), sp.padding.end());
         params.insert(params.end(), sp.dilation.begin(), sp.dilation.end());

@@ -107,13 +107,20 @@ std::pair<std::optional<Tensor>, std::optional<Tensor>>
 custom_vjp(const Tensor& g, const Tensor& x, const Tensor& w, const std::vector<int64_t>& params);
 // Whether a derivative is being built on this thread (with_derivative below).
 bool& building_derivative();
+// Whether a gradient can flow through a node built from xs: one of them tracks, outside NoGrad
+// and outside a derivative being built (with_derivative). The one test every composite with a
+// derivative of its own (with_derivative, nn.cpp's convolutions and window views) makes.
+template <class... T>
+bool grad_flows(const T&... xs) {
+    return (TensorAccess::tracks(xs) || ...) && !NoGrad::active() && !building_derivative();
+}
 // The same, building the derivative only when a gradient can flow (x tracks, outside NoGrad).
 // Composites inside a derivative (sinh's is cosh, whose is sinh) are built plain: a gradient of
 // the gradient goes through their building blocks, and building does not recurse without end.
 template <class F>
 Tensor with_derivative(const Tensor& value, const Tensor& x, F&& derivative) {
+    if (!grad_flows(x)) return value;
     bool& nested = building_derivative();
-    if (!TensorAccess::tracks(x) || NoGrad::active() || nested) return value;
     nested = true;
     struct Reset {
         bool& b;
