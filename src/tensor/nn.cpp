@@ -7,6 +7,7 @@
 #include <string>
 
 #include "tempura/error.hpp"
+#include "tempura/ir/custom_grad.hpp"
 #include "tensor_impl.hpp"
 
 namespace tempura::nn {
@@ -95,15 +96,15 @@ struct Spatial {
 };
 
 // windows() (no dilation) whose gradient is summed straight from the window elements that hold
-// each input element (detail::windows_vjp), not through the adjoints of its repeat, reshapes
-// and shrinks: those sum a padded grid k / s times the input's size per dim.
+// each input element (windows_adjoint, with_custom_vjp), not through the adjoints of its repeat,
+// reshapes and shrinks: those sum a padded grid k / s times the input's size per dim.
 Tensor windows_with_vjp(const Tensor& x, const Shape& k, const Shape& s) {
     const Tensor win = windows(x, k, s, Shape(k.size(), 1));
     if (!detail::grad_flows(x) || TensorAccess::symbolic(x)) return win;
-    std::vector<int64_t> params{2, static_cast<int64_t>(k.size())};
+    std::vector<int64_t> params{static_cast<int64_t>(k.size())};
     params.insert(params.end(), k.begin(), k.end());
     params.insert(params.end(), s.begin(), s.end());
-    return detail::conv_with_vjp(win, x, x, std::move(params));
+    return detail::with_custom_vjp(win, x, x, CustomGradKind::Windows, params);
 }
 
 Spatial spatial(const char* op, const ConvOptions& o, size_t n) {
@@ -233,11 +234,11 @@ Tensor conv(const char* op, const Tensor& x, const Tensor& w, const ConvOptions&
         std::all_of(sp.stride.begin(), sp.stride.end(), [](int64_t s) { return s == 1; });
     if (unit_stride && detail::grad_flows(x, w) && !TensorAccess::symbolic(x) &&
         !TensorAccess::symbolic(w)) {
-        std::vector<int64_t> params{1, static_cast<int64_t>(n)};
+        std::vector<int64_t> params{static_cast<int64_t>(n)};
         params.insert(params.end(), sp.padding.begin(), sp.padding.end());
         params.insert(params.end(), sp.dilation.begin(), sp.dilation.end());
         params.push_back(g);
-        r = detail::conv_with_vjp(r, x, w, std::move(params));
+        r = detail::with_custom_vjp(r, x, w, CustomGradKind::Conv, params);
     }
     if (o.bias) {
         const Tensor& b = *o.bias;
@@ -548,12 +549,13 @@ Tensor binary_cross_entropy_with_logits(const Tensor& x, const Tensor& y,
 
 namespace tempura::detail {
 
-Tensor conv_with_vjp(const Tensor& value, const Tensor& x, const Tensor& w,
-                     std::vector<int64_t> params) {
-    return TensorAccess::derive(value,
-                                UOp::make(Op::CustomGrad, value.dtype(),
-                                          {value.uop(), x.uop(), w.uop()}, std::move(params)),
-                                value.shape());
+Tensor with_custom_vjp(const Tensor& value, const Tensor& x, const Tensor& w, CustomGradKind kind,
+                       const std::vector<int64_t>& params) {
+    std::vector<int64_t> arg{static_cast<int64_t>(kind)};
+    arg.insert(arg.end(), params.begin(), params.end());
+    return TensorAccess::derive(
+        value, UOp::make(Op::CustomGrad, value.dtype(), {value.uop(), x.uop(), w.uop()}, arg),
+        value.shape());
 }
 
 namespace {
@@ -595,7 +597,7 @@ Tensor windows_adjoint(const Tensor& g, const Tensor& x, const std::vector<int64
         term_shape.insert(term_shape.end(), s.begin(), s.end());
         Tensor t = gs.shrink(pick).reshape(term_shape);
         // pad_last pads the last dims: move the s dims before o, shift, and back.
-        Shape to_front, to_back;
+        Shape to_front;
         for (size_t i = 0; i < lead; ++i) to_front.push_back(static_cast<int64_t>(i));
         for (size_t i = 0; i < n; ++i) to_front.push_back(static_cast<int64_t>(lead + n + i));
         for (size_t i = 0; i < n; ++i) to_front.push_back(static_cast<int64_t>(lead + i));
@@ -620,15 +622,7 @@ Tensor windows_adjoint(const Tensor& g, const Tensor& x, const std::vector<int64
     return nn::pad_last(sum->permute(order).reshape(rows), cut).contiguous();
 }
 
-} // namespace
-
-std::pair<std::optional<Tensor>, std::optional<Tensor>>
-custom_vjp(const Tensor& g, const Tensor& x, const Tensor& w, const std::vector<int64_t>& p) {
-    if (p.at(0) == 2) return {windows_adjoint(g, x, p), std::nullopt};
-    auto [dx, dw] = conv_vjp(g, x, w, p);
-    return {std::move(dx), std::move(dw)};
-}
-
+// A stride-1 convolution's adjoints {dx, dw} from g (CustomGradKind::Conv, with_custom_vjp).
 std::pair<Tensor, Tensor> conv_vjp(const Tensor& g, const Tensor& x, const Tensor& w,
                                    const std::vector<int64_t>& p) {
     const auto n = static_cast<size_t>(p.at(1));
@@ -705,6 +699,20 @@ std::pair<Tensor, Tensor> conv_vjp(const Tensor& g, const Tensor& x, const Tenso
     // the other parameters' updates of the same shape, where only one reduce gets vector lanes.
     const Tensor dw = (win.reshape(xs) * g.reshape(gs)).sum(axes).reshape(dws).contiguous();
     return {dx, dw};
+}
+
+} // namespace
+
+std::pair<std::optional<Tensor>, std::optional<Tensor>>
+custom_vjp(const Tensor& g, const Tensor& x, const Tensor& w, const std::vector<int64_t>& p) {
+    switch (static_cast<CustomGradKind>(p.at(0))) {
+    case CustomGradKind::Windows: return {windows_adjoint(g, x, p), std::nullopt};
+    case CustomGradKind::Conv: {
+        auto [dx, dw] = conv_vjp(g, x, w, p);
+        return {std::move(dx), std::move(dw)};
+    }
+    }
+    fail("custom_vjp", "unknown CUSTOM_GRAD kind " + std::to_string(p.at(0)));
 }
 
 } // namespace tempura::detail
