@@ -91,6 +91,21 @@ Tensor windows(const Tensor& x, const Shape& k, const Shape& s, const Shape& d) 
     return t.permute(order);
 }
 
+// windows() over x padded by `pad` per side of the last k.size() dims: the convolution's
+// windows, built the same way by its forward pass and by its weight gradient (conv_vjp). A padded
+// input is materialized first (one cheap copy kernel): windows over it then read with plain
+// unit-stride vector loads. Fused, every lane's load would carry its own padding gate, and a
+// gated load does not vectorize.
+Tensor padded_windows(const Tensor& x, const Shape& k, const Shape& s, const Shape& pad,
+                      const Shape& d) {
+    std::vector<std::pair<int64_t, int64_t>> pads;
+    for (int64_t p : pad) pads.push_back({p, p});
+    Tensor padded = pad_last(x, pads);
+    if (std::any_of(pad.begin(), pad.end(), [](int64_t p) { return p > 0; }))
+        padded = padded.contiguous();
+    return windows(padded, k, s, d);
+}
+
 struct Spatial {
     Shape stride, padding, dilation;
 };
@@ -188,9 +203,7 @@ Tensor conv(const char* op, const Tensor& x, const Tensor& w, const ConvOptions&
         fail(op, "input has " + str(cin) + " channels, weight expects " + str(w.shape()[1] * g));
     const Spatial sp = spatial(op, o, n);
     Shape k(w.shape().begin() + 2, w.shape().end());
-    std::vector<std::pair<int64_t, int64_t>> pads;
     for (size_t i = 0; i < n; ++i) {
-        pads.push_back({sp.padding[i], sp.padding[i]});
         const int64_t padded = x.shape()[2 + i] + 2 * sp.padding[i];
         if (sp.dilation[i] * (k[i] - 1) + 1 > padded)
             fail(op, "kernel " + shape_str(k) + " (dilation " + shape_str(sp.dilation) +
@@ -202,13 +215,7 @@ Tensor conv(const char* op, const Tensor& x, const Tensor& w, const ConvOptions&
         std::any_of(sp.dilation.begin(), sp.dilation.end(), [](int64_t d) { return d > 1; });
     if (strided && !dilated) return polyphase_conv(op, x, w, o, sp, n);
     // [N, Cin, *o, *k] -> [N, g, 1, Cin/g, *o, *k] -> expand rcout -> [N, g, rcout, *o, Cin/g, *k]
-    // A padded input is materialized first (one cheap copy kernel): windows over it then read
-    // with plain unit-stride vector loads. Fused, every lane's load would carry its own padding
-    // gate, and a gated load does not vectorize.
-    Tensor padded = pad_last(x, pads);
-    if (std::any_of(sp.padding.begin(), sp.padding.end(), [](int64_t p) { return p > 0; }))
-        padded = padded.contiguous();
-    const Tensor win = windows(padded, k, sp.stride, sp.dilation);
+    const Tensor win = padded_windows(x, k, sp.stride, sp.padding, sp.dilation);
     const Shape o_(win.shape().begin() + 2, win.shape().begin() + 2 + static_cast<long>(n));
     const int64_t rc = cout / g, cg = cin / g;
     Shape s1{N, g, 1, cg}, e1{N, g, rc, cg};
@@ -676,13 +683,7 @@ std::pair<Tensor, Tensor> conv_vjp(const Tensor& g, const Tensor& x, const Tenso
     }
     // dw: the input's windows (the forward's padded copy) against g, summed over the batch and
     // the output positions.
-    Tensor xp = nn::pad_last(x, [&] {
-        std::vector<std::pair<int64_t, int64_t>> v;
-        for (size_t i = 0; i < n; ++i) v.push_back({pad[i], pad[i]});
-        return v;
-    }());
-    if (std::any_of(pad.begin(), pad.end(), [](int64_t v) { return v > 0; })) xp = xp.contiguous();
-    const Tensor win = nn::windows(xp, k, Shape(n, 1), dil); // [N, Cin, *o, *k]
+    const Tensor win = nn::padded_windows(x, k, Shape(n, 1), pad, dil); // [N, Cin, *o, *k]
     const Shape o(win.shape().begin() + 2, win.shape().begin() + 2 + static_cast<long>(n));
     Shape xs{N, G, 1, cg}, gs{N, G, rc, 1}, axes{0}, dws{cout, cg};
     for (size_t i = 0; i < n; ++i) {
