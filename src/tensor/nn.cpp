@@ -259,6 +259,57 @@ Tensor conv(const char* op, const Tensor& x, const Tensor& w, const ConvOptions&
     return r;
 }
 
+// The transposed convolution over the last n dims, at stride 1: `up` (a strided transposed
+// convolution's input with its zeros already inserted, or a convolution's adjoint) convolved
+// with w [Cin, Cout / g, *k] flipped and its channels swapped per group, over up padded by
+// dilation (k - 1) - padding per side (negative: rows cut) and `after` more past the end.
+// conv_transpose2d and a convolution's input gradient (conv_vjp); errors name `op`.
+Tensor transposed_conv(const char* op, const Tensor& up, const Tensor& w, const Shape& padding,
+                       const Shape& after, const Shape& dilation, int64_t g,
+                       const std::optional<Tensor>& bias, size_t n) {
+    // w [Cin, Cout/g, *k] -> [g, Cin/g, Cout/g, *k] -> [g, Cout/g, Cin/g, *k] -> [Cout, Cin/g, *k]
+    const int64_t cg = w.shape()[0] / g, rc = w.shape()[1];
+    Shape wsplit{g, cg, rc}, wperm{0, 2, 1}, wt_shape{g * rc, cg}, flip;
+    std::vector<std::pair<int64_t, int64_t>> reach;
+    for (size_t i = 0; i < n; ++i) {
+        const int64_t k = w.shape()[2 + i];
+        wsplit.push_back(k);
+        wperm.push_back(static_cast<int64_t>(3 + i));
+        wt_shape.push_back(k);
+        flip.push_back(static_cast<int64_t>(2 + i));
+        const int64_t e = dilation[i] * (k - 1) - padding[i];
+        reach.push_back({e, e + after[i]});
+    }
+    const Tensor wt = w.reshape(wsplit).permute(wperm).reshape(wt_shape).flip(flip);
+    // A row no vector width divides (29: the phases of a stride-2 convolution's 56 rows)
+    // would leave the kernel scalar: it is computed over a few more columns of zeros (to a
+    // multiple of 8), which are cut off after.
+    const int64_t width = up.shape().back() + reach.back().first + reach.back().second -
+                          dilation.back() * (w.shape().back() - 1); // the output's rows
+    bool divides = false;
+    for (int64_t d = 4; d <= 16 && !divides; ++d) divides = width % d == 0;
+    const int64_t extra = divides ? 0 : (width + 7) / 8 * 8 - width;
+    reach.back().second += extra;
+    // The padded input is materialized (one copy kernel), as conv() does with its own padding:
+    // windows over it read with unit-stride vector loads, not a padding gate a lane.
+    Tensor padded = pad_last(up, reach);
+    if (std::any_of(reach.begin(), reach.end(),
+                    [](const std::pair<int64_t, int64_t>& r) { return r.first || r.second; }))
+        padded = padded.contiguous();
+    ConvOptions c;
+    c.bias = bias;
+    c.dilation = dilation;
+    c.groups = g;
+    Tensor r = conv(op, padded, wt, c, n);
+    if (extra > 0) {
+        std::vector<std::pair<int64_t, int64_t>> cut;
+        for (int64_t d : r.shape()) cut.push_back({0, d});
+        cut.back().second -= extra;
+        r = r.contiguous().shrink(cut);
+    }
+    return r;
+}
+
 Shape pool_kernel(const char* op, const Tensor& x, const PoolOptions& o, Shape& stride,
                   Shape& padding) {
     if (x.ndim() != 4) fail(op, "input must be [N, C, H, W], got " + shape_str(x.shape()));
@@ -328,35 +379,19 @@ Tensor conv_transpose2d(const Tensor& x, const Tensor& w, const ConvOptions& o,
     if (cin % g != 0) fail(op, "groups " + str(g) + " must divide the input channels " + str(cin));
     const Spatial sp = spatial(op, o, 2);
     const Shape op_pad = per_dim(op, "output_padding", o.output_padding, 2);
-    const int64_t N = x.shape()[0], cg = cin / g, rc = w.shape()[1];
-    // Zeros between the input's pixels (stride - 1 of them), then a plain convolution with the
-    // flipped kernel, channels swapped, padded by dilation (k - 1) - padding per side.
+    const int64_t N = x.shape()[0];
+    // Zeros between the input's pixels (stride - 1 of them), then the stride-1 transposed
+    // convolution (output_padding more rows past the end).
     const int64_t H = x.shape()[2], W = x.shape()[3], sh = sp.stride[0], sw = sp.stride[1];
     Tensor up = x.reshape({N, cin, H, 1, W, 1})
                     .pad({{0, 0}, {0, 0}, {0, 0}, {0, sh - 1}, {0, 0}, {0, sw - 1}})
                     .reshape({N, cin, H * sh, W * sw})
                     .shrink({{0, N}, {0, cin}, {0, (H - 1) * sh + 1}, {0, (W - 1) * sw + 1}});
-    std::vector<std::pair<int64_t, int64_t>> pads;
-    for (size_t i = 0; i < 2; ++i) {
-        const int64_t e = sp.dilation[i] * (w.shape()[2 + i] - 1) - sp.padding[i];
+    for (size_t i = 0; i < 2; ++i)
         if (op_pad[i] < 0 || (op_pad[i] >= sp.stride[i] && op_pad[i] >= sp.dilation[i]))
             fail(op, "output_padding " + shape_str(o.output_padding) +
                          " must be smaller than the stride or the dilation");
-        pads.push_back({e, e + op_pad[i]});
-    }
-    up = pad_last(up, pads);
-    // w [Cin, Cout/g, kh, kw] -> [g, Cin/g, Cout/g, ...] -> [g, Cout/g, Cin/g, ...] -> [Cout,
-    // Cin/g, ...]
-    const int64_t kh = w.shape()[2], kw = w.shape()[3];
-    const Tensor wt = w.reshape({g, cg, rc, kh, kw})
-                          .permute({0, 2, 1, 3, 4})
-                          .reshape({g * rc, cg, kh, kw})
-                          .flip({2, 3});
-    ConvOptions c;
-    c.bias = o.bias;
-    c.dilation = sp.dilation;
-    c.groups = g;
-    return conv(op, up, wt, c, 2);
+    return transposed_conv(op, up, w, sp.padding, op_pad, sp.dilation, g, o.bias, 2);
 }
 
 Tensor max_pool2d(const Tensor& x, const PoolOptions& o, std::source_location loc) {
@@ -638,49 +673,10 @@ std::pair<Tensor, Tensor> conv_vjp(const Tensor& g, const Tensor& x, const Tenso
     const int64_t G = p.at(2 + 2 * n);
     const int64_t N = x.shape()[0], cout = w.shape()[0], cg = w.shape()[1], rc = cout / G;
     const Shape k(w.shape().begin() + 2, w.shape().end());
-    // dx: the adjoint convolved with the kernel flipped and its channels swapped per group,
-    // over g padded by the kernel's reach less the forward padding (a stride-1 convolution).
-    Shape wsplit{G, rc, cg}, wperm{0, 2, 1}, wt_shape{G * cg, rc}, flip;
-    for (size_t i = 0; i < n; ++i) {
-        wsplit.push_back(k[i]);
-        wperm.push_back(static_cast<int64_t>(3 + i));
-        wt_shape.push_back(k[i]);
-        flip.push_back(static_cast<int64_t>(2 + i));
-    }
-    const Tensor wt = w.reshape(wsplit).permute(wperm).reshape(wt_shape).flip(flip);
-    nn::ConvOptions c;
-    c.groups = G;
-    c.dilation = dil;
-    std::vector<std::pair<int64_t, int64_t>> reach;
-    bool inside = true;
-    Shape e(n);
-    for (size_t i = 0; i < n; ++i) {
-        e[i] = dil[i] * (k[i] - 1) - pad[i];
-        inside = inside && e[i] >= 0;
-        reach.push_back({e[i], e[i]});
-    }
-    // A row no vector width divides (29: the phases of a stride-2 convolution's 56 rows)
-    // would leave the kernel scalar: it is computed over a few more columns of zeros (to a
-    // multiple of 8), which are cut off after.
-    const int64_t width = x.shape().back();
-    bool divides = false;
-    for (int64_t d = 4; d <= 16 && !divides; ++d) divides = width % d == 0;
-    const int64_t extra = divides ? 0 : (width + 7) / 8 * 8 - width;
-    Tensor dx;
-    if (inside && extra == 0) {
-        c.padding = e;
-        dx = nn::conv("conv2d", g, wt, c, n);
-    } else { // a padding wider than the kernel cuts rows from g first
-        reach.back().second += extra;
-        c.padding = Shape(n, 0);
-        dx = nn::conv("conv2d", nn::pad_last(g, reach).contiguous(), wt, c, n);
-        if (extra > 0) {
-            std::vector<std::pair<int64_t, int64_t>> cut;
-            for (int64_t d : dx.shape()) cut.push_back({0, d});
-            cut.back().second -= extra;
-            dx = dx.contiguous().shrink(cut);
-        }
-    }
+    // dx: the transposed convolution of the adjoint (stride 1, the forward's padding and
+    // dilation), its errors named by the forward's op.
+    const Tensor dx = nn::transposed_conv(n == 1 ? "conv1d" : "conv2d", g, w, pad, Shape(n, 0), dil,
+                                          G, std::nullopt, n);
     // dw: the input's windows (the forward's padded copy) against g, summed over the batch and
     // the output positions.
     const Tensor win = nn::padded_windows(x, k, Shape(n, 1), pad, dil); // [N, Cin, *o, *k]
