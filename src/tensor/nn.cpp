@@ -283,11 +283,13 @@ Tensor transposed_conv(const char* op, const Tensor& up, const Tensor& w, const 
     const Tensor wt = w.reshape(wsplit).permute(wperm).reshape(wt_shape).flip(flip);
     // A row no vector width divides (29: the phases of a stride-2 convolution's 56 rows)
     // would leave the kernel scalar: it is computed over a few more columns of zeros (to a
-    // multiple of 8), which are cut off after.
+    // multiple of 8), which are cut off after. The widths are the CPU backend's registers
+    // (codegen/opts.cpp: vector_bytes / 4 lanes, 16, 32 or 64 bytes): a row that only an odd
+    // lane count divides (7, 13, 26) would get one of those on some machines and none on others.
     const int64_t width = up.shape().back() + reach.back().first + reach.back().second -
                           dilation.back() * (w.shape().back() - 1); // the output's rows
     bool divides = false;
-    for (int64_t d = 4; d <= 16 && !divides; ++d) divides = width % d == 0;
+    for (int64_t lanes : {4, 8, 16}) divides = divides || width % lanes == 0;
     const int64_t extra = divides ? 0 : (width + 7) / 8 * 8 - width;
     reach.back().second += extra;
     // The padded input is materialized (one copy kernel), as conv() does with its own padding:
