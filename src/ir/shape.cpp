@@ -3,6 +3,7 @@
 #include "tempura/ir/shape.hpp"
 
 #include "tempura/error.hpp"
+#include "tempura/ir/custom_grad.hpp"
 #include "tempura/ir/uop.hpp"
 
 namespace tempura {
@@ -143,7 +144,25 @@ std::optional<Shape> infer_shape(Op op, const std::vector<UOp>& srcs, const Arg&
     case Op::Contiguous:
     case Op::Detach: return src(0);
     case Op::CustomGrad: {
-        if (ints) return src(0); // a convolution's: its sources are the input and the weights
+        if (ints) { // a convolution's (its sources: the input and the weights) or a window view's
+            const int64_t kind = ints->empty() ? 0 : (*ints)[0];
+            if (kind != static_cast<int64_t>(CustomGradKind::Conv) &&
+                kind != static_cast<int64_t>(CustomGradKind::Windows))
+                return bad("arg " + shape_str(*ints) + " does not start with a known kind (" +
+                           std::to_string(static_cast<int64_t>(CustomGradKind::Conv)) +
+                           " convolution, " +
+                           std::to_string(static_cast<int64_t>(CustomGradKind::Windows)) +
+                           " window view)");
+            const int64_t n = ints->size() > 1 ? (*ints)[1] : -1;
+            if (n < 1 || n > static_cast<int64_t>(ints->size()) ||
+                static_cast<int64_t>(ints->size()) !=
+                    custom_grad_arg_size(static_cast<CustomGradKind>(kind), n))
+                return bad("arg " + shape_str(*ints) + " has the wrong length for its kind " +
+                           std::to_string(kind) + " and " + std::to_string(n) + " dims");
+            return src(0);
+        }
+        if (!std::holds_alternative<std::monostate>(arg))
+            return bad("needs no arg or a list of integers starting with its kind");
         // The derivative d has x's shape; the value has x's rank, each dim x's or 1 (a reduce
         // over x's windows keeps its reduced dims), so that g expands to x.
         const Shape &v = src(0), &x = src(1);

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "tempura/error.hpp"
+#include "tempura/ir/custom_grad.hpp"
 #include "tensor_impl.hpp"
 
 namespace tempura::nn {
@@ -90,20 +91,35 @@ Tensor windows(const Tensor& x, const Shape& k, const Shape& s, const Shape& d) 
     return t.permute(order);
 }
 
+// windows() over x padded by `pad` per side of the last k.size() dims: the convolution's
+// windows, built the same way by its forward pass and by its weight gradient (conv_vjp). A padded
+// input is materialized first (one cheap copy kernel): windows over it then read with plain
+// unit-stride vector loads. Fused, every lane's load would carry its own padding gate, and a
+// gated load does not vectorize.
+Tensor padded_windows(const Tensor& x, const Shape& k, const Shape& s, const Shape& pad,
+                      const Shape& d) {
+    std::vector<std::pair<int64_t, int64_t>> pads;
+    for (int64_t p : pad) pads.push_back({p, p});
+    Tensor padded = pad_last(x, pads);
+    if (std::any_of(pad.begin(), pad.end(), [](int64_t p) { return p > 0; }))
+        padded = padded.contiguous();
+    return windows(padded, k, s, d);
+}
+
 struct Spatial {
     Shape stride, padding, dilation;
 };
 
 // windows() (no dilation) whose gradient is summed straight from the window elements that hold
-// each input element (detail::windows_vjp), not through the adjoints of its repeat, reshapes
-// and shrinks: those sum a padded grid k / s times the input's size per dim.
+// each input element (windows_adjoint, with_custom_vjp), not through the adjoints of its repeat,
+// reshapes and shrinks: those sum a padded grid k / s times the input's size per dim.
 Tensor windows_with_vjp(const Tensor& x, const Shape& k, const Shape& s) {
     const Tensor win = windows(x, k, s, Shape(k.size(), 1));
-    if (!TensorAccess::tracks(x) || NoGrad::active() || TensorAccess::symbolic(x)) return win;
-    std::vector<int64_t> params{2, static_cast<int64_t>(k.size())};
+    if (!detail::grad_flows(x) || TensorAccess::symbolic(x)) return win;
+    std::vector<int64_t> params{static_cast<int64_t>(k.size())};
     params.insert(params.end(), k.begin(), k.end());
     params.insert(params.end(), s.begin(), s.end());
-    return detail::conv_with_vjp(win, x, x, std::move(params));
+    return detail::with_custom_vjp(win, x, x, CustomGradKind::Windows, params);
 }
 
 Spatial spatial(const char* op, const ConvOptions& o, size_t n) {
@@ -187,9 +203,7 @@ Tensor conv(const char* op, const Tensor& x, const Tensor& w, const ConvOptions&
         fail(op, "input has " + str(cin) + " channels, weight expects " + str(w.shape()[1] * g));
     const Spatial sp = spatial(op, o, n);
     Shape k(w.shape().begin() + 2, w.shape().end());
-    std::vector<std::pair<int64_t, int64_t>> pads;
     for (size_t i = 0; i < n; ++i) {
-        pads.push_back({sp.padding[i], sp.padding[i]});
         const int64_t padded = x.shape()[2 + i] + 2 * sp.padding[i];
         if (sp.dilation[i] * (k[i] - 1) + 1 > padded)
             fail(op, "kernel " + shape_str(k) + " (dilation " + shape_str(sp.dilation) +
@@ -201,13 +215,7 @@ Tensor conv(const char* op, const Tensor& x, const Tensor& w, const ConvOptions&
         std::any_of(sp.dilation.begin(), sp.dilation.end(), [](int64_t d) { return d > 1; });
     if (strided && !dilated) return polyphase_conv(op, x, w, o, sp, n);
     // [N, Cin, *o, *k] -> [N, g, 1, Cin/g, *o, *k] -> expand rcout -> [N, g, rcout, *o, Cin/g, *k]
-    // A padded input is materialized first (one cheap copy kernel): windows over it then read
-    // with plain unit-stride vector loads. Fused, every lane's load would carry its own padding
-    // gate, and a gated load does not vectorize.
-    Tensor padded = pad_last(x, pads);
-    if (std::any_of(sp.padding.begin(), sp.padding.end(), [](int64_t p) { return p > 0; }))
-        padded = padded.contiguous();
-    const Tensor win = windows(padded, k, sp.stride, sp.dilation);
+    const Tensor win = padded_windows(x, k, sp.stride, sp.padding, sp.dilation);
     const Shape o_(win.shape().begin() + 2, win.shape().begin() + 2 + static_cast<long>(n));
     const int64_t rc = cout / g, cg = cin / g;
     Shape s1{N, g, 1, cg}, e1{N, g, rc, cg};
@@ -231,13 +239,13 @@ Tensor conv(const char* op, const Tensor& x, const Tensor& w, const ConvOptions&
     Tensor r = (xs * w.reshape(ws)).sum(axes).reshape(out);
     const bool unit_stride =
         std::all_of(sp.stride.begin(), sp.stride.end(), [](int64_t s) { return s == 1; });
-    if (unit_stride && (TensorAccess::tracks(x) || TensorAccess::tracks(w)) && !NoGrad::active() &&
-        !TensorAccess::symbolic(x) && !TensorAccess::symbolic(w)) {
-        std::vector<int64_t> params{1, static_cast<int64_t>(n)};
+    if (unit_stride && detail::grad_flows(x, w) && !TensorAccess::symbolic(x) &&
+        !TensorAccess::symbolic(w)) {
+        std::vector<int64_t> params{static_cast<int64_t>(n)};
         params.insert(params.end(), sp.padding.begin(), sp.padding.end());
         params.insert(params.end(), sp.dilation.begin(), sp.dilation.end());
         params.push_back(g);
-        r = detail::conv_with_vjp(r, x, w, std::move(params));
+        r = detail::with_custom_vjp(r, x, w, CustomGradKind::Conv, params);
     }
     if (o.bias) {
         const Tensor& b = *o.bias;
@@ -247,6 +255,59 @@ Tensor conv(const char* op, const Tensor& x, const Tensor& w, const ConvOptions&
         Shape bs{1, cout};
         for (size_t i = 0; i < n; ++i) bs.push_back(1);
         r = r + b.reshape(bs);
+    }
+    return r;
+}
+
+// The transposed convolution over the last n dims, at stride 1: `up` (a strided transposed
+// convolution's input with its zeros already inserted, or a convolution's adjoint) convolved
+// with w [Cin, Cout / g, *k] flipped and its channels swapped per group, over up padded by
+// dilation (k - 1) - padding per side (negative: rows cut) and `after` more past the end.
+// conv_transpose2d and a convolution's input gradient (conv_vjp); errors name `op`.
+Tensor transposed_conv(const char* op, const Tensor& up, const Tensor& w, const Shape& padding,
+                       const Shape& after, const Shape& dilation, int64_t g,
+                       const std::optional<Tensor>& bias, size_t n) {
+    // w [Cin, Cout/g, *k] -> [g, Cin/g, Cout/g, *k] -> [g, Cout/g, Cin/g, *k] -> [Cout, Cin/g, *k]
+    const int64_t cg = w.shape()[0] / g, rc = w.shape()[1];
+    Shape wsplit{g, cg, rc}, wperm{0, 2, 1}, wt_shape{g * rc, cg}, flip;
+    std::vector<std::pair<int64_t, int64_t>> reach;
+    for (size_t i = 0; i < n; ++i) {
+        const int64_t k = w.shape()[2 + i];
+        wsplit.push_back(k);
+        wperm.push_back(static_cast<int64_t>(3 + i));
+        wt_shape.push_back(k);
+        flip.push_back(static_cast<int64_t>(2 + i));
+        const int64_t e = dilation[i] * (k - 1) - padding[i];
+        reach.push_back({e, e + after[i]});
+    }
+    const Tensor wt = w.reshape(wsplit).permute(wperm).reshape(wt_shape).flip(flip);
+    // A row no vector width divides (29: the phases of a stride-2 convolution's 56 rows)
+    // would leave the kernel scalar: it is computed over a few more columns of zeros (to a
+    // multiple of 8), which are cut off after. The widths are the CPU backend's registers
+    // (codegen/opts.cpp: vector_bytes / 4 lanes, 16, 32 or 64 bytes): a row that only an odd
+    // lane count divides (7, 13, 26) would get one of those on some machines and none on others.
+    const int64_t width = up.shape().back() + reach.back().first + reach.back().second -
+                          dilation.back() * (w.shape().back() - 1); // the output's rows
+    bool divides = false;
+    for (int64_t lanes : {4, 8, 16}) divides = divides || width % lanes == 0;
+    const int64_t extra = divides ? 0 : (width + 7) / 8 * 8 - width;
+    reach.back().second += extra;
+    // The padded input is materialized (one copy kernel), as conv() does with its own padding:
+    // windows over it read with unit-stride vector loads, not a padding gate a lane.
+    Tensor padded = pad_last(up, reach);
+    if (std::any_of(reach.begin(), reach.end(),
+                    [](const std::pair<int64_t, int64_t>& r) { return r.first || r.second; }))
+        padded = padded.contiguous();
+    ConvOptions c;
+    c.bias = bias;
+    c.dilation = dilation;
+    c.groups = g;
+    Tensor r = conv(op, padded, wt, c, n);
+    if (extra > 0) {
+        std::vector<std::pair<int64_t, int64_t>> cut;
+        for (int64_t d : r.shape()) cut.push_back({0, d});
+        cut.back().second -= extra;
+        r = r.contiguous().shrink(cut);
     }
     return r;
 }
@@ -320,35 +381,19 @@ Tensor conv_transpose2d(const Tensor& x, const Tensor& w, const ConvOptions& o,
     if (cin % g != 0) fail(op, "groups " + str(g) + " must divide the input channels " + str(cin));
     const Spatial sp = spatial(op, o, 2);
     const Shape op_pad = per_dim(op, "output_padding", o.output_padding, 2);
-    const int64_t N = x.shape()[0], cg = cin / g, rc = w.shape()[1];
-    // Zeros between the input's pixels (stride - 1 of them), then a plain convolution with the
-    // flipped kernel, channels swapped, padded by dilation (k - 1) - padding per side.
+    const int64_t N = x.shape()[0];
+    // Zeros between the input's pixels (stride - 1 of them), then the stride-1 transposed
+    // convolution (output_padding more rows past the end).
     const int64_t H = x.shape()[2], W = x.shape()[3], sh = sp.stride[0], sw = sp.stride[1];
     Tensor up = x.reshape({N, cin, H, 1, W, 1})
                     .pad({{0, 0}, {0, 0}, {0, 0}, {0, sh - 1}, {0, 0}, {0, sw - 1}})
                     .reshape({N, cin, H * sh, W * sw})
                     .shrink({{0, N}, {0, cin}, {0, (H - 1) * sh + 1}, {0, (W - 1) * sw + 1}});
-    std::vector<std::pair<int64_t, int64_t>> pads;
-    for (size_t i = 0; i < 2; ++i) {
-        const int64_t e = sp.dilation[i] * (w.shape()[2 + i] - 1) - sp.padding[i];
+    for (size_t i = 0; i < 2; ++i)
         if (op_pad[i] < 0 || (op_pad[i] >= sp.stride[i] && op_pad[i] >= sp.dilation[i]))
             fail(op, "output_padding " + shape_str(o.output_padding) +
                          " must be smaller than the stride or the dilation");
-        pads.push_back({e, e + op_pad[i]});
-    }
-    up = pad_last(up, pads);
-    // w [Cin, Cout/g, kh, kw] -> [g, Cin/g, Cout/g, ...] -> [g, Cout/g, Cin/g, ...] -> [Cout,
-    // Cin/g, ...]
-    const int64_t kh = w.shape()[2], kw = w.shape()[3];
-    const Tensor wt = w.reshape({g, cg, rc, kh, kw})
-                          .permute({0, 2, 1, 3, 4})
-                          .reshape({g * rc, cg, kh, kw})
-                          .flip({2, 3});
-    ConvOptions c;
-    c.bias = o.bias;
-    c.dilation = sp.dilation;
-    c.groups = g;
-    return conv(op, up, wt, c, 2);
+    return transposed_conv(op, up, w, sp.padding, op_pad, sp.dilation, g, o.bias, 2);
 }
 
 Tensor max_pool2d(const Tensor& x, const PoolOptions& o, std::source_location loc) {
@@ -548,12 +593,13 @@ Tensor binary_cross_entropy_with_logits(const Tensor& x, const Tensor& y,
 
 namespace tempura::detail {
 
-Tensor conv_with_vjp(const Tensor& value, const Tensor& x, const Tensor& w,
-                     std::vector<int64_t> params) {
-    return TensorAccess::derive(value,
-                                UOp::make(Op::CustomGrad, value.dtype(),
-                                          {value.uop(), x.uop(), w.uop()}, std::move(params)),
-                                value.shape());
+Tensor with_custom_vjp(const Tensor& value, const Tensor& x, const Tensor& w, CustomGradKind kind,
+                       const std::vector<int64_t>& params) {
+    std::vector<int64_t> arg{static_cast<int64_t>(kind)};
+    arg.insert(arg.end(), params.begin(), params.end());
+    return TensorAccess::derive(
+        value, UOp::make(Op::CustomGrad, value.dtype(), {value.uop(), x.uop(), w.uop()}, arg),
+        value.shape());
 }
 
 namespace {
@@ -595,7 +641,7 @@ Tensor windows_adjoint(const Tensor& g, const Tensor& x, const std::vector<int64
         term_shape.insert(term_shape.end(), s.begin(), s.end());
         Tensor t = gs.shrink(pick).reshape(term_shape);
         // pad_last pads the last dims: move the s dims before o, shift, and back.
-        Shape to_front, to_back;
+        Shape to_front;
         for (size_t i = 0; i < lead; ++i) to_front.push_back(static_cast<int64_t>(i));
         for (size_t i = 0; i < n; ++i) to_front.push_back(static_cast<int64_t>(lead + n + i));
         for (size_t i = 0; i < n; ++i) to_front.push_back(static_cast<int64_t>(lead + i));
@@ -620,15 +666,7 @@ Tensor windows_adjoint(const Tensor& g, const Tensor& x, const std::vector<int64
     return nn::pad_last(sum->permute(order).reshape(rows), cut).contiguous();
 }
 
-} // namespace
-
-std::pair<std::optional<Tensor>, std::optional<Tensor>>
-custom_vjp(const Tensor& g, const Tensor& x, const Tensor& w, const std::vector<int64_t>& p) {
-    if (p.at(0) == 2) return {windows_adjoint(g, x, p), std::nullopt};
-    auto [dx, dw] = conv_vjp(g, x, w, p);
-    return {std::move(dx), std::move(dw)};
-}
-
+// A stride-1 convolution's adjoints {dx, dw} from g (CustomGradKind::Conv, with_custom_vjp).
 std::pair<Tensor, Tensor> conv_vjp(const Tensor& g, const Tensor& x, const Tensor& w,
                                    const std::vector<int64_t>& p) {
     const auto n = static_cast<size_t>(p.at(1));
@@ -637,58 +675,13 @@ std::pair<Tensor, Tensor> conv_vjp(const Tensor& g, const Tensor& x, const Tenso
     const int64_t G = p.at(2 + 2 * n);
     const int64_t N = x.shape()[0], cout = w.shape()[0], cg = w.shape()[1], rc = cout / G;
     const Shape k(w.shape().begin() + 2, w.shape().end());
-    // dx: the adjoint convolved with the kernel flipped and its channels swapped per group,
-    // over g padded by the kernel's reach less the forward padding (a stride-1 convolution).
-    Shape wsplit{G, rc, cg}, wperm{0, 2, 1}, wt_shape{G * cg, rc}, flip;
-    for (size_t i = 0; i < n; ++i) {
-        wsplit.push_back(k[i]);
-        wperm.push_back(static_cast<int64_t>(3 + i));
-        wt_shape.push_back(k[i]);
-        flip.push_back(static_cast<int64_t>(2 + i));
-    }
-    const Tensor wt = w.reshape(wsplit).permute(wperm).reshape(wt_shape).flip(flip);
-    nn::ConvOptions c;
-    c.groups = G;
-    c.dilation = dil;
-    std::vector<std::pair<int64_t, int64_t>> reach;
-    bool inside = true;
-    Shape e(n);
-    for (size_t i = 0; i < n; ++i) {
-        e[i] = dil[i] * (k[i] - 1) - pad[i];
-        inside = inside && e[i] >= 0;
-        reach.push_back({e[i], e[i]});
-    }
-    // A row no vector width divides (29: the phases of a stride-2 convolution's 56 rows)
-    // would leave the kernel scalar: it is computed over a few more columns of zeros (to a
-    // multiple of 8), which are cut off after.
-    const int64_t width = x.shape().back();
-    bool divides = false;
-    for (int64_t d = 4; d <= 16 && !divides; ++d) divides = width % d == 0;
-    const int64_t extra = divides ? 0 : (width + 7) / 8 * 8 - width;
-    Tensor dx;
-    if (inside && extra == 0) {
-        c.padding = e;
-        dx = nn::conv("conv2d", g, wt, c, n);
-    } else { // a padding wider than the kernel cuts rows from g first
-        reach.back().second += extra;
-        c.padding = Shape(n, 0);
-        dx = nn::conv("conv2d", nn::pad_last(g, reach).contiguous(), wt, c, n);
-        if (extra > 0) {
-            std::vector<std::pair<int64_t, int64_t>> cut;
-            for (int64_t d : dx.shape()) cut.push_back({0, d});
-            cut.back().second -= extra;
-            dx = dx.contiguous().shrink(cut);
-        }
-    }
+    // dx: the transposed convolution of the adjoint (stride 1, the forward's padding and
+    // dilation), its errors named by the forward's op.
+    const Tensor dx = nn::transposed_conv(n == 1 ? "conv1d" : "conv2d", g, w, pad, Shape(n, 0), dil,
+                                          G, std::nullopt, n);
     // dw: the input's windows (the forward's padded copy) against g, summed over the batch and
     // the output positions.
-    Tensor xp = nn::pad_last(x, [&] {
-        std::vector<std::pair<int64_t, int64_t>> v;
-        for (size_t i = 0; i < n; ++i) v.push_back({pad[i], pad[i]});
-        return v;
-    }());
-    if (std::any_of(pad.begin(), pad.end(), [](int64_t v) { return v > 0; })) xp = xp.contiguous();
-    const Tensor win = nn::windows(xp, k, Shape(n, 1), dil); // [N, Cin, *o, *k]
+    const Tensor win = nn::padded_windows(x, k, Shape(n, 1), pad, dil); // [N, Cin, *o, *k]
     const Shape o(win.shape().begin() + 2, win.shape().begin() + 2 + static_cast<long>(n));
     Shape xs{N, G, 1, cg}, gs{N, G, rc, 1}, axes{0}, dws{cout, cg};
     for (size_t i = 0; i < n; ++i) {
@@ -705,6 +698,20 @@ std::pair<Tensor, Tensor> conv_vjp(const Tensor& g, const Tensor& x, const Tenso
     // the other parameters' updates of the same shape, where only one reduce gets vector lanes.
     const Tensor dw = (win.reshape(xs) * g.reshape(gs)).sum(axes).reshape(dws).contiguous();
     return {dx, dw};
+}
+
+} // namespace
+
+std::pair<std::optional<Tensor>, std::optional<Tensor>>
+custom_vjp(const Tensor& g, const Tensor& x, const Tensor& w, const std::vector<int64_t>& p) {
+    switch (static_cast<CustomGradKind>(p.at(0))) {
+    case CustomGradKind::Windows: return {windows_adjoint(g, x, p), std::nullopt};
+    case CustomGradKind::Conv: {
+        auto [dx, dw] = conv_vjp(g, x, w, p);
+        return {std::move(dx), std::move(dw)};
+    }
+    }
+    fail("custom_vjp", "unknown CUSTOM_GRAD kind " + std::to_string(p.at(0)));
 }
 
 } // namespace tempura::detail

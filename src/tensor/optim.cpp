@@ -22,7 +22,8 @@ void Optimizer::zero_grad() {
     for (const Tensor& p : params_) p.zero_grad();
 }
 
-void Optimizer::step() {
+void Optimizer::step(std::source_location loc) {
+    const UserCall site(loc);
     last_losses_.clear();
     // The parameters that have a gradient, and the losses whose backward() made it.
     std::vector<size_t> which;

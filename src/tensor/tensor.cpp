@@ -248,9 +248,7 @@ UOp Tensor::make_const_i(DType dtype, int64_t value, double as_double) {
     return UOp::constant(dtype, value);
 }
 
-Tensor Tensor::full_const(Shape shape, const UOp& constant, const char* op,
-                          std::source_location loc) {
-    const UserCall site(loc);
+Tensor Tensor::full_const(Shape shape, const UOp& constant, const char* op) {
     detail::check_shape(op, shape);
     return broadcast_to(Tensor(constant, Shape{}, TensorAccess::no_buffers()), shape);
 }
@@ -329,9 +327,8 @@ Tensor Tensor::to(const std::string& device, std::source_location loc) const {
     return t;
 }
 
-Tensor Tensor::from_host(DType src_dtype, const void* data, int64_t count, Shape shape, DType dtype,
-                         std::source_location loc) {
-    const UserCall site(loc);
+Tensor Tensor::from_host(DType src_dtype, const void* data, int64_t count, Shape shape,
+                         DType dtype) {
     detail::check_element_dtype("from_vector", dtype);
     detail::check_shape("from_vector", shape);
     const int64_t n = tempura::numel(shape);
@@ -381,8 +378,7 @@ Shape Tensor::dim_values(const char* op, const Dims& dims) {
     return shape;
 }
 
-Tensor Tensor::with_dims(const Tensor& t, const Dims& dims, std::source_location loc) {
-    const UserCall site(loc);
+Tensor Tensor::with_dims(const Tensor& t, const Dims& dims) {
     bool any = false;
     for (const Dim& d : dims) any = any || d.is_variable();
     if (!any) return t;

@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 
+#include "tempura/ir/custom_grad.hpp"
 #include "tempura/realize/device.hpp"
 #include "tempura/tensor/tensor.hpp"
 
@@ -98,29 +99,35 @@ void register_leaf(const std::shared_ptr<Tensor::Shared>& s);
 // chain rule can meet 0 * inf (sigmoid at -100: 1 / (1 + e^100)) or a branch a `where` did not
 // take (expm1's 0 / 0): each composite states its derivative in the form PyTorch defines it.
 Tensor custom_grad(const Tensor& value, const Tensor& x, const Tensor& derivative);
-// A stride-1 convolution's value whose gradients are convolutions of the adjoint (nn.cpp): x
-// takes the transposed convolution of g (the flipped kernel over g padded by the kernel's
-// reach), w the correlation of x with g; autograd never differentiates the window view, whose
-// adjoint sums a padded, repeated copy of g. `params` is {1, n, padding..., dilation...,
-// groups}. conv_vjp gives {dx, dw} from g for such a node.
-Tensor conv_with_vjp(const Tensor& value, const Tensor& x, const Tensor& w,
-                     std::vector<int64_t> params);
-std::pair<Tensor, Tensor> conv_vjp(const Tensor& g, const Tensor& x, const Tensor& w,
-                                   const std::vector<int64_t>& params);
-// The same node with params {2, n, k..., s...} is windows(x, k, s)'s (pooling's window view;
-// its third source is x again): x takes the sum of the window elements that hold it. Gives the
-// adjoints of the node's x and w (none for a pool's second x) from g.
+// A CUSTOM_GRAD node of `kind` (custom_grad.hpp) over value, x and w, its arg {kind, params...}:
+// autograd never differentiates the value's building blocks (a window view, whose adjoint sums
+// a padded, repeated copy of g), but takes x's and w's adjoints from custom_vjp. A stride-1
+// convolution's (Conv: params {n, padding..., dilation..., groups}): x takes the transposed
+// convolution of g, w the correlation of x with g. A pool's window view windows(x, k, s)
+// (Windows: params {n, k..., s...}, w is x again): x takes the sum of the window elements that
+// hold it.
+Tensor with_custom_vjp(const Tensor& value, const Tensor& x, const Tensor& w, CustomGradKind kind,
+                       const std::vector<int64_t>& params);
+// The adjoints of such a node's x and w (none for a window view's second x) from g; `params` is
+// the node's whole arg, its kind first.
 std::pair<std::optional<Tensor>, std::optional<Tensor>>
 custom_vjp(const Tensor& g, const Tensor& x, const Tensor& w, const std::vector<int64_t>& params);
 // Whether a derivative is being built on this thread (with_derivative below).
 bool& building_derivative();
+// Whether a gradient can flow through a node built from xs: one of them tracks, outside NoGrad
+// and outside a derivative being built (with_derivative). The one test every composite with a
+// derivative of its own (with_derivative, nn.cpp's convolutions and window views) makes.
+template <class... T>
+bool grad_flows(const T&... xs) {
+    return (TensorAccess::tracks(xs) || ...) && !NoGrad::active() && !building_derivative();
+}
 // The same, building the derivative only when a gradient can flow (x tracks, outside NoGrad).
 // Composites inside a derivative (sinh's is cosh, whose is sinh) are built plain: a gradient of
 // the gradient goes through their building blocks, and building does not recurse without end.
 template <class F>
 Tensor with_derivative(const Tensor& value, const Tensor& x, F&& derivative) {
+    if (!grad_flows(x)) return value;
     bool& nested = building_derivative();
-    if (!TensorAccess::tracks(x) || NoGrad::active() || nested) return value;
     nested = true;
     struct Reset {
         bool& b;

@@ -235,6 +235,57 @@ TEST_CASE("provenance: gradient nodes name the forward line they differentiate")
         CHECK(got[k] == doctest::Approx(xv[k] * std::exp(wv[k] * xv[k])).epsilon(1e-5));
 }
 
+namespace {
+// Adam whose update() keeps the lines of the nodes it built (those not in its inputs' graphs).
+struct RecordingAdam : tempura::nn::Adam {
+    using Adam::Adam;
+    std::vector<std::string> files;
+    std::vector<int> lines;
+    Tensor update(size_t i, const Tensor& p, const Tensor& grad, const Tensor& scalars,
+                  std::vector<Tensor>& state) override {
+        std::unordered_set<const tempura::UOpNode*> inputs;
+        std::vector<Tensor> ins{p, grad, scalars};
+        ins.insert(ins.end(), state.begin(), state.end());
+        for (const Tensor& t : ins)
+            for (const UOp& u : t.uop().toposort()) inputs.insert(u.get());
+        Tensor next = Adam::update(i, p, grad, scalars, state);
+        std::vector<Tensor> outs{next};
+        outs.insert(outs.end(), state.begin(), state.end());
+        for (const Tensor& t : outs)
+            for (const UOp& u : t.uop().toposort()) {
+                if (inputs.count(u.get()) || u.op() == Op::Const) continue;
+                inputs.insert(u.get());
+                files.emplace_back(u.location().file_name());
+                lines.push_back(static_cast<int>(u.location().line()));
+            }
+        return next;
+    }
+};
+} // namespace
+
+TEST_CASE("provenance: an optimizer's update nodes name the user's step() line") {
+    Tensor w = fresh({0.5f, -1, 2, 3});
+    w.requires_grad();
+    RecordingAdam opt({w}, 0.1);
+    for (int step = 0; step < 2; ++step) {
+        (w * fresh({1, 2, 3, 4})).sum().backward();
+        opt.files.clear();
+        opt.lines.clear();
+        opt.step();
+        const int line = __LINE__ - 1; // the line above
+        REQUIRE(!opt.lines.empty());
+        for (size_t k = 0; k < opt.lines.size(); ++k) {
+            CHECK_MESSAGE(opt.files[k].ends_with("test_provenance.cpp"), opt.files[k]);
+            CHECK(opt.lines[k] == line);
+        }
+        opt.zero_grad();
+    }
+    // The updates were applied: with a constant gradient each Adam step moves a weight by lr
+    // (less eps) against its gradient's sign, here positive.
+    const std::vector<float> got = w.to_vector(), before{0.5f, -1, 2, 3};
+    for (size_t k = 0; k < 4; ++k) CHECK(got[k] == doctest::Approx(before[k] - 0.2f).epsilon(1e-5));
+}
+
 TEST_CASE("provenance: the tree and the dot drawing show each node's line") {
     const Tensor x = fresh({1, 2, 3});
     const Tensor y = x.sqrt();

@@ -450,6 +450,32 @@ TEST_CASE("tensor_shape: graphs that break the contract") {
           "[tensor_shape] DEFINE_VAR is not a tensor-level op");
 }
 
+TEST_CASE("tensor_shape: a CUSTOM_GRAD's arg names a known kind") {
+    using tempura::Op;
+    using tempura::UOp;
+    auto x = Tensor::from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3}).uop();
+    auto cg = [&](tempura::Arg arg) {
+        return tempura::tensor_shape(UOp::make(Op::CustomGrad, DType::Float32, {x, x, x}, arg));
+    };
+    CHECK(cg(std::monostate{}) == Shape{2, 3});                       // plain: g * d
+    CHECK(cg(std::vector<int64_t>{1, 1, 0, 1, 1}) == Shape{2, 3});    // Conv, 1 dim
+    CHECK(cg(std::vector<int64_t>{2, 2, 1, 1, 1, 1}) == Shape{2, 3}); // Windows, 2 dims
+    CHECK(error_of([&] {
+              cg(std::vector<int64_t>{7, 1});
+          }) == "[tensor_shape] CUSTOM_GRAD arg [7, 1] does not start with a known kind (1 "
+                "convolution, 2 window view)");
+    CHECK(error_of([&] { cg(std::vector<int64_t>{}); }) ==
+          "[tensor_shape] CUSTOM_GRAD arg [] does not start with a known kind (1 convolution, 2 "
+          "window view)");
+    CHECK(error_of([&] {
+              cg(std::vector<int64_t>{1, 2, 0, 1});
+          }) ==
+          "[tensor_shape] CUSTOM_GRAD arg [1, 2, 0, 1] has the wrong length for its kind 1 and 2 "
+          "dims");
+    CHECK(error_of([&] { cg(int64_t{1}); }) ==
+          "[tensor_shape] CUSTOM_GRAD needs no arg or a list of integers starting with its kind");
+}
+
 TEST_CASE("tensor_shape: deep graphs do not overflow the stack") {
     Tensor t = Tensor::from_vector<float>({1, 2}, {2});
     Tensor acc = t;

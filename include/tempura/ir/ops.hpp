@@ -169,13 +169,13 @@ struct OpInfo {
     X(Collective, "COLLECTIVE", 1, 1, Tensor, 0, -1, Ints)                                         \
     /* tensor-level markers */                                                                     \
     X(Contiguous, "CONTIGUOUS", kVariadic, 1, Tensor, 0, -1, None)                                 \
-    /* CUSTOM_GRAD(value, x, d): value's value; autograd sends x the adjoint g * d (g expanded */  \
-    /* to x's shape): a composite op's own derivative (sigmoid, tanh, max_pool's first maximum),   \
-     */                                                                                            \
-    /* so that its building blocks are never differentiated. Realize strips it, as DETACH */       \
-    /* With an arg {1, ...}, CUSTOM_GRAD(value, x, w) is a convolution's: x and w take the */      \
-    /* convolutions of the adjoint that give their gradients; with {2, ...} (value, x, x) a */     \
-    /* pool's window view: x takes the sum of the window elements that hold it (nn.cpp) */         \
+    /* CUSTOM_GRAD(value, x, d): value's value; autograd sends x the adjoint g * d (g           */ \
+    /* expanded to x's shape): a composite op's own derivative (sigmoid, tanh, max_pool's       */ \
+    /* first maximum), so that its building blocks are never differentiated; realize strips it. */ \
+    /* An Ints arg names another kind by its first value (CustomGradKind, custom_grad.hpp):     */ \
+    /* {Conv, ...}: (value, x, w) is a convolution's, x and w take the convolutions of the      */ \
+    /* adjoint that give their gradients; {Windows, ...}: (value, x, x) is a pool's window      */ \
+    /* view, x takes the sum of the window elements that hold it (nn.cpp)                       */ \
     X(CustomGrad, "CUSTOM_GRAD", 3, 3, Tensor, 0, -1, Any)                                         \
     /* DETACH(x): x's value, through which no gradient flows (autograd); realize strips it */      \
     X(Detach, "DETACH", 1, 1, Tensor, 0, -1, None)

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <source_location>
 #include <string>
 #include <vector>
 
@@ -35,8 +36,9 @@ class Optimizer {
     virtual ~Optimizer() = default;
     // Drops every parameter's gradient.
     void zero_grad();
-    // One update of every parameter that has a gradient (one without is left as it is).
-    void step();
+    // One update of every parameter that has a gradient (one without is left as it is). The
+    // update's nodes record the caller's line (provenance), as every public call's do.
+    void step(std::source_location loc = std::source_location::current());
     const std::vector<Tensor>& params() const { return params_; }
     int64_t steps() const { return steps_; }
     // For checkpoints: the step count ("step", Int64) and each parameter's state tensors

@@ -644,18 +644,16 @@ class Tensor {
     void adopt(RealizeResult r);
     Tensor(UOp uop, Shape shape, std::shared_ptr<const Buffers> buffers);
 
+    // The private builders below run only inside a public call, whose UserCall names the site.
     static Tensor from_host(DType src_dtype, const void* data, int64_t count, Shape shape,
-                            DType dtype,
-                            std::source_location loc = std::source_location::current());
+                            DType dtype);
     static UOp make_const_f(DType dtype, double value);
     static UOp make_const_i(DType dtype, int64_t value, double as_double);
-    static Tensor full_const(Shape shape, const UOp& constant, const char* op = "full",
-                             std::source_location loc = std::source_location::current());
+    static Tensor full_const(Shape shape, const UOp& constant, const char* op = "full");
     // The sizes of `dims` (throws "[op] batch is not bound"); a realized tensor's leaf with the
     // variables of `dims` recorded on its BUFFER.
     static Shape dim_values(const char* op, const Dims& dims);
-    static Tensor with_dims(const Tensor& realized, const Dims& dims,
-                            std::source_location loc = std::source_location::current());
+    static Tensor with_dims(const Tensor& realized, const Dims& dims);
     // Host copy of the realized buffer, converted element by element into `dst` of dtype `to`.
     void read_into(DType to, void* dst) const;
     void check_item() const;
