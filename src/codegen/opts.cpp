@@ -553,13 +553,12 @@ bool row_fused_cpu_opts(const UOp& ast, OptKernel& k, const std::vector<Access>&
                         const DeviceLimits& lim, int64_t work) {
     const size_t n_out = k.output_axes();
     if (n_out == 0 || k.axes().size() == n_out) return false;
-    const UOp j = k.axes()[n_out - 1];
-    if (!j.src(0).is_const()) return false;
-    // No reduce's value uses j: each reduce runs once a row (a scan's block sums do not).
-    for (const UOp& u : ast.toposort())
-        if (u.op() == Op::Reduce && contains(u.src(0), j)) return false;
-    const std::vector<UOp> reds(k.axes().begin() + static_cast<std::ptrdiff_t>(n_out),
-                                k.axes().end());
+    // No reduce's value uses j: each reduce runs once a row (a scan's block sums do not). (k has
+    // no opts yet: the plan's j is k's innermost output axis, its reds k's reduce axes.)
+    const RowFusedPlan plan = row_fused_plan(ast);
+    if (plan.j.is_null()) return false;
+    const UOp& j = plan.j;
+    const std::vector<UOp>& reds = plan.reds;
     bool store_contig = false;
     std::vector<bool> contig(reds.size(), false), ok(reds.size(), true);
     for (const Access& a : acc) {
@@ -571,7 +570,6 @@ bool row_fused_cpu_opts(const UOp& ast, OptKernel& k, const std::vector<Access>&
         if (cj != 0 && cj != 1) return false;
         for (size_t r = 0; r < reds.size(); ++r) {
             const int64_t cr = linear_coefficient(a.idx, reds[r]);
-            if (cr != 0 && cj != 0) return false; // used together: not a row-fused kernel
             if (cr == 1) contig[r] = true;
             if (cr != 0 && cr != 1) ok[r] = false;
         }
