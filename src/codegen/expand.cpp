@@ -225,9 +225,11 @@ class Expander {
             if (u.same(v)) return true;
         return false;
     }
+    // Whether e uses any vector axis: one walk over e, each node tested against them all.
     bool has_vax(const UOp& e) const {
-        for (const UOp& v : vaxes_)
-            if (contains(e, v)) return true;
+        if (vaxes_.empty()) return false;
+        for (const UOp& n : e.toposort())
+            if (is_vax(n)) return true;
         return false;
     }
 

@@ -5,8 +5,26 @@
 
 #include "ranges.hpp"
 #include "tempura/error.hpp"
+#include "tempura/pattern/predicate.hpp"
+#include "tempura/symbolic/simplify.hpp"
 
 namespace tempura::codegen::detail {
+
+bool runs_along(const UOp& access, const UOp& r, int64_t v, bool ungated) {
+    const UOp& index = access.src(0);
+    if (ungated && index.srcs().size() != 2) return false;
+    return linear_coefficient(index.src(1), r) == 1 &&
+           pattern::is_multiple_of(simplify(replace_range(index.src(1), r, idx(0), {})), v);
+}
+
+int64_t vector_width(const UOp& load, const UOp& along, int64_t size, int64_t padded, int64_t run,
+                     int64_t max_vec, bool ungated) {
+    for (int64_t v = max_vec; v >= 2; v /= 2)
+        if (run % v == 0 && size % v == 0 && (padded - size) % v == 0 &&
+            runs_along(load, along, v, ungated))
+            return v;
+    return int64_t{1};
+}
 
 UOp at(UOp u, const Subs& subs) {
     for (const auto& [r, v] : subs) u = replace_range(u, r, v, {});

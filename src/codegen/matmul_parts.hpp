@@ -26,6 +26,22 @@ UOp at(UOp u, const Subs& subs);
 // `subs`, gated by `gate` (none where null).
 UOp vector_index(const UOp& access, int64_t v, const Subs& subs, const UOp& gate);
 
+// `v` rounded up to a multiple of `to` (a padded size).
+inline int64_t round_up(int64_t v, int64_t to) { return (v + to - 1) / to * to; }
+
+// Whether `access`'s (a LOAD's or STORE's) index is contiguous along `r` (coefficient 1) and a
+// multiple of `v` where r is 0, so a multiple of v wherever r is: then the v elements from any r a
+// multiple of v on are one aligned access. With `ungated`, an INDEX with a gate of its own (a
+// third source) never is (SMEM's copies and stores; TC looks at the index alone).
+bool runs_along(const UOp& access, const UOp& r, int64_t v, bool ungated);
+
+// The elements a copy of `load` along `along` takes: the largest power of two from `max_vec` down
+// to 2 that divides the copies a tile row (`run`), the size `size` and the padding
+// (`padded` - `size`), so that a vector never straddles the padding, and that `load` runs along
+// (runs_along(load, along, v, ungated)); 1 where none does.
+int64_t vector_width(const UOp& load, const UOp& along, int64_t size, int64_t padded, int64_t run,
+                     int64_t max_vec, bool ungated);
+
 // p & q, either of them where the other is null.
 UOp both(const UOp& p, const UOp& q);
 

@@ -480,16 +480,20 @@ namespace {
 struct Access {
     UOp idx;
     bool store;
-    int64_t numel = 0; // the buffer's elements (0 when unknown)
 };
+
+// The position of the axis with id `id` among k's axes, -1 when it has none.
+int64_t index_of(const OptKernel& k, int64_t id) {
+    for (size_t i = 0; i < k.axes().size(); ++i)
+        if (k.axes()[i].arg_as<RangeArg>().axis_id == id) return static_cast<int64_t>(i);
+    return -1;
+}
 
 std::vector<Access> accesses(const UOp& ast, DType& out_dtype) {
     std::vector<Access> out;
     for (const UOp& u : ast.toposort()) {
-        if (u.op() == Op::Load && u.src(0).op() == Op::Index && u.src(0).src(0).op() == Op::Param) {
-            const auto& pa = u.src(0).src(0).arg_as<std::vector<int64_t>>();
-            out.push_back({u.src(0).src(1), false, pa.size() > 1 ? pa[1] : 0});
-        }
+        if (u.op() == Op::Load && u.src(0).op() == Op::Index && u.src(0).src(0).op() == Op::Param)
+            out.push_back({u.src(0).src(1), false});
         if (u.op() == Op::Store) {
             out.push_back({u.src(0).src(1), true});
             out_dtype = u.src(1).dtype();
@@ -508,11 +512,6 @@ std::vector<Access> accesses(const UOp& ast, DType& out_dtype) {
 bool gpu_matmul_tiling(OptKernel& k, const std::vector<Access>& acc, const DeviceLimits& lim) {
     const size_t n_out = k.output_axes();
     if (k.axes().size() <= n_out || n_out < 2) return false;
-    auto index_of = [&](int64_t id) -> int64_t {
-        for (size_t i = 0; i < k.axes().size(); ++i)
-            if (k.axes()[i].arg_as<RangeArg>().axis_id == id) return static_cast<int64_t>(i);
-        return -1;
-    };
     // The blockable output axes, innermost first.
     std::vector<int64_t> ids;
     for (size_t i = n_out; i-- > 0 && ids.size() < 2;) {
@@ -529,11 +528,11 @@ bool gpu_matmul_tiling(OptKernel& k, const std::vector<Access>& acc, const Devic
     if (ids.size() < 2) return false;
     // Each axis that takes its tile (the upcast limit may refuse the second) gets its threads.
     size_t tiled = 0;
-    while (tiled < ids.size() && k.try_apply({OptOp::Upcast, index_of(ids[tiled]), 4})) ++tiled;
+    while (tiled < ids.size() && k.try_apply({OptOp::Upcast, index_of(k, ids[tiled]), 4})) ++tiled;
     if (tiled == 0) return false;
     int64_t threads = 1;
     for (size_t t = 0; t < tiled; ++t) {
-        const int64_t i = index_of(ids[t]);
+        const int64_t i = index_of(k, ids[t]);
         const int64_t n = size_of(k.axes()[static_cast<size_t>(i)]);
         for (int64_t d = 16; d >= 2; d /= 2)
             if (n % d == 0 && threads * d <= std::min<int64_t>(256, lim.max_threads_per_block) &&
@@ -554,13 +553,12 @@ bool row_fused_cpu_opts(const UOp& ast, OptKernel& k, const std::vector<Access>&
                         const DeviceLimits& lim, int64_t work) {
     const size_t n_out = k.output_axes();
     if (n_out == 0 || k.axes().size() == n_out) return false;
-    const UOp j = k.axes()[n_out - 1];
-    if (!j.src(0).is_const()) return false;
-    // No reduce's value uses j: each reduce runs once a row (a scan's block sums do not).
-    for (const UOp& u : ast.toposort())
-        if (u.op() == Op::Reduce && contains(u.src(0), j)) return false;
-    const std::vector<UOp> reds(k.axes().begin() + static_cast<std::ptrdiff_t>(n_out),
-                                k.axes().end());
+    // No reduce's value uses j: each reduce runs once a row (a scan's block sums do not). (k has
+    // no opts yet: the plan's j is k's innermost output axis, its reds k's reduce axes.)
+    const RowFusedPlan plan = row_fused_plan(ast);
+    if (plan.j.is_null()) return false;
+    const UOp& j = plan.j;
+    const std::vector<UOp>& reds = plan.reds;
     bool store_contig = false;
     std::vector<bool> contig(reds.size(), false), ok(reds.size(), true);
     for (const Access& a : acc) {
@@ -572,7 +570,6 @@ bool row_fused_cpu_opts(const UOp& ast, OptKernel& k, const std::vector<Access>&
         if (cj != 0 && cj != 1) return false;
         for (size_t r = 0; r < reds.size(); ++r) {
             const int64_t cr = linear_coefficient(a.idx, reds[r]);
-            if (cr != 0 && cj != 0) return false; // used together: not a row-fused kernel
             if (cr == 1) contig[r] = true;
             if (cr != 0 && cr != 1) ok[r] = false;
         }
@@ -584,14 +581,9 @@ bool row_fused_cpu_opts(const UOp& ast, OptKernel& k, const std::vector<Access>&
     if (amt == 0) return false;
     std::vector<int64_t> ids;
     for (const UOp& r : reds) ids.push_back(r.arg_as<RangeArg>().axis_id);
-    const auto index_of = [&](int64_t id) -> int64_t {
-        for (size_t i = 0; i < k.axes().size(); ++i)
-            if (k.axes()[i].arg_as<RangeArg>().axis_id == id) return static_cast<int64_t>(i);
-        return -1;
-    };
     if (!k.try_apply({OptOp::Upcast, static_cast<int64_t>(n_out - 1), amt})) return false;
     for (size_t r = 0; r < reds.size(); ++r) {
-        const int64_t i = index_of(ids[r]);
+        const int64_t i = index_of(k, ids[r]);
         if (i >= 0 && contig[r] && ok[r] && reds[r].src(0).is_const() &&
             size_of(reds[r]) % amt == 0)
             k.try_apply({OptOp::Unroll, i, amt});
@@ -772,11 +764,6 @@ std::vector<Opt> heuristic_opts(const UOp& ast, const DeviceLimits& lim) {
     const std::vector<Access> acc = accesses(ast, dt);
     const int64_t lanes =
         std::max<int64_t>(2, lim.vector_bytes / std::max<int64_t>(dt.itemsize(), 4));
-    auto index_of = [&](int64_t id) -> int64_t {
-        for (size_t i = 0; i < k.axes().size(); ++i)
-            if (k.axes()[i].arg_as<RangeArg>().axis_id == id) return static_cast<int64_t>(i);
-        return -1;
-    };
     auto size_at = [&](int64_t i) { return size_of(k.axes()[static_cast<size_t>(i)]); };
     int64_t work = 1;
     for (int64_t s : k.shape()) work *= s;
@@ -864,7 +851,7 @@ std::vector<Opt> heuristic_opts(const UOp& ast, const DeviceLimits& lim) {
         for (const auto& [reuse, id] : ranked) ids.push_back(id);
         for (int64_t id : ids) {
             if (done >= max_axes) break;
-            const int64_t i = index_of(id);
+            const int64_t i = index_of(k, id);
             if (i < 0) continue;
             const UOp r = k.axes()[static_cast<size_t>(i)];
             bool bcast = false, used = false;
@@ -891,7 +878,7 @@ std::vector<Opt> heuristic_opts(const UOp& ast, const DeviceLimits& lim) {
         // many rows as keep the accumulators a few below the vector registers (32 with
         // AVX-512, 16 below it); the upcast limit allows 7 x 2 with 16 lanes.
         int64_t width = 1;
-        if (int64_t j = index_of(jo_id); j >= 0) {
+        if (int64_t j = index_of(k, jo_id); j >= 0) {
             const int64_t n = size_at(j);
             for (int64_t d : {2, 3, 5, 7})
                 if (n % d == 0) {
@@ -912,12 +899,12 @@ std::vector<Opt> heuristic_opts(const UOp& ast, const DeviceLimits& lim) {
         // A dot-product form (both operands contiguous along the reduce): 4 x 4 outputs; else
         // 4 vectors per iteration.
         if (block(-1, 2, {4, 2}) == 0) {
-            const int64_t b = index_of(red_id);
+            const int64_t b = index_of(k, red_id);
             if (b >= 0 && size_at(b) % 4 == 0 && size_at(b) >= 16)
                 k.try_apply({OptOp::Unroll, b, 4});
         }
     } else if (vec_out) {
-        if (int64_t j = index_of(jo_id); j >= 0 && size_at(j) % 4 == 0)
+        if (int64_t j = index_of(k, jo_id); j >= 0 && size_at(j) % 4 == 0)
             k.try_apply({OptOp::Upcast, j, 4});
     }
     // Threads: the outermost output axis that splits evenly, when the kernel is big enough.
@@ -929,7 +916,7 @@ std::vector<Opt> heuristic_opts(const UOp& ast, const DeviceLimits& lim) {
     // Loop order for a matmul-like kernel: the column blocks outside the row blocks, so one
     // block of the right operand stays in cache while every row block passes over it.
     if (vec_out && has_reduce && block_id >= 0) {
-        const int64_t i = index_of(block_id), j = index_of(jo_id);
+        const int64_t i = index_of(k, block_id), j = index_of(k, jo_id);
         if (i >= 0 && j >= 0 && i < j) k.try_apply({OptOp::Swap, i, j});
     }
     return k.applied();

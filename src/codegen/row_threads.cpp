@@ -1,7 +1,9 @@
 // Row threads: see row_threads.hpp.
 #include "codegen/row_threads.hpp"
 
+#include <algorithm>
 #include <numeric>
+#include <utility>
 #include <vector>
 
 #include "codegen/ranges.hpp"
@@ -22,13 +24,12 @@ struct Plan {
     int64_t threads = 1;
 };
 
-// The plan for a row-fused kernel: one END (a store over plain loops), every REDUCE over one
-// constant reduce range, and no load that uses the innermost output range together with a
-// reduce range. threads = 1 when it is none.
+// The plan for a row-fused kernel (row_fused_plan) with one END (a store over plain loops) and
+// every REDUCE over one constant reduce range. threads = 1 when it is none.
 Plan plan(const UOp& ast, const DeviceLimits& lim) {
     Plan p;
     UOp end;
-    std::vector<UOp> loads;
+    bool has_reds = false;
     for (const UOp& u : ast.toposort()) {
         switch (u.op()) {
         case Op::End:
@@ -41,30 +42,26 @@ Plan plan(const UOp& ast, const DeviceLimits& lim) {
         case Op::Range:
             if (!u.src(0).is_const()) return {};
             if (type_of(u) == AxisType::Reduce)
-                p.reds.push_back(u);
+                has_reds = true;
             else if (type_of(u) != AxisType::Loop)
                 return {};
             break;
-        case Op::Load: loads.push_back(u); break;
         case Op::Wmma:
         case Op::DefineLocal:
         case Op::Barrier: return {};
         default: break;
         }
     }
-    if (end.is_null() || p.reds.empty() || end.srcs().size() < 2 || end.src(0).op() != Op::Store)
+    if (end.is_null() || !has_reds || end.srcs().size() < 2 || end.src(0).op() != Op::Store)
         return {};
-    p.j = end.srcs().back();
-    if (p.j.op() != Op::Range || !contains(end.src(0).src(0), p.j)) return {};
-    // No reduce's value uses j (a reduce computed once a row, not once an output), and no load
-    // j together with a reduce range.
-    for (const UOp& u : ast.toposort())
-        if (u.op() == Op::Reduce && contains(u.src(0), p.j)) return {};
-    for (const UOp& l : loads) {
-        if (!contains(l.src(0), p.j)) continue;
-        for (const UOp& r : p.reds)
-            if (contains(l.src(0), r)) return {};
-    }
+    const UOp j = end.srcs().back();
+    if (j.op() != Op::Range || !contains(end.src(0).src(0), j)) return {};
+    // (Every range constant and a loop or a reduce: row_fused_plan's j is the END's last range,
+    // its reds every reduce range.)
+    RowFusedPlan rp = row_fused_plan(ast);
+    if (rp.j.is_null() || !rp.j.same(j)) return {};
+    p.j = std::move(rp.j);
+    p.reds = std::move(rp.reds);
     // The threads: the largest divisor of every size within the block limit (256 at most).
     int64_t g = size_of(p.j);
     for (const UOp& r : p.reds) g = std::gcd(g, size_of(r));
@@ -78,6 +75,44 @@ Plan plan(const UOp& ast, const DeviceLimits& lim) {
 }
 
 } // namespace
+
+RowFusedPlan row_fused_plan(const UOp& ast) {
+    const auto splittable = [](const UOp& r) {
+        return !detail::is_expanded_type(type_of(r)) && r.src(0).is_const();
+    };
+    UOp end;
+    for (const UOp& s : ast.srcs())
+        if (s.op() == Op::End) {
+            end = s;
+            break;
+        }
+    if (end.is_null()) return {};
+    std::vector<UOp> outs;
+    for (size_t i = 1; i < end.srcs().size(); ++i)
+        if (splittable(end.src(i))) outs.push_back(end.src(i));
+    if (outs.empty()) return {};
+    RowFusedPlan p;
+    p.j = outs.back();
+    const std::vector<UOp> topo = ast.toposort();
+    for (const UOp& u : topo)
+        if (u.op() == Op::Reduce)
+            for (size_t i = 1; i < u.srcs().size(); ++i) {
+                const UOp& r = u.src(i);
+                const auto same = [&](const UOp& a) { return a.same(r); };
+                if (splittable(r) && std::none_of(outs.begin(), outs.end(), same) &&
+                    std::none_of(p.reds.begin(), p.reds.end(), same))
+                    p.reds.push_back(r);
+            }
+    if (p.reds.empty()) return {};
+    for (const UOp& u : topo)
+        if (u.op() == Op::Reduce && contains(u.src(0), p.j)) return {};
+    for (const UOp& l : topo) {
+        if (l.op() != Op::Load || !contains(l.src(0), p.j)) continue;
+        for (const UOp& r : p.reds)
+            if (contains(l.src(0), r)) return {};
+    }
+    return p;
+}
 
 bool row_threads_apply(const UOp& ast, const DeviceLimits& limits) {
     return limits.gpu && limits.has_shared && plan(ast, limits).threads > 1;

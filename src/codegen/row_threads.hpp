@@ -3,10 +3,23 @@
 // output loops over each row) on a GPU. One block a row: its T threads share each reduce
 // through shared memory (as GROUP does) and then write T neighbouring outputs at a time, all on
 // one thread index.
+#include <vector>
+
 #include "tempura/codegen/opts.hpp"
 #include "tempura/ir/uop.hpp"
 
 namespace tempura::codegen {
+
+// A row-fused kernel, as the CPU heuristic (opts.cpp) and row_threads() both see it: j, the
+// innermost of its END's ranges that opts can split (not expanded, of a constant size), and
+// reds, the other such ranges its REDUCEs list, in the order they list them (OptKernel's axes);
+// no REDUCE's value uses j (each reduce runs once a row, not once an output) and no load uses j
+// together with a reduce range. A null j where `ast` is not one.
+struct RowFusedPlan {
+    UOp j;
+    std::vector<UOp> reds;
+};
+RowFusedPlan row_fused_plan(const UOp& ast);
 
 // Whether `ast` is a row-fused kernel that row_threads() lays out (the GPU heuristics then pick
 // no opts for it).

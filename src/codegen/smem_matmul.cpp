@@ -37,7 +37,6 @@
 #include "ranges.hpp"
 #include "tempura/codegen/opts.hpp"
 #include "tempura/error.hpp"
-#include "tempura/pattern/predicate.hpp"
 #include "tempura/symbolic/simplify.hpp"
 
 namespace tempura::codegen {
@@ -45,16 +44,6 @@ namespace tempura::codegen {
 using namespace detail; // ranges.hpp, matmul_parts.hpp
 
 namespace {
-
-// Whether the access (a LOAD's or STORE's INDEX, with no gate of its own) is contiguous along
-// `r` and a multiple of `v` where r is 0: then the v elements from any r a multiple of v on are
-// one aligned access.
-bool runs_along(const UOp& access, const UOp& r, int64_t v) {
-    const UOp& index = access.src(0);
-    if (index.srcs().size() != 2) return false;
-    return linear_coefficient(index.src(1), r) == 1 &&
-           pattern::is_multiple_of(simplify(replace_range(index.src(1), r, idx(0), {})), v);
-}
 
 // Lanes of a vector value.
 std::vector<UOp> lanes_of(const UOp& vec, DType scalar) {
@@ -114,8 +103,8 @@ UOp smem_matmul_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis,
     const UOp* loads = mm.loads;
     const std::vector<UOp>& batch = mm.batch;
     const int64_t m = size_of(i), n = size_of(j), kk = size_of(k);
-    const auto up = [](int64_t v, int64_t to) { return (v + to - 1) / to * to; };
-    const int64_t mp = up(m, bm), np = up(n, bn), kp = up(kk, bk), steps = kp / bk;
+    const int64_t mp = round_up(m, bm), np = round_up(n, bn), kp = round_up(kk, bk),
+                  steps = kp / bk;
 
     const UOp it = make_range(mp / bm, i.arg_as<RangeArg>().axis_id, AxisType::Loop);
     const UOp jt = make_range(np / bn, j.arg_as<RangeArg>().axis_id, AxisType::Loop);
@@ -140,11 +129,7 @@ UOp smem_matmul_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis,
         // Vectors of up to 4 neighbours where the operand runs along K (or else along r) and a
         // vector never straddles the padding.
         const auto contiguous = [&](const UOp& along, int64_t sz, int64_t padded_sz, int64_t run) {
-            for (int64_t v = 4; v >= 2; v /= 2)
-                if (run % v == 0 && sz % v == 0 && (padded_sz - sz) % v == 0 &&
-                    runs_along(load, along, v))
-                    return v;
-            return int64_t{1};
+            return vector_width(load, along, sz, padded_sz, run, 4, /*ungated=*/true);
         };
         const UOp& index = load.src(0);
         t.along_k = linear_coefficient(index.src(1), k) == 1;
@@ -274,7 +259,7 @@ UOp smem_matmul_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis,
     for (const UOp& u : red.toposort()) in_reduce.insert(u.get());
     int64_t vo = 1;
     for (int64_t v = std::min<int64_t>(tn, 4); v >= 2 && vo == 1; v /= 2)
-        if (runs_along(store, j, v) && (np == n || n % v == 0)) vo = v;
+        if (runs_along(store, j, v, /*ungated=*/true) && (np == n || n % v == 0)) vo = v;
     std::vector<UOp> stores;
     for (int64_t ti = 0; ti < tm; ++ti) {
         const UOp row = it * idx(bm) + ty * idx(tm) + idx(ti);

@@ -36,7 +36,6 @@
 #include "ranges.hpp"
 #include "tempura/codegen/opts.hpp"
 #include "tempura/error.hpp"
-#include "tempura/pattern/predicate.hpp"
 #include "tempura/symbolic/simplify.hpp"
 
 namespace tempura::codegen {
@@ -48,17 +47,10 @@ namespace {
 std::atomic<bool> g_single_buffer{false};
 std::atomic<bool> g_full_lead{false};
 
-// Whether `load`'s (or a store's) index is contiguous along `r` (coefficient 1) and a multiple of
-// `v` where r is 0, so a multiple of v wherever r is: then the v elements from any r a multiple of
-// v on are one aligned access.
-bool runs_along(const UOp& load, const UOp& r, int64_t v) {
-    const UOp& idx = load.src(0).src(1);
-    return linear_coefficient(idx, r) == 1 &&
-           pattern::is_multiple_of(simplify(replace_range(idx, r, UOp::index(0), {})), v);
-}
-
 // The two 16-bit elements at k and k + 1 (an even k) are one aligned 32-bit word, one load.
-bool pairs_along(const UOp& load, const UOp& k) { return runs_along(load, k, 2); }
+bool pairs_along(const UOp& load, const UOp& k) {
+    return runs_along(load, k, 2, /*ungated=*/false);
+}
 
 // Lanes 0 and 1 of one 2-element load of `load`'s buffer at `subs` (its first element).
 std::pair<UOp, UOp> pair_load(const UOp& load, const Subs& subs, const UOp& gate) {
@@ -144,8 +136,7 @@ UOp tensor_core_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis,
     // M or N do not happen.
     const int64_t m = size_of(i), n = size_of(j), kk = size_of(k);
     const int64_t bm = (wg ? 64 : 16 * tm) * wm, bn = 8 * tn * wn, bk = 16 * ks;
-    const auto up = [](int64_t v, int64_t to) { return (v + to - 1) / to * to; };
-    const int64_t mp = up(m, bm), np = up(n, bn), kp = up(kk, bk);
+    const int64_t mp = round_up(m, bm), np = round_up(n, bn), kp = round_up(kk, bk);
 
     const UOp it = make_range(mp / bm, i.arg_as<RangeArg>().axis_id, AxisType::Loop);
     const UOp jt = make_range(np / bn, j.arg_as<RangeArg>().axis_id, AxisType::Loop);
@@ -255,11 +246,7 @@ UOp tensor_core_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis,
             // contiguous along k (or else along r) and the vector never straddles the padding.
             const auto contiguous = [&](const UOp& along, int64_t sz, int64_t padded_sz,
                                         int64_t run) {
-                for (int64_t v = 8; v >= 2; v /= 2)
-                    if (run % v == 0 && sz % v == 0 && (padded_sz - sz) % v == 0 &&
-                        runs_along(load, along, v))
-                        return v;
-                return int64_t{1};
+                return vector_width(load, along, sz, padded_sz, run, 8, /*ungated=*/false);
             };
             Tile t;
             t.load = load;
@@ -419,7 +406,7 @@ UOp tensor_core_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis,
     // Lanes c and c + 1 of an accumulator are neighbouring columns of one row: one 2-element
     // store where the output runs along the columns from an even offset (a 32-bit store of a
     // 16-bit output) and the padding, if any, never splits a pair (N even).
-    const bool pair_out = runs_along(store, j, 2) && (np == n || n % 2 == 0);
+    const bool pair_out = runs_along(store, j, 2, /*ungated=*/false) && (np == n || n % 2 == 0);
     std::vector<UOp> stores;
     for (int64_t ti = 0; ti < tm; ++ti)
         for (int64_t tj = 0; tj < tn; ++tj) {

@@ -87,24 +87,6 @@ bool Walker::fused(const UOp& n, const State& s) const {
     return c.bcast && n.src(0).shape() == c.full && real_axes(n) == c.axes;
 }
 
-bool Walker::fuses_row(const UOp& v) {
-    if (!is_alu(v.op()) || !v.has_shape()) return false;
-    std::vector<std::pair<UOp, State>> stack{{v, root(v)}};
-    std::set<std::pair<const UOpNode*, int>> seen;
-    while (!stack.empty()) {
-        auto [n, s] = stack.back();
-        stack.pop_back();
-        if (s.ctx < 0) continue;
-        const std::pair<const UOpNode*, int> key{n.get(), s.ctx};
-        if (!seen.insert(key).second) continue;
-        if (fused(n, s)) return true;
-        if (seen.size() > 4096) return false; // (bounded: a graph this wide is left as it is)
-        const State below = next(n, s);
-        for (const UOp& src : n.srcs()) stack.emplace_back(src, below);
-    }
-    return false;
-}
-
 State Walker::next(const UOp& n, const State& s) {
     if (fused(n, s)) {
         const Context c = contexts_[static_cast<size_t>(s.ctx)];
@@ -125,6 +107,25 @@ State Walker::next(const UOp& n, const State& s) {
     }
     if (elementwise(n) && n.has_shape() && n.shape() == reduced_shape(c.full, c.axes)) return s;
     return {-1, s.under};
+}
+
+bool fuses_row(const UOp& v) {
+    if (!is_alu(v.op()) || !v.has_shape()) return false;
+    Walker w;
+    std::vector<std::pair<UOp, State>> stack{{v, w.root(v)}};
+    std::set<std::pair<const UOpNode*, int>> seen;
+    while (!stack.empty()) {
+        auto [n, s] = stack.back();
+        stack.pop_back();
+        if (s.ctx < 0) continue;
+        const std::pair<const UOpNode*, int> key{n.get(), s.ctx};
+        if (!seen.insert(key).second) continue;
+        if (w.fused(n, s)) return true;
+        if (seen.size() > 4096) return false; // (bounded: a graph this wide is left as it is)
+        const State below = w.next(n, s);
+        for (const UOp& src : n.srcs()) stack.emplace_back(src, below);
+    }
+    return false;
 }
 
 } // namespace tempura::row_fusion

@@ -36,11 +36,6 @@ class Walker {
     bool row_broadcast(const UOp& n, const State& s) const;
     // Whether n, a REDUCE_AXIS reached in state s, is a fused row reduce.
     bool fused(const UOp& n, const State& s) const;
-    // Whether v, as a kernel's output, would fuse a row reduce (a layer_norm's output read by a
-    // matmul through an EXPAND: it is then worth its own kernel, one pass over each row, rather
-    // than its reduces each a kernel and its normalization computed again in the matmul). Looks
-    // through elementwise nodes only.
-    bool fuses_row(const UOp& v);
 
   private:
     struct Context {
@@ -55,5 +50,12 @@ class Walker {
     static std::vector<int64_t> grown(const UOp& expand);
     std::vector<int64_t> grown_row_axes(const UOp& n, const State& s) const;
 };
+
+// Whether v, as a kernel's output, would fuse a row reduce (a layer_norm's output read by a
+// matmul through an EXPAND: it is then worth its own kernel, one pass over each row, rather than
+// its reduces each a kernel and its normalization computed again in the matmul). Looks through
+// elementwise nodes only, on a walk (and Walker) of its own: the answer depends on v alone, so
+// the scheduler keeps it for the rest of its call.
+bool fuses_row(const UOp& v);
 
 } // namespace tempura::row_fusion

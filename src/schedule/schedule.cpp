@@ -190,6 +190,14 @@ std::vector<UOp> find_materialized(const UOp& root, const SymbolicShapes* sym) {
     // walked before it was found would count its reduces as read by two kernels).
     std::vector<UOp> row_roots;
     std::unordered_set<const UOpNode*> is_row_root;
+    // row_fusion::fuses_row depends on its node alone: asked again on every visit of a growing
+    // EXPAND, in every kernel and round, it is walked once a node (bounded by the graph).
+    std::unordered_map<const UOpNode*, bool> fuses_row_memo;
+    const auto fuses_row = [&](const UOp& v) {
+        const auto [it, fresh] = fuses_row_memo.try_emplace(v.get(), false);
+        if (fresh) it->second = row_fusion::fuses_row(v);
+        return it->second;
+    };
     for (;;) {
         std::vector<UOp> mat;
         std::unordered_set<const UOpNode*> is_mat;
@@ -262,7 +270,7 @@ std::vector<UOp> find_materialized(const UOp& root, const SymbolicShapes* sym) {
                             mat.push_back(v);
                             work.push_back(v);
                             // (A row-fused one is a row root: see row_roots.)
-                            if (fuse_rows && !is_row_root.count(v.get()) && rows.fuses_row(v)) {
+                            if (fuse_rows && !is_row_root.count(v.get()) && fuses_row(v)) {
                                 is_row_root.insert(v.get());
                                 row_roots.push_back(v);
                                 new_row_root = true;
@@ -276,7 +284,7 @@ std::vector<UOp> find_materialized(const UOp& root, const SymbolicShapes* sym) {
                     !rows.row_broadcast(n, row)) {
                     UOp v = n.src(0);
                     while (v.op() == Op::Reshape || v.op() == Op::Permute) v = v.src(0);
-                    if (!is_mat.count(v.get()) && rows.fuses_row(v)) {
+                    if (!is_mat.count(v.get()) && fuses_row(v)) {
                         is_mat.insert(v.get());
                         mat.push_back(v);
                         work.push_back(v);
