@@ -193,8 +193,10 @@ class Expander {
         vaxes_.push_back(vaxis_);
         std::vector<UOp> cand{vaxis_};
         for (const UOp& u : ast_.toposort())
-            if (is_expanded(u) && !u.same(vaxis_) && u.src(0).is_const() && size_of(u) == vn_)
-                cand.push_back(u);
+            if (is_expanded(u) && !u.same(vaxis_) && u.src(0).is_const() && size_of(u) == vn_ &&
+                std::none_of(folded_hi_.begin(), folded_hi_.end(),
+                             [&](const UOp& h) { return h.same(u); }))
+                cand.push_back(u); // (a folded range's hi part strides: its lo is the lanes)
         if (cand.size() < 2 || cand.size() > 63) return;
         std::unordered_map<const UOpNode*, uint64_t> m;
         std::vector<uint64_t> together(cand.size(), 0);
@@ -248,14 +250,26 @@ class Expander {
             vaxis_ = UOp(); // no vector lanes: everything unrolls
             return;
         }
-        const int64_t next = detail::next_axis_id(ast_);
-        const AxisType t = type_of(vaxis_);
-        // lo keeps the smallest id so it stays the vector axis; hi gets a new one.
-        const UOp lo =
-            UOp::make(Op::Range, DType::Index, {UOp::index(w)}, vaxis_.arg_as<RangeArg>());
-        const UOp hi = UOp::make(Op::Range, DType::Index, {UOp::index(n / w)}, RangeArg{next, t});
-        ast_ = replace_range(ast_, vaxis_, hi * UOp::index(w) + lo, {hi, lo});
-        vaxis_ = lo;
+        // Every expanded range as wide as the vector axis is split alike: more_vector_axes()
+        // makes lanes of those as wide as the (folded) vector axis, so a row-fused kernel's
+        // reduce loops keep their lanes when a wide dtype (an Int64 mask) halves the width.
+        // (Unsplit, they were 16 unrolled scalars each: a causal softmax ran 9x slower.)
+        std::vector<UOp> wide;
+        for (const UOp& u : ast_.toposort())
+            if (is_expanded(u) && (u.same(vaxis_) || (u.src(0).is_const() && size_of(u) == n)))
+                wide.push_back(u);
+        int64_t next = detail::next_axis_id(ast_);
+        UOp folded;
+        for (const UOp& r : wide) {
+            // lo keeps the range's id (the vector axis keeps the smallest); hi gets a new one.
+            const UOp lo = UOp::make(Op::Range, DType::Index, {UOp::index(w)}, r.arg_as<RangeArg>());
+            const UOp hi = UOp::make(Op::Range, DType::Index, {UOp::index(n / w)},
+                                     RangeArg{next++, type_of(r)});
+            ast_ = replace_range(ast_, r, hi * UOp::index(w) + lo, {hi, lo});
+            folded_hi_.push_back(hi);
+            if (r.same(vaxis_)) folded = lo;
+        }
+        vaxis_ = folded;
     }
 
     // Which expanded ranges a node depends on (bit i: unrolled_[i]; kV: the vector axis). A
@@ -670,6 +684,7 @@ class Expander {
     }
 
     int64_t vector_bytes_;
+    std::vector<UOp> folded_hi_; // fold_width's outer parts (unrolled, never lanes)
     UOp ast_, vaxis_;
     std::vector<UOp> vaxes_; // the vector axis first, then the others (more_vector_axes)
     int64_t vn_ = 1;

@@ -44,11 +44,14 @@ Tensor every_nth(const Tensor& x, int64_t a, int64_t step, int64_t count) {
 Tensor diagonal_mask(const Tensor& x, int64_t k, bool lower) {
     const auto on = detail::on_device_of(x);
     const int64_t r = x.shape()[x.ndim() - 2], c = x.shape().back();
-    const Tensor i = Tensor::arange(r, DType::Int64).reshape({r, 1});
-    const Tensor j = Tensor::arange(c, DType::Int64).reshape({1, c});
+    // Int32 where j - i and k fit (always, but for a diagonal offset past 2^31): twice the
+    // vector lanes of Int64 in a kernel the mask is fused into (a causal softmax: 1.7 -> 0.7 ms).
+    constexpr int64_t kMax = std::numeric_limits<int32_t>::max() / 2;
+    const DType t = r <= kMax && c <= kMax && k >= -kMax && k <= kMax ? DType::Int32 : DType::Int64;
+    const Tensor i = Tensor::arange(r, t).reshape({r, 1});
+    const Tensor j = Tensor::arange(c, t).reshape({1, c});
     const Tensor d = j - i;
-    return lower ? d <= Tensor::full(Shape{}, k, DType::Int64)
-                 : d >= Tensor::full(Shape{}, k, DType::Int64);
+    return lower ? d <= Tensor::full(Shape{}, k, t) : d >= Tensor::full(Shape{}, k, t);
 }
 
 Tensor triangle(const char* op, const Tensor& x, int64_t k, bool lower) {
