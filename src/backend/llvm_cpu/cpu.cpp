@@ -75,6 +75,20 @@ llvm::ModulePassManager light_pipeline() {
     return m;
 }
 
+// Long straight-line code (a deep elementwise chain: 100,000 adds) is generated without the
+// code generator's optimizations (compile_uncached), and gets no more than SROA here: the
+// renderer's accumulators become registers, and nothing else runs over a block whose every
+// pass costs more than the kernel will ever run (the 100,000-add chain: 4.2 -> 3.0 s, most of
+// it the light pipeline's InstCombine and GVN).
+constexpr size_t kLongKernelInstructions = 16384;
+llvm::ModulePassManager long_pipeline() {
+    llvm::FunctionPassManager f;
+    f.addPass(llvm::SROAPass(llvm::SROAOptions::ModifyCFG));
+    llvm::ModulePassManager m;
+    m.addPass(llvm::createModuleToFunctionPassAdaptor(std::move(f)));
+    return m;
+}
+
 } // namespace
 
 // `expanded`: the codegen's expander already vectorized and unrolled the kernel (it has vector
@@ -102,13 +116,13 @@ void optimize(llvm::Module& m, llvm::TargetMachine& tm, bool expanded) {
     pb.crossRegisterProxies(lam, fam, cgam, mam);
     // The GPU's kernels keep O2, whose NVPTX passes (address-space inference and others) the
     // target adds to it; kernels LLVM should vectorize itself keep it too.
-    // Long straight-line code (a deep elementwise chain: EMU's per-thread programs are scalar,
-    // so not `expanded`) gets the short pipeline too: O2's inliner and loop passes have nothing
-    // to do there and cost most of its compile time.
+    // Long straight-line code (a deep elementwise chain, on either target: EMU's per-thread
+    // programs are scalar, so not `expanded`) gets long_pipeline(): SROA alone.
     size_t instructions = 0;
     for (const llvm::Function& f : m) instructions += f.getInstructionCount();
     llvm::ModulePassManager mpm =
-        (expanded || instructions > 16384) && tm.getTargetTriple().isX86()
+        instructions > kLongKernelInstructions ? long_pipeline()
+        : expanded && tm.getTargetTriple().isX86()
             ? light_pipeline()
             : pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O2);
     mpm.run(m, mam);
