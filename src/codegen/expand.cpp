@@ -262,7 +262,8 @@ class Expander {
         UOp folded;
         for (const UOp& r : wide) {
             // lo keeps the range's id (the vector axis keeps the smallest); hi gets a new one.
-            const UOp lo = UOp::make(Op::Range, DType::Index, {UOp::index(w)}, r.arg_as<RangeArg>());
+            const UOp lo =
+                UOp::make(Op::Range, DType::Index, {UOp::index(w)}, r.arg_as<RangeArg>());
             const UOp hi = UOp::make(Op::Range, DType::Index, {UOp::index(n / w)},
                                      RangeArg{next++, type_of(r)});
             ast_ = replace_range(ast_, r, hi * UOp::index(w) + lo, {hi, lo});

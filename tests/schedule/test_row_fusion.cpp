@@ -84,8 +84,8 @@ TEST_CASE("row fusion: an Int64 mask keeps every loop over the row in vector lan
     CHECK(src.find(" x i64>") != std::string::npos);
     CHECK(src.find("load float,") == std::string::npos);
     // triu/tril build their masks on Int32 (twice the lanes): causal attention's case.
-    Tensor c = x.masked_fill(Tensor::ones({n, n}, tempura::DType::Bool).triu(1), -INFINITY)
-                   .softmax(-1);
+    Tensor c =
+        x.masked_fill(Tensor::ones({n, n}, tempura::DType::Bool).triu(1), -INFINITY).softmax(-1);
     CHECK(realized_kernels(c) == 1);
     CHECK(c.kernels().back().source.find(" x i64>") == std::string::npos);
     // (The same values; the sums' lanes differ, 16 against 8, so not to the last bit.)
