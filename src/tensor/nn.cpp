@@ -408,6 +408,20 @@ Tensor max_pool2d(const Tensor& x, const PoolOptions& o, std::source_location lo
                   x.dtype().is_float()
                       ? Tensor::full(Shape{}, -std::numeric_limits<double>::infinity(), x.dtype())
                       : Tensor::full(Shape{}, x.dtype().min(), x.dtype()));
+    if (detail::grad_flows(padded) && !TensorAccess::symbolic(padded)) {
+        // The pool states its own gradient (CustomGradKind::MaxPool, max_pool_adjoint): each
+        // window's argmax is materialized and the input's gradient reads it. Through the
+        // max's with_derivative, each of an input element's windows recomputed its argmax:
+        // 182 ms of a ResNet-18 training step at batch 8 for the first pool, now 125.
+        const Tensor win = windows(padded, k, stride, Shape{1, 1}); // [..., oh, ow, kh, kw]
+        Shape flat = win.shape();
+        flat.pop_back();
+        flat.back() = k[0] * k[1];
+        const Tensor first = win.reshape(flat).argmax(-1).one_hot(k[0] * k[1]).reshape(win.shape());
+        std::vector<int64_t> params{2, k[0], k[1], stride[0], stride[1]};
+        return detail::with_custom_vjp(win.max({-1, -2}), padded, first, CustomGradKind::MaxPool,
+                                       params);
+    }
     const Tensor w = windows_with_vjp(padded, k, stride); // [..., oh, ow, kh, kw]
     const Tensor m = detail::with_derivative(w.max({-1, -2}, true), w, [&] {
         // A window with tied maxima sends its whole gradient to the first one (row-major), as
@@ -599,7 +613,7 @@ Tensor with_custom_vjp(const Tensor& value, const Tensor& x, const Tensor& w, Cu
     arg.insert(arg.end(), params.begin(), params.end());
     return TensorAccess::derive(
         value, UOp::make(Op::CustomGrad, value.dtype(), {value.uop(), x.uop(), w.uop()}, arg),
-        value.shape());
+        value.shape(), w); // (w's buffers too: a max pool's mask reads its own)
 }
 
 namespace {
@@ -666,6 +680,18 @@ Tensor windows_adjoint(const Tensor& g, const Tensor& x, const std::vector<int64
     return nn::pad_last(sum->permute(order).reshape(rows), cut).contiguous();
 }
 
+// The adjoint of a max pool over windows(x, k, s) (CustomGradKind::MaxPool): g goes through the
+// first-maximum mask m (its argmax a kernel of its own) to the input, by the window view's
+// adjoint. (The mask is built with the forward pass: its arange buffers live as long as the
+// pool's output. Materializing g too was tried: the scheduler then fused the producer of g, a
+// convolution's input gradient, with elementwise work it recomputed per tap, 40x slower.)
+Tensor max_pool_adjoint(const Tensor& g, const Tensor& x, const Tensor& m,
+                        const std::vector<int64_t>& p) {
+    Shape ones = g.shape();
+    ones.resize(m.shape().size(), 1);
+    return windows_adjoint(g.reshape(ones) * m.cast(g.dtype()), x, p);
+}
+
 // A stride-1 convolution's adjoints {dx, dw} from g (CustomGradKind::Conv, with_custom_vjp).
 std::pair<Tensor, Tensor> conv_vjp(const Tensor& g, const Tensor& x, const Tensor& w,
                                    const std::vector<int64_t>& p) {
@@ -706,6 +732,7 @@ std::pair<std::optional<Tensor>, std::optional<Tensor>>
 custom_vjp(const Tensor& g, const Tensor& x, const Tensor& w, const std::vector<int64_t>& p) {
     switch (static_cast<CustomGradKind>(p.at(0))) {
     case CustomGradKind::Windows: return {windows_adjoint(g, x, p), std::nullopt};
+    case CustomGradKind::MaxPool: return {max_pool_adjoint(g, x, w, p), std::nullopt};
     case CustomGradKind::Conv: {
         auto [dx, dw] = conv_vjp(g, x, w, p);
         return {std::move(dx), std::move(dw)};

@@ -460,13 +460,14 @@ TEST_CASE("tensor_shape: a CUSTOM_GRAD's arg names a known kind") {
     CHECK(cg(std::monostate{}) == Shape{2, 3});                       // plain: g * d
     CHECK(cg(std::vector<int64_t>{1, 1, 0, 1, 1}) == Shape{2, 3});    // Conv, 1 dim
     CHECK(cg(std::vector<int64_t>{2, 2, 1, 1, 1, 1}) == Shape{2, 3}); // Windows, 2 dims
+    CHECK(cg(std::vector<int64_t>{3, 2, 1, 1, 1, 1}) == Shape{2, 3}); // MaxPool, 2 dims
     CHECK(error_of([&] {
               cg(std::vector<int64_t>{7, 1});
           }) == "[tensor_shape] CUSTOM_GRAD arg [7, 1] does not start with a known kind (1 "
-                "convolution, 2 window view)");
+                "convolution, 2 window view, 3 max pool)");
     CHECK(error_of([&] { cg(std::vector<int64_t>{}); }) ==
           "[tensor_shape] CUSTOM_GRAD arg [] does not start with a known kind (1 convolution, 2 "
-          "window view)");
+          "window view, 3 max pool)");
     CHECK(error_of([&] {
               cg(std::vector<int64_t>{1, 2, 0, 1});
           }) ==

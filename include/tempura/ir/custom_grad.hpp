@@ -14,13 +14,18 @@ enum class CustomGradKind : int64_t {
     // CUSTOM_GRAD(value, x, x) {Windows, n, k..., s...}: windows(x, k, s), a pool's window view;
     // x takes the sum of the window elements that hold it.
     Windows = 2,
+    // CUSTOM_GRAD(value, x, m) {MaxPool, n, k..., s...}: the max over each of windows(x, k, s),
+    // m the windows' one-hot mask of their first maximum (row-major, as PyTorch); x takes g
+    // through the mask.
+    MaxPool = 3,
 };
 
 // The arg's length for a kind over n dims (0 for an unknown kind).
 constexpr int64_t custom_grad_arg_size(CustomGradKind kind, int64_t n) {
     switch (kind) {
     case CustomGradKind::Conv: return 3 + 2 * n;
-    case CustomGradKind::Windows: return 2 + 2 * n;
+    case CustomGradKind::Windows:
+    case CustomGradKind::MaxPool: return 2 + 2 * n;
     }
     return 0;
 }
