@@ -777,6 +777,28 @@ std::vector<Opt> heuristic_opts(const UOp& ast, const DeviceLimits& lim) {
         return c;
     };
 
+    // Lanes along an axis: the register width, or the largest divisor of the axis below it (a
+    // 10-wide output row is one 10-lane vector); 0 when none of 4 or more divides it.
+    const auto lanes_for = [&](const UOp& r) {
+        for (int64_t d = std::min(lanes, size_of(r)); d >= 4; --d)
+            if (size_of(r) % d == 0) return d;
+        return int64_t{0};
+    };
+    // The lanes of the innermost reduce axis as a dot product's (every load contiguous along it
+    // or broadcast), 0 when it cannot be one.
+    const auto reduce_lanes = [&]() -> int64_t {
+        const UOp& r = k.axes().back();
+        bool contig = false;
+        for (auto [c, st] : coeffs(r)) {
+            if (st) continue;
+            if (c == 1)
+                contig = true;
+            else if (c != 0)
+                return 0;
+        }
+        return contig ? lanes_for(r) : 0;
+    };
+
     bool vec_out = false, vec_red = false;
     int64_t block_id = -1; // the output axis register blocking split (a matmul's rows)
     int64_t red_id = -1;   // the reduce axis split into vector lanes
@@ -796,30 +818,12 @@ std::vector<Opt> heuristic_opts(const UOp& ast, const DeviceLimits& lim) {
             else if (c < 0 || c > kMaxStride)
                 loads_ok = false;
         }
-        // Lanes: the register width, or the largest divisor of the axis below it (a 10-wide
-        // output row is one 10-lane vector).
-        int64_t amt = 0;
-        for (int64_t d = std::min(lanes, size_of(r)); d >= 4 && amt == 0; --d)
-            if (size_of(r) % d == 0) amt = d;
+        int64_t amt = lanes_for(r);
         // A reduce whose innermost axis both kinds of load read contiguously, at least twice as
         // wide in lanes, is the better vector axis (the dot-product form below): a weight
         // gradient of 4 x 4 taps over 112 columns ran 4-lane vectors at 35 GFLOP/s, its 3 x 3
         // siblings 14-lane dot products at 100-115.
-        if (has_reduce && amt > 0 && amt < lanes) {
-            const UOp& rr = k.axes().back();
-            bool contig = false, ok = true;
-            for (auto [c, st] : coeffs(rr)) {
-                if (st) continue;
-                if (c == 1)
-                    contig = true;
-                else if (c != 0)
-                    ok = false;
-            }
-            int64_t amt_red = 0;
-            for (int64_t d = std::min(lanes, size_of(rr)); d >= 4 && amt_red == 0; --d)
-                if (size_of(rr) % d == 0) amt_red = d;
-            if (contig && ok && amt_red >= 2 * amt) amt = 0;
-        }
+        if (has_reduce && amt > 0 && amt < lanes && reduce_lanes() >= 2 * amt) amt = 0;
         if (store_contig && loads_ok && amt > 0)
             vec_out = k.try_apply({OptOp::Upcast, static_cast<int64_t>(n_out - 1), amt});
         if (vec_out) lanes_axis = r;
@@ -827,18 +831,7 @@ std::vector<Opt> heuristic_opts(const UOp& ast, const DeviceLimits& lim) {
     if (!vec_out && has_reduce) {
         const int64_t a = static_cast<int64_t>(k.axes().size()) - 1;
         const UOp r = k.axes().back();
-        bool contig = false, ok = true;
-        for (auto [c, st] : coeffs(r)) {
-            if (st) continue;
-            if (c == 1)
-                contig = true;
-            else if (c != 0)
-                ok = false;
-        }
-        int64_t amt = 0;
-        for (int64_t d = std::min(lanes, size_of(r)); d >= 4 && amt == 0; --d)
-            if (size_of(r) % d == 0) amt = d;
-        if (contig && ok && amt > 0) {
+        if (const int64_t amt = reduce_lanes(); amt > 0) {
             vec_red = k.try_apply({OptOp::Unroll, a, amt});
             red_id = r.arg_as<RangeArg>().axis_id;
             if (vec_red) lanes_axis = r;
