@@ -37,7 +37,10 @@ int main(int argc, char** argv) {
                     error = e.what();
                 }
             });
-            std::this_thread::sleep_for(std::chrono::milliseconds(300));
+            // Time for the waiter to reach the runtime even on a loaded machine (300 ms was not:
+            // ctest -j2 timed out once in six runs), and still before rank 1 finalizes (3 s).
+            // (A collective that first arrives after finalize is a separate case, not tested here.)
+            std::this_thread::sleep_for(std::chrono::milliseconds(1500));
             dist::finalize();
             waiter.join();
             std::fprintf(stderr, "rank %d: %s\n", me, error.c_str());
