@@ -147,15 +147,14 @@ std::optional<Shape> infer_shape(Op op, const std::vector<UOp>& srcs, const Arg&
         if (ints) { // a convolution's (its sources: the input and the weights), a window view's or
                     // a max pool's
             const int64_t kind = ints->empty() ? 0 : (*ints)[0];
-            if (kind != static_cast<int64_t>(CustomGradKind::Conv) &&
-                kind != static_cast<int64_t>(CustomGradKind::Windows) &&
-                kind != static_cast<int64_t>(CustomGradKind::MaxPool))
-                return bad(
-                    "arg " + shape_str(*ints) + " does not start with a known kind (" +
-                    std::to_string(static_cast<int64_t>(CustomGradKind::Conv)) + " convolution, " +
-                    std::to_string(static_cast<int64_t>(CustomGradKind::Windows)) +
-                    " window view, " +
-                    std::to_string(static_cast<int64_t>(CustomGradKind::MaxPool)) + " max pool)");
+            if (custom_grad_kind_name(kind) == nullptr) {
+                std::string known;
+                for (int64_t k = 1; custom_grad_kind_name(k) != nullptr; ++k)
+                    known +=
+                        (k > 1 ? ", " : "") + std::to_string(k) + " " + custom_grad_kind_name(k);
+                return bad("arg " + shape_str(*ints) + " does not start with a known kind (" +
+                           known + ")");
+            }
             const int64_t n = ints->size() > 1 ? (*ints)[1] : -1;
             if (n < 1 || n > static_cast<int64_t>(ints->size()) ||
                 static_cast<int64_t>(ints->size()) !=

@@ -91,19 +91,25 @@ Tensor windows(const Tensor& x, const Shape& k, const Shape& s, const Shape& d) 
     return t.permute(order);
 }
 
-// windows() over x padded by `pad` per side of the last k.size() dims: the convolution's
-// windows, built the same way by its forward pass and by its weight gradient (conv_vjp). A padded
-// input is materialized first (one cheap copy kernel): windows over it then read with plain
-// unit-stride vector loads. Fused, every lane's load would carry its own padding gate, and a
-// gated load does not vectorize.
+// x padded (or cut, where negative) by `pads` per side of its last dims, materialized when
+// anything changed (one cheap copy kernel): windows over it then read with plain unit-stride
+// vector loads. Fused, every lane's load would carry its own padding gate, and a gated load
+// does not vectorize. A convolution's input, its weight gradient's and a transposed one's.
+Tensor padded_copy(const Tensor& x, const std::vector<std::pair<int64_t, int64_t>>& pads) {
+    const Tensor padded = pad_last(x, pads);
+    const bool changed = std::any_of(pads.begin(), pads.end(),
+                                     [](const auto& p) { return p.first != 0 || p.second != 0; });
+    return changed ? padded.contiguous() : padded;
+}
+
+// windows() over x padded by `pad` per side of the last k.size() dims (padded_copy): the
+// convolution's windows, built the same way by its forward pass and by its weight gradient
+// (conv_vjp).
 Tensor padded_windows(const Tensor& x, const Shape& k, const Shape& s, const Shape& pad,
                       const Shape& d) {
     std::vector<std::pair<int64_t, int64_t>> pads;
     for (int64_t p : pad) pads.push_back({p, p});
-    Tensor padded = pad_last(x, pads);
-    if (std::any_of(pad.begin(), pad.end(), [](int64_t p) { return p > 0; }))
-        padded = padded.contiguous();
-    return windows(padded, k, s, d);
+    return windows(padded_copy(x, pads), k, s, d);
 }
 
 struct Spatial {
@@ -292,12 +298,7 @@ Tensor transposed_conv(const char* op, const Tensor& up, const Tensor& w, const 
     for (int64_t lanes : {4, 8, 16}) divides = divides || width % lanes == 0;
     const int64_t extra = divides ? 0 : (width + 7) / 8 * 8 - width;
     reach.back().second += extra;
-    // The padded input is materialized (one copy kernel), as conv() does with its own padding:
-    // windows over it read with unit-stride vector loads, not a padding gate a lane.
-    Tensor padded = pad_last(up, reach);
-    if (std::any_of(reach.begin(), reach.end(),
-                    [](const std::pair<int64_t, int64_t>& r) { return r.first || r.second; }))
-        padded = padded.contiguous();
+    const Tensor padded = padded_copy(up, reach);
     ConvOptions c;
     c.bias = bias;
     c.dilation = dilation;
@@ -408,32 +409,29 @@ Tensor max_pool2d(const Tensor& x, const PoolOptions& o, std::source_location lo
                   x.dtype().is_float()
                       ? Tensor::full(Shape{}, -std::numeric_limits<double>::infinity(), x.dtype())
                       : Tensor::full(Shape{}, x.dtype().min(), x.dtype()));
-    if (detail::grad_flows(padded) && !TensorAccess::symbolic(padded)) {
-        // The pool states its own gradient (CustomGradKind::MaxPool, max_pool_adjoint): each
-        // window's argmax is materialized and the input's gradient reads it. Through the
-        // max's with_derivative, each of an input element's windows recomputed its argmax:
-        // 182 ms of a ResNet-18 training step at batch 8 for the first pool, now 125.
-        const Tensor win = windows(padded, k, stride, Shape{1, 1}); // [..., oh, ow, kh, kw]
-        Shape flat = win.shape();
-        flat.pop_back();
-        flat.back() = k[0] * k[1];
-        const Tensor first = win.reshape(flat).argmax(-1).one_hot(k[0] * k[1]).reshape(win.shape());
+    const Tensor win = windows(padded, k, stride, Shape{1, 1}); // [..., oh, ow, kh, kw]
+    if (!detail::grad_flows(padded)) return win.max({-1, -2});
+    // A window with tied maxima sends its whole gradient to the first one (row-major), as PyTorch
+    // does; the max's own rule would split it. The one-hot mask is built here, with the forward
+    // pass: its arange buffers then live as long as the pool's output, which the backward pass
+    // reads it through.
+    Shape flat = win.shape();
+    flat.pop_back();
+    flat.back() = k[0] * k[1];
+    const Tensor first = win.reshape(flat).argmax(-1).one_hot(k[0] * k[1]).reshape(win.shape());
+    if (!TensorAccess::symbolic(padded)) {
+        // The pool states its own gradient (CustomGradKind::MaxPool, max_pool_adjoint): the
+        // argmax is a kernel of its own, which the input's gradient reads. Through the max's
+        // derivative and the window view's adjoint, each of an input element's windows
+        // recomputed it: 182 ms of a ResNet-18 training step at batch 8 for the first pool, now
+        // 125.
         std::vector<int64_t> params{2, k[0], k[1], stride[0], stride[1]};
         return detail::with_custom_vjp(win.max({-1, -2}), padded, first, CustomGradKind::MaxPool,
                                        params);
     }
-    const Tensor w = windows_with_vjp(padded, k, stride); // [..., oh, ow, kh, kw]
-    const Tensor m = detail::with_derivative(w.max({-1, -2}, true), w, [&] {
-        // A window with tied maxima sends its whole gradient to the first one (row-major), as
-        // PyTorch does; the max's own rule would split it.
-        Shape flat = w.shape();
-        flat.pop_back();
-        flat.back() = k[0] * k[1];
-        return w.reshape(flat).argmax(-1).one_hot(k[0] * k[1]).reshape(w.shape());
-    });
-    Shape out = m.shape();
-    out.resize(out.size() - 2);
-    return m.reshape(out);
+    // Symbolic sizes (the window view's adjoint needs concrete ones): the max's own derivative.
+    const Tensor m = detail::with_derivative(win.max({-1, -2}, true), win, [&] { return first; });
+    return m.reshape(Shape(m.shape().begin(), m.shape().end() - 2)); // (the two window dims)
 }
 
 Tensor avg_pool2d(const Tensor& x, const PoolOptions& o, std::source_location loc) {
@@ -681,10 +679,10 @@ Tensor windows_adjoint(const Tensor& g, const Tensor& x, const std::vector<int64
 }
 
 // The adjoint of a max pool over windows(x, k, s) (CustomGradKind::MaxPool): g goes through the
-// first-maximum mask m (its argmax a kernel of its own) to the input, by the window view's
-// adjoint. (The mask is built with the forward pass: its arange buffers live as long as the
-// pool's output. Materializing g too was tried: the scheduler then fused the producer of g, a
-// convolution's input gradient, with elementwise work it recomputed per tap, 40x slower.)
+// first-maximum mask m (max_pool2d builds it; its argmax a kernel of its own) to the input, by
+// the window view's adjoint. (Materializing g too was tried: the scheduler then fused the
+// producer of g, a convolution's input gradient, with elementwise work it recomputed per tap,
+// 40x slower.)
 Tensor max_pool_adjoint(const Tensor& g, const Tensor& x, const Tensor& m,
                         const std::vector<int64_t>& p) {
     Shape ones = g.shape();

@@ -20,6 +20,16 @@ enum class CustomGradKind : int64_t {
     MaxPool = 3,
 };
 
+// A kind's name in messages, nullptr for an unknown kind (kinds run 1, 2, ... without a gap).
+constexpr const char* custom_grad_kind_name(int64_t kind) {
+    switch (static_cast<CustomGradKind>(kind)) {
+    case CustomGradKind::Conv: return "convolution";
+    case CustomGradKind::Windows: return "window view";
+    case CustomGradKind::MaxPool: return "max pool";
+    }
+    return nullptr;
+}
+
 // The arg's length for a kind over n dims (0 for an unknown kind).
 constexpr int64_t custom_grad_arg_size(CustomGradKind kind, int64_t n) {
     switch (kind) {

@@ -75,12 +75,8 @@ llvm::ModulePassManager light_pipeline() {
     return m;
 }
 
-// Long straight-line code (a deep elementwise chain: 100,000 adds) is generated without the
-// code generator's optimizations (compile_uncached), and gets no more than SROA here: the
-// renderer's accumulators become registers, and nothing else runs over a block whose every
-// pass costs more than the kernel will ever run (the 100,000-add chain: 4.2 -> 3.0 s, most of
-// it the light pipeline's InstCombine and GVN).
-constexpr size_t kLongKernelInstructions = 16384;
+// A long kernel's passes (kLongKernelOps): SROA alone, so that the renderer's accumulators become
+// registers; nothing else runs over a block whose every pass costs more than it will ever run.
 llvm::ModulePassManager long_pipeline() {
     llvm::FunctionPassManager f;
     f.addPass(llvm::SROAPass(llvm::SROAOptions::ModifyCFG));
@@ -121,7 +117,7 @@ void optimize(llvm::Module& m, llvm::TargetMachine& tm, bool expanded) {
     size_t instructions = 0;
     for (const llvm::Function& f : m) instructions += f.getInstructionCount();
     llvm::ModulePassManager mpm =
-        instructions > kLongKernelInstructions ? long_pipeline()
+        instructions > kLongKernelOps ? long_pipeline()
         : expanded && tm.getTargetTriple().isX86()
             ? light_pipeline()
             : pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O2);
@@ -227,10 +223,6 @@ struct Jit {
 constexpr const char* kCodegenLevelFlag = "tempura.codegen-level";
 // Below this many lane-operations (about 16,000 AVX-512 instructions) a kernel is small.
 constexpr double kSmallKernelLanes = 262144;
-// Above this many operations a kernel is long straight-line code (a deep elementwise chain) and
-// is generated without the code generator's optimizations too: its DAG scheduling grows faster
-// than the block (a chain of 70,000 vector adds took 35 s at the default level, 0.5 s without).
-constexpr size_t kLongKernelOps = 16384;
 
 // The code generator's level for a module: compile_uncached's choice, in a module flag.
 llvm::CodeGenOptLevel codegen_level(const llvm::Module& m) {
@@ -368,7 +360,8 @@ std::shared_ptr<const CompiledKernel> compile_uncached(const std::string& name,
     // optimizations (instruction selection without DAG combining, the fast register allocator):
     // it halves the generation time, and what the kernel loses at run time is a microsecond or
     // two. The MLP's first realize: 28 -> 24 ms, its three softmax kernels being small.
-    const bool small = dynamic_lanes(linear) < kSmallKernelLanes || linear.size() > kLongKernelOps;
+    const bool small =
+        dynamic_lanes(linear) < kSmallKernelLanes || linear.size() > llvm_backend::kLongKernelOps;
     mod->addModuleFlag(llvm::Module::Warning, kCodegenLevelFlag,
                        static_cast<uint32_t>(small ? llvm::CodeGenOptLevel::None
                                                    : llvm::CodeGenOptLevel::Default));

@@ -73,6 +73,13 @@ struct RenderInfo {
     bool barriers = false;   // the program has a BARRIER
 };
 
+// Above this many operations (linearized ops, or LLVM instructions: about one each) a kernel is
+// long straight-line code (a deep elementwise chain): the code generator runs without its
+// optimizations, whose DAG scheduling grows faster than the block (a chain of 70,000 vector adds
+// took 35 s at the default level, 0.5 s without), and optimize() runs SROA alone (the 100,000-add
+// chain: 4.2 -> 3.1 s, most of it InstCombine and GVN). Both the CPU and the NVPTX backend.
+inline constexpr size_t kLongKernelOps = 16384;
+
 // Optimizes `m` for the target of `tm`. `expanded`: the codegen's expander vectorized and
 // unrolled the kernel already, so LLVM's vectorizers and unroller stay off (GPU kernels always);
 // an expanded host kernel gets a short pipeline of the passes it needs, the others LLVM's O2.

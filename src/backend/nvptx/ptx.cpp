@@ -91,13 +91,11 @@ std::string render_ptx(const std::string& name, const std::vector<UOp>& linear, 
     const std::string arch = "sm_" + std::to_string(sm) + (wgmma ? "a" : "");
     const llvm::Target& target = nvptx_target();
     llvm::TargetOptions opts;
-    // Long straight-line code (a deep elementwise chain) is generated at the lowest level, as on
-    // the CPU: the DAG scheduler's time grows faster than the block.
-    constexpr size_t kLongKernelOps = 16384;
+    // Long straight-line code is generated at the lowest level, as on the CPU (kLongKernelOps).
     std::unique_ptr<llvm::TargetMachine> tm(target.createTargetMachine(
         kTriple, arch, "", opts, llvm::Reloc::Static, std::nullopt,
-        linear.size() > kLongKernelOps ? llvm::CodeGenOptLevel::None
-                                       : llvm::CodeGenOptLevel::Default));
+        linear.size() > llvm_backend::kLongKernelOps ? llvm::CodeGenOptLevel::None
+                                                     : llvm::CodeGenOptLevel::Default));
     if (!tm) fail("nvptx", "cannot create the NVPTX TargetMachine for " + arch);
 
     llvm::LLVMContext ctx;
