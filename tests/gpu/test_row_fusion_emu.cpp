@@ -74,3 +74,29 @@ TEST_CASE("EMU: row fusion runs softmax and the norms as one kernel, one block a
     CHECK(s.kernels()[0].source.find(".maxntid 37, 1, 1") != std::string::npos);
     check_close(s.to_vector<float>(), odd.softmax(1).to_vector<float>(), 2e-6f);
 }
+
+TEST_CASE("EMU: a reduce nested in another's loop is not laid out over row threads") {
+    // The min over rows a of the mean over k of x[a, k], and the max over a of a dot product
+    // over k: the inner reduce's value uses a, so one thread index shared by a and k would
+    // reduce across rows. (On an H200 both gave wrong values; EMU reported a shared-memory
+    // race: random programs 888 and 1021 of the differential suite's default seed.)
+    std::vector<float> xv(8), pv(4 * 4 * 3), vv(4);
+    for (size_t i = 0; i < xv.size(); ++i)
+        xv[i] = static_cast<float>(static_cast<int>(i * 5 % 7) - 3);
+    for (size_t i = 0; i < pv.size(); ++i)
+        pv[i] = static_cast<float>(static_cast<int>(i * 3 % 5) - 2);
+    for (size_t i = 0; i < vv.size(); ++i) vv[i] = static_cast<float>(i) - 1.5f;
+    const Tensor x = Tensor::from_vector(xv, {4, 2}), p = Tensor::from_vector(pv, {4, 4, 3}),
+                 v = Tensor::from_vector(vv, {4});
+    const auto first = [](const Tensor& t) { return 1.0f - (t + t.mean({1}, true).min(0)); };
+    const auto second = [](const Tensor& pt, const Tensor& vt) {
+        return vt.dot(pt).max({0}).slice({{-3, 1, 2}}) - pt;
+    };
+    Tensor a = first(x.to("EMU")), b = second(p.to("EMU"), v.to("EMU"));
+    a.realize();
+    b.realize();
+    REQUIRE(a.kernels().size() == 1);
+    CHECK(a.kernels()[0].source.find("bar.sync") == std::string::npos);
+    CHECK(a.to_vector<float>() == first(x).to_vector<float>());
+    CHECK(b.to_vector<float>() == second(p, v).to_vector<float>());
+}
