@@ -49,7 +49,7 @@ std::string to_string(const std::vector<Opt>& opts) {
 bool noopt_requested() { return env::get_flag("TEMPURA_NOOPT"); }
 
 bool wgmma_offered(const DeviceLimits& lim) {
-    return lim.gpu && lim.sm >= 90 && env::get_flag("TEMPURA_WGMMA");
+    return lim.gpu && lim.sm >= 90 && env::get_int("TEMPURA_WGMMA", 1, 0, 1) == 1;
 }
 
 namespace {
@@ -666,9 +666,9 @@ std::vector<Opt> heuristic_opts(const UOp& ast, const DeviceLimits& lim) {
             const std::vector<Staged> staged =
                 f16_acc ? std::vector<Staged>{{3244, 72, 128}, {3224, 72, 128}, {3422, 72, 1}}
                         : std::vector<Staged>{{3442, 72, 128}, {3422, 72, 1}};
-            // Hopper (TEMPURA_WGMMA=1): blocks of 128 x 256, two warpgroups of 64 x 256 reading
-            // their operands from shared memory (wgmma), k-steps of 64 copied 2 steps ahead by a
-            // cp.async pipeline of 4 tiles (192 KiB; 3 tiles, 144 KiB, where the device has
+            // Hopper (unless TEMPURA_WGMMA=0): blocks of 128 x 256, two warpgroups of 64 x 256
+            // reading their operands from shared memory (wgmma), k-steps of 64 copied 2 steps ahead
+            // by a cp.async pipeline of 4 tiles (192 KiB; 3 tiles, 144 KiB, where the device has
             // less), the last k-step's mma kept in flight: the shape of CUTLASS's default Hopper
             // GEMM tile. Not yet timed on a GPU.
             if (wgmma_offered(lim) && m % 128 == 0 && n % 256 == 0 && m / 128 * (n / 256) >= 128)

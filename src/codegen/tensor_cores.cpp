@@ -115,6 +115,22 @@ UOp tensor_core_ast(const UOp& ast, const DeviceLimits& lim, int64_t& next_axis,
         fail("opt", what + "tensor cores have no bfloat16 accumulator (a bfloat16 matmul "
                            "accumulates in float32 there)");
     if (acc_t != DType::Float32 && acc_t != DType::Float16) fail("opt", not_matmul);
+    if (wg) {
+        // One wgmma names a thread's whole accumulator (n / 2 float32 registers, or n / 4 of
+        // float16 pairs), and ptxas cannot spill any of it: with the descriptors and addresses
+        // beside it (26 more registers for n = 256 on an H200's driver) it must fit the share
+        // of the block's 65536 registers that each of its threads gets (255 at most).
+        const int64_t threads = 128 * wm * wn,
+                      acc_regs = acc_t == DType::Float32 ? tiles / 2 : tiles / 4;
+        const int64_t budget = std::min<int64_t>(255, 65536 / threads);
+        if (acc_regs + 32 > budget)
+            fail("opt", what + std::to_string(wm * wn) + " warpgroups of 64 x " +
+                            std::to_string(tiles) + " " + acc_t.name() +
+                            " outputs: each thread holds " + std::to_string(acc_regs) +
+                            " accumulator registers and about 32 more, over the " +
+                            std::to_string(budget) + " a block of " + std::to_string(threads) +
+                            " threads gives each (a wgmma's accumulator cannot spill)");
+    }
     for (size_t s = 0; s < 2; ++s) {
         const UOp& c = red.src(0).src(s);
         const UOp& l = acc_t == DType::Float32 && c.op() == Op::Cast ? c.src(0) : c;

@@ -720,7 +720,8 @@ std::string beam_cache_key(const UOp& ast, const DeviceLimits& limits, int width
            std::to_string(limits.vector_bytes) + "\nthreads " + std::to_string(limits.threads) +
            "\nshared " + std::to_string(limits.has_shared) + "\nupcast " +
            std::to_string(limits.max_upcast);
-    // TEMPURA_WGMMA=1 widens the search: a pick made with it is not one made without.
+    // The wgmma variants (TEMPURA_WGMMA=0 leaves them out) widen the search: a pick made with
+    // them is not one made without.
     if (wgmma_offered(limits)) key += "\nwgmma";
     // A GPU's float32 matmuls start from their SMEM variants too: picks made before those
     // existed are not reused.
@@ -800,10 +801,9 @@ std::vector<std::vector<Opt>> tensor_core_variants(const UOp& prepared, const De
                         out.push_back(k.applied());
     // Hopper (sm_90): 1 x 1, 2 x 1, 1 x 2 and 2 x 2 warpgroups of 64 x 128 or 64 x 256 outputs
     // (wgmma), k-steps of 64 by a cp.async pipeline of 2, 3 or 4 tiles, each k-step's mma waited
-    // for, or (pipelines of 3 and 4) the last one kept in flight. Only with
-    // TEMPURA_WGMMA=1 until they have run on a GPU: BEAM times candidates, it does not check
-    // their products, and these have been checked on EMU only (against its model of the
-    // hardware's descriptors and swizzle).
+    // for, or (pipelines of 3 and 4) the last one kept in flight; not with TEMPURA_WGMMA=0.
+    // (BEAM times candidates, it does not check their products: every one of these gave the
+    // CPU's products bit for bit on an H200.)
     if (!wgmma_offered(lim)) return out;
     for (const int64_t wg : {1, 2})
         for (const int64_t pipe : {2, 3, 4})

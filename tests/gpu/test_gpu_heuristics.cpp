@@ -160,16 +160,19 @@ TEST_CASE("GPU heuristics: a float16 matmul takes tensor cores, staged where blo
     }
 }
 
-TEST_CASE("GPU heuristics: with TEMPURA_WGMMA=1, an sm_90 GPU takes warpgroup mma where it tiles") {
+TEST_CASE(
+    "GPU heuristics: an sm_90 GPU takes warpgroup mma where it tiles (not with TEMPURA_WGMMA=0)") {
     const auto half = [](int64_t r, int64_t c) {
         return Tensor::from_vector(ramp(r * c, 0.01f), {r, c}, DType::Float16);
     };
     codegen::DeviceLimits h100 = codegen::gpu_limits("H100", 90);
     h100.shared_bytes = 227 * 1024; // an H100's opt-in maximum, as its CUDA limits say
     const Tensor wide = half(4096, 64), tall = half(64, 4096);
-    // Without the flag: warps of mma.sync, staged.
-    CHECK(gpu_heuristics(wide.matmul(tall), h100) == "[TC(3442, 72)]");
-    const EnvVar on("TEMPURA_WGMMA", "1");
+    {
+        // With TEMPURA_WGMMA=0: warps of mma.sync, staged.
+        const EnvVar off("TEMPURA_WGMMA", "0");
+        CHECK(gpu_heuristics(wide.matmul(tall), h100) == "[TC(3442, 72)]");
+    }
     // Blocks of 128 x 256 (two warpgroups of 64 x 256) by a pipeline of 4 tiles, an mma in
     // flight, for either accumulator; 3 tiles where the device has 163 KiB.
     CHECK(gpu_heuristics(wide.matmul(tall), h100) == "[TC(24421, 256)]");

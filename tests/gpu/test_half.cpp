@@ -641,6 +641,16 @@ TEST_CASE("tensor cores: Hopper's warpgroup mma (TC(10000 + stage, n)) on EMU as
     codegen::OptKernel h(codegen::prepare_for_opts(ks[0].ast), lim);
     CHECK(tc_error(h, 10411, 72) ==
           "[opt] TC(10411, 72): a warpgroup's columns are 64, 128 or 256, got 72");
+    // 2 x 2 warpgroups of 64 x 256 float32 outputs: 128 accumulator registers in each of 512
+    // threads, which have 128 each (an H200's driver asked for 154); float16's 64 fit.
+    CHECK(tc_error(h, 12422, 256) ==
+          "[opt] TC(12422, 256): 4 warpgroups of 64 x 256 float32 outputs: each thread holds 128 "
+          "accumulator registers and about 32 more, over the 128 a block of 512 threads gives "
+          "each (a wgmma's accumulator cannot spill)");
+    for (const auto& [stage, cols] : {std::pair{12422, 128}, std::pair{12412, 256}}) {
+        codegen::OptKernel fits(codegen::prepare_for_opts(ks[0].ast), lim);
+        CHECK(tc_error(fits, stage, cols) == "<no error>");
+    }
     CHECK(tc_error(h, 10211, 64) == "[opt] TC(10211, 64): " + kBadStaging + "10211");
     CHECK(tc_error(h, 22411, 64) == "[opt] TC(22411, 64): " + kBadStaging + "22411");
     const Tensor odd = Tensor::from_vector(std::vector<float>(64 * 60, 1), {64, 60}, f16);
