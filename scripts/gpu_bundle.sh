@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Packs the GPU checks, built here, for a GPU machine that has the NVIDIA driver but no LLVM 19,
 # doctest or Google Benchmark (a container image with CUDA and nothing else):
-#   .gpurun/bundle.tar.xz   test_gpu, test_tensor, bench_gpu, the mock driver and every shared
-#                           library they load (LLVM 19 and its dependencies), but for glibc's;
+#   .gpurun/bundle.tar.xz   test_gpu, test_tensor, test_autograd, bench_gpu, bench_onnx, the mock
+#                           driver and every shared library they load (LLVM 19 and its
+#                           dependencies), but for glibc's;
 #   .gpurun/run.sh          unpacks it under /tmp/tempura-gpu and runs the real-GPU cases, the
-#                           tensor suite and the random-program differential on CUDA, then
-#                           bench_gpu (its rows include BM_MatmulF32, the float32 matmul staged
+#                           random networks (model fuzz), ONNX models against PyTorch on the same
+#                           GPU, the tensor suite and the random-program differential on CUDA,
+#                           then bench_gpu (its rows include BM_MatmulF32, the float32 matmul staged
 #                           through shared memory, beside cuBLAS; LIMIT_SMEM=... above 0 adds
 #                           BEAM over its SMEM variants). Run it from the repository root (the
 #                           tests read tests/data).
@@ -17,7 +19,8 @@ out=.gpurun
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/bin" "$stage/lib" "$out"
-bins=("$build/tests/test_gpu" "$build/tests/test_tensor" "$build/bench/bench_gpu")
+bins=("$build/tests/test_gpu" "$build/tests/test_tensor" "$build/tests/test_autograd"
+    "$build/bench/bench_gpu" "$build/bench/bench_onnx")
 cp "${bins[@]}" "$build/tests/libtempura_mock_cuda.so" "$stage/bin/"
 # Every library the binaries load, but for the C library's own (the target has a newer glibc).
 ldd "${bins[@]}" | awk '/=> \//{print $3}' | sort -u | while read -r lib; do

@@ -42,11 +42,28 @@ step() { # step NAME LIMIT COMMAND... (a LIMIT of 0 skips the step)
 }
 export TEMPURA_TEST_CUDA=1
 step cuda_cases "${LIMIT_CASES:-120}" "$bin/test_gpu" "-tc=cuda device:*,cuda realize:*"
+# Random networks (convolutions, pools, norms, attention, ...), forward and gradients on the GPU
+# against the reference interpreter.
+step model_fuzz "${LIMIT_MODELS:-150}" "$bin/test_autograd" \
+    "-tc=model fuzz: random networks on a real CUDA*"
+# ONNX models exported here by the machine's PyTorch (scripts/onnx_models.py: resnet18,
+# mobilenet_v2, the BERT-style encoder, random weights), Tempura's forward on CUDA checked against
+# PyTorch's outputs and timed (bench_onnx), then PyTorch's own forward on the same GPU.
+if [ "${LIMIT_ONNX:-150}" -gt 0 ] && python3 -c 'import torch, torchvision' 2>/dev/null; then
+    step onnx_export 90 python3 scripts/onnx_models.py "$root/onnx_models" resnet18 mobilenet_v2 bert
+    step onnx_tempura "${LIMIT_ONNX:-150}" env TEMPURA_DEVICE=CUDA \
+        TEMPURA_ONNX_MODELS="$root/onnx_models" "$bin/bench_onnx" --benchmark_repetitions=3 \
+        --benchmark_counters_tabular=true
+    step onnx_torch 90 python3 scripts/torch_gpu_models.py resnet18 mobilenet_v2 bert
+else
+    summary+=("onnx: skipped (LIMIT_ONNX=0, or no PyTorch with torchvision here)")
+fi
 step bench "${LIMIT_BENCH:-180}" "$bin/bench_gpu" --benchmark_min_time=0.3 \
     --benchmark_repetitions=3 --benchmark_counters_tabular=true "$@"
-# The float16 matmuls again with TEMPURA_WGMMA=1: on an sm_90 GPU the heuristics' choice is then
-# Hopper's warpgroup mma (TC(24421, 256) at 4096^3), beside cuBLAS in the same run.
-step bench_wgmma "${LIMIT_WGMMA:-60}" env TEMPURA_WGMMA=1 "$bin/bench_gpu" \
+# The float16 matmuls again with TEMPURA_WGMMA=0: on an sm_90 GPU the heuristics' choice is then
+# staged mma.sync (TC(3442, 72) at 4096^3) instead of Hopper's warpgroup mma (TC(24421, 256)),
+# beside cuBLAS in the same run.
+step bench_mma_sync "${LIMIT_WGMMA:-60}" env TEMPURA_WGMMA=0 "$bin/bench_gpu" \
     --benchmark_min_time=0.3 --benchmark_repetitions=3 --benchmark_counters_tabular=true \
     "--benchmark_filter=MatmulF16"
 # BEAM on the GPU (TEMPURA_BEAM=2: its candidates timed on CUDA:0) for the memory-bound rows.
@@ -58,7 +75,7 @@ fi
 # (tiles, warps, staged through shared memory, cp.async pipelines, on sm_90 warpgroups of wgmma)
 # timed on the GPU.
 if [ "${LIMIT_TC:-0}" -gt 0 ]; then
-    step tc_sweep "$LIMIT_TC" env TEMPURA_BEAM=1 TEMPURA_DEBUG=2 TEMPURA_WGMMA=1 "$bin/bench_gpu" \
+    step tc_sweep "$LIMIT_TC" env TEMPURA_BEAM=1 TEMPURA_DEBUG=2 "$bin/bench_gpu" \
         --benchmark_min_time=0.3 --benchmark_counters_tabular=true "--benchmark_filter=MatmulF16"
 fi
 # BEAM on the float32 matmul (BM_MatmulF32, beside cuBLAS), one line per candidate: every SMEM

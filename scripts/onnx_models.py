@@ -17,6 +17,7 @@ feed-forward, and a pooled [CLS] output. tiny_cnn is the small classifier that
 examples/onnx_classify.cpp runs (examples/data/tiny_cnn.onnx), trained here for a few seconds to
 tell ten synthetic patterns apart (five shapes in red or blue).
 """
+import inspect
 import os
 import struct
 import sys
@@ -202,9 +203,14 @@ def main():
         example = make(2)
         axes = {n: {0: "batch"} for n in inputs + outputs}
         path = os.path.join(out, name + ".onnx")
+        # A PyTorch that has the dynamo exporter (2.5 and later, the default from 2.9) is asked
+        # for the TorchScript one, which Debian's 1.13 has alone: the same graphs on both.
+        legacy = {"dynamo": False} if "dynamo" in inspect.signature(
+            torch.onnx.export).parameters else {}
         with torch.no_grad():
             torch.onnx.export(model, example, path, opset_version=OPSET, input_names=inputs,
-                              output_names=outputs, dynamic_axes=axes, do_constant_folding=True)
+                              output_names=outputs, dynamic_axes=axes, do_constant_folding=True,
+                              **legacy)
             for b in (1, 8):
                 args = make(b)
                 y = model(*args)

@@ -30,6 +30,7 @@
 #include <tempura/tempura.hpp>
 #include <tempura/tensor/reference.hpp>
 
+#include "../gpu/real_gpu.hpp"
 #include "../support.hpp"
 
 namespace {
@@ -323,4 +324,16 @@ TEST_CASE("model fuzz: random networks on EMU, forward and gradients vs the refe
         ~Back() { tempura::set_default_device("CPU"); }
     } back;
     fuzz(50);
+}
+
+// On a real NVIDIA GPU (TEMPURA_TEST_CUDA=1 where one must be there: the GPU bundle); skipped,
+// visibly, everywhere else.
+TEST_CASE(
+    "model fuzz: random networks on a real CUDA GPU, forward and gradients vs the reference") {
+    if (!real_gpu_or_skip()) return;
+    tempura::set_default_device("CUDA");
+    struct Back {
+        ~Back() { tempura::set_default_device("CPU"); }
+    } back;
+    fuzz(100);
 }
