@@ -16,6 +16,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include <llvm/ADT/DenseMap.h>
 #include <llvm/ExecutionEngine/Orc/CompileUtils.h>
 #include <llvm/ExecutionEngine/Orc/ExecutorProcessControl.h>
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
@@ -23,6 +24,7 @@
 #include <llvm/ExecutionEngine/Orc/TaskDispatch.h>
 #include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
 #include <llvm/IR/Constants.h>
+#include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Metadata.h>
 #include <llvm/IR/Module.h>
@@ -83,6 +85,36 @@ llvm::ModulePassManager long_pipeline() {
     llvm::ModulePassManager m;
     m.addPass(llvm::createModuleToFunctionPassAdaptor(std::move(f)));
     return m;
+}
+
+// FastISel, the instruction selector at CodeGenOptLevel::None, cannot materialize a vector
+// constant: at the first one it meets (it selects from the bottom) it hands the rest of the block
+// to SelectionDAG, several times slower. A long kernel is one block of straight-line code, so
+// each vector constant becomes one `freeze` of it in the entry block, a value FastISel reads
+// from a register (llc -O0 on a chain of 20,000 vector adds: 0.26 -> 0.10 s). Runs after the
+// passes, none of which may fold the freeze back.
+void vector_constants_in_registers(llvm::Function& f) {
+    llvm::BasicBlock& entry = f.getEntryBlock();
+    llvm::IRBuilder<> eb(entry.getTerminator());
+    llvm::DenseMap<llvm::Constant*, llvm::Value*> frozen;
+    for (llvm::BasicBlock& bb : f) {
+        if (&bb == &entry) continue;
+        for (llvm::Instruction& inst : bb) {
+            auto* call = llvm::dyn_cast<llvm::CallBase>(&inst);
+            for (unsigned k = 0; k < inst.getNumOperands(); ++k) {
+                auto* c = llvm::dyn_cast<llvm::Constant>(inst.getOperand(k));
+                if (c == nullptr || !c->getType()->isVectorTy() || llvm::isa<llvm::UndefValue>(c) ||
+                    llvm::isa<llvm::ConstantExpr>(c))
+                    continue;
+                if (call != nullptr &&
+                    (k >= call->arg_size() || call->paramHasAttr(k, llvm::Attribute::ImmArg)))
+                    continue;
+                auto [it, fresh] = frozen.try_emplace(c, nullptr);
+                if (fresh) it->second = eb.CreateFreeze(c);
+                inst.setOperand(k, it->second);
+            }
+        }
+    }
 }
 
 } // namespace
@@ -366,6 +398,8 @@ std::shared_ptr<const CompiledKernel> compile_uncached(const std::string& name,
                        static_cast<uint32_t>(small ? llvm::CodeGenOptLevel::None
                                                    : llvm::CodeGenOptLevel::Default));
     llvm_backend::optimize(*mod, *j.take_tm(), expanded);
+    if (linear.size() > llvm_backend::kLongKernelOps)
+        llvm_backend::vector_constants_in_registers(*fn);
     std::string source;
     llvm::raw_string_ostream os(source);
     mod->print(os, nullptr);
