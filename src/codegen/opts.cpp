@@ -54,6 +54,24 @@ bool wgmma_offered(const DeviceLimits& lim) {
 
 namespace {
 
+// The heuristics' kernels, kept while they choose a kernel's opts (OptKernel::apply records each
+// one it makes): apply_opts then takes the one that matches instead of applying the opts again,
+// a second walk over every node of the kernel for each opt.
+struct HeuristicsRun {
+    struct Applied {
+        UOp from;
+        DeviceLimits limits;
+        std::vector<Opt> opts;
+        UOp ast;
+    };
+    static constexpr size_t kKept = 4;
+    bool recording = false;
+    std::vector<Applied> kept; // the last kKept, oldest first
+};
+thread_local HeuristicsRun t_heuristics;
+
+std::vector<Opt> choose_opts(const UOp& ast, const DeviceLimits& lim);
+
 using detail::contains;
 using detail::make_range;
 using detail::replace_range;
@@ -108,7 +126,8 @@ UOp mask_padded(const UOp& ast, const UOp& r, const UOp& valid) {
 
 } // namespace
 
-OptKernel::OptKernel(UOp ast, DeviceLimits limits) : ast_(std::move(ast)), limits_(limits) {
+OptKernel::OptKernel(UOp ast, DeviceLimits limits)
+    : from_(ast), ast_(std::move(ast)), limits_(std::move(limits)) {
     // Opts never add or remove a load or a store: whether the kernel reads what it writes is
     // decided once, here, not on every refresh.
     serial_ = reads_what_it_writes(ast_);
@@ -446,9 +465,24 @@ void OptKernel::apply(const Opt& o) {
     }
     applied_.push_back(o);
     refresh();
+    if (t_heuristics.recording) {
+        auto& kept = t_heuristics.kept;
+        if (kept.size() == HeuristicsRun::kKept) kept.erase(kept.begin());
+        kept.push_back({from_, limits_, applied_, ast_});
+    }
 }
 
 UOp apply_opts(const UOp& ast, const std::vector<Opt>& opts, const DeviceLimits& limits) {
+    // The heuristics just applied these opts to this AST on this thread (the usual case: the
+    // apply-opts stage follows them): their result, instead of every opt applied again.
+    for (const HeuristicsRun::Applied& a : t_heuristics.kept)
+        if (a.from.same(ast) && a.opts == opts && a.limits == limits) {
+            UOp out = a.ast;
+            t_heuristics.kept.clear();
+            return out;
+        }
+    t_heuristics.kept.clear();
+    if (opts.empty()) return ast;
     OptKernel k(ast, limits);
     for (const Opt& o : opts) k.apply(o);
     return k.ast();
@@ -611,6 +645,18 @@ bool tc_warps_2x2(OptKernel& k) {
 }
 
 std::vector<Opt> heuristic_opts(const UOp& ast, const DeviceLimits& lim) {
+    // The kernels the heuristics build are kept (the last few, on this thread) for apply_opts.
+    t_heuristics.kept.clear();
+    t_heuristics.recording = true;
+    struct Stop {
+        ~Stop() { t_heuristics.recording = false; }
+    } stop;
+    return choose_opts(ast, lim);
+}
+
+namespace {
+
+std::vector<Opt> choose_opts(const UOp& ast, const DeviceLimits& lim) {
     OptKernel k(ast, lim);
     if (k.axes().empty()) return {};
     // A row-fused kernel on a GPU: one block a row, laid out by row_threads() (group reduce).
@@ -933,5 +979,7 @@ std::vector<Opt> heuristic_opts(const UOp& ast, const DeviceLimits& lim) {
     }
     return k.applied();
 }
+
+} // namespace
 
 } // namespace tempura::codegen

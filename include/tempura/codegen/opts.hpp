@@ -75,6 +75,8 @@ struct DeviceLimits {
     int64_t shared_bytes = 0;                  // per block
     int64_t warp_size = 1;
     int sm = 0; // compute capability x 10 (80 for sm_80); 0 on the CPU
+
+    bool operator==(const DeviceLimits&) const = default;
 };
 
 // The limits of a GPU of compute capability `sm` (80 for sm_80) as every Ampere-or-newer part
@@ -121,6 +123,7 @@ class OptKernel {
     void check_axis(const Opt& o, bool output, bool reduce) const;
     UOp split(const UOp& r, int64_t amount, AxisType inner_type, bool inner_first);
 
+    UOp from_; // the AST it was made from
     UOp ast_;
     DeviceLimits limits_;
     std::vector<Opt> applied_;
