@@ -337,3 +337,17 @@ TEST_CASE(
     } back;
     fuzz(100);
 }
+
+// Two networks of the long run (seed 90001) that threw EMU's shared-memory race: a GROUP reduce
+// nested in another reduce's loop stored its partials again before every thread had read the
+// last ones (lower_group_reduces now puts a second barrier there).
+TEST_CASE("model fuzz: EMU networks whose grouped reduce sits in another reduce's loop") {
+    tempura::set_default_device("EMU");
+    struct Back {
+        ~Back() { tempura::set_default_device("CPU"); }
+    } back;
+    size_t elements = 0;
+    CHECK(run_network(90981, elements, false) == "");
+    CHECK(run_network(92806, elements, false) == "");
+    CHECK(elements > 0);
+}
