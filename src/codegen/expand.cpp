@@ -37,6 +37,34 @@ UOp replace_range(const UOp& ast, const UOp& r, const UOp& value, const std::vec
     });
 }
 
+std::vector<UOp> nested_reduces(const UOp& ast) {
+    const std::vector<UOp> topo = ast.toposort();
+    std::vector<UOp> out;
+    UOpMap<uint64_t> uses; // the loop reduce ranges each node's value uses, one bit each
+    size_t bits = 0;
+    for (const UOp& u : topo) {
+        uint64_t m = 0;
+        for (const UOp& s : u.srcs()) m |= uses.at(s);
+        if (u.op() == Op::Range && type_of(u) == AxisType::Reduce) {
+            if (bits == 64) {
+                out.clear();
+                for (const UOp& v : topo)
+                    if (v.op() == Op::Reduce) out.push_back(v);
+                return out;
+            }
+            m |= uint64_t{1} << bits++;
+        }
+        if (u.op() == Op::Reduce) {
+            uint64_t own = 0;
+            for (size_t k = 1; k < u.srcs().size(); ++k) own |= uses.at(u.src(k));
+            if ((uses.at(u.src(0)) & ~own) != 0) out.push_back(u);
+            m &= ~own;
+        }
+        uses.emplace(u, m);
+    }
+    return out;
+}
+
 int64_t next_axis_id(const UOp& ast) {
     int64_t next = 0;
     for (const UOp& u : ast.toposort())

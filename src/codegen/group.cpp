@@ -38,27 +38,13 @@ UOp lower_group_reduces(const UOp& ast) {
     // So must a grouped reduce nested in another reduce's loop (its partials are stored again
     // each iteration of the outer reduce).
     bool looped = false;
-    const std::vector<UOp> topo = ast.toposort();
-    for (const UOp& u : topo)
+    for (const UOp& u : ast.toposort())
         looped = looped || (u.op() == Op::Range && type_of(u) != AxisType::Reduce &&
                             type_of(u) != AxisType::GroupReduce && !u.src(0).is_const());
-    const auto grouped = [](const UOp& v) {
+    for (const UOp& v : detail::nested_reduces(ast))
         for (size_t i = 1; i < v.srcs().size(); ++i)
-            if (v.src(i).op() == Op::Range && type_of(v.src(i)) == AxisType::GroupReduce)
-                return true;
-        return false;
-    };
-    for (const UOp& u : topo) {
-        if (looped) break;
-        if (u.op() != Op::Reduce) continue;
-        for (const UOp& v : u.src(0).toposort()) {
-            if (v.op() != Op::Reduce || !grouped(v)) continue;
-            // Inside u's loop only where its value uses one of u's ranges.
-            for (size_t i = 1; i < u.srcs().size(); ++i)
-                looped = looped || (type_of(u.src(i)) != AxisType::GroupReduce &&
-                                    detail::contains(v, u.src(i)));
-        }
-    }
+            looped = looped ||
+                     (v.src(i).op() == Op::Range && type_of(v.src(i)) == AxisType::GroupReduce);
     return rebuild_graph(ast, [&](const UOp& u, std::vector<UOp> srcs) {
         if (u.op() != Op::Reduce) return with_srcs(u, std::move(srcs));
         UOp group;

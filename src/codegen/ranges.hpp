@@ -36,6 +36,12 @@ bool contains(const UOp& u, const UOp& r);
 // where an END or REDUCE names it.
 UOp replace_range(const UOp& ast, const UOp& r, const UOp& value, const std::vector<UOp>& repl);
 
+// The REDUCEs of `ast` whose value uses a loop reduce range (AxisType::Reduce) that they do not
+// reduce themselves: each sits in the loop of the REDUCE over that range and runs once an
+// iteration (the max over a of the sum over k of x[a, k]). Found bottom up, without recursion;
+// with more than 64 such ranges, every REDUCE (the safe answer for its callers).
+std::vector<UOp> nested_reduces(const UOp& ast);
+
 // One more than the largest RANGE axis id in `ast` (0 when it has none): a fresh axis id.
 int64_t next_axis_id(const UOp& ast);
 

@@ -24,29 +24,6 @@ struct Plan {
     int64_t threads = 1;
 };
 
-// Whether a REDUCE's value uses one of `reds` that it does not reduce itself: a reduce nested in
-// another's loop (the max over a of the sum over k of x[a, k]). Row threads cannot lay such a
-// kernel out: the inner reduce's group reduce over t would mix the outer range's values
-// (a = a' T + t) with its own. The ranges each node's value uses, bottom up (no recursion).
-bool nested_reduce(const UOp& ast, const std::vector<UOp>& reds) {
-    if (reds.size() > 64) return true;
-    UOpMap<uint64_t> uses;
-    for (const UOp& u : ast.toposort()) {
-        uint64_t m = 0;
-        for (const UOp& s : u.srcs()) m |= uses.at(s);
-        for (size_t i = 0; i < reds.size(); ++i)
-            if (u.same(reds[i])) m |= uint64_t{1} << i;
-        if (u.op() == Op::Reduce) {
-            uint64_t own = 0;
-            for (size_t k = 1; k < u.srcs().size(); ++k) own |= uses.at(u.src(k));
-            if ((uses.at(u.src(0)) & ~own) != 0) return true;
-            m &= ~own;
-        }
-        uses.emplace(u, m);
-    }
-    return false;
-}
-
 // The plan for a row-fused kernel (row_fused_plan) with one END (a store over plain loops) and
 // every REDUCE over one constant reduce range. threads = 1 when it is none.
 Plan plan(const UOp& ast, const DeviceLimits& lim) {
@@ -83,7 +60,9 @@ Plan plan(const UOp& ast, const DeviceLimits& lim) {
     // its reds every reduce range.)
     RowFusedPlan rp = row_fused_plan(ast);
     if (rp.j.is_null() || !rp.j.same(j)) return {};
-    if (nested_reduce(ast, rp.reds)) return {};
+    // A reduce nested in another's loop cannot share t with the outer one: its group reduce over
+    // t would mix the outer range's values (a = a' T + t) with its own.
+    if (!detail::nested_reduces(ast).empty()) return {};
     p.j = std::move(rp.j);
     p.reds = std::move(rp.reds);
     // The threads: the largest divisor of every size within the block limit (256 at most).

@@ -30,6 +30,7 @@
 #include <tempura/tempura.hpp>
 #include <tempura/tensor/reference.hpp>
 
+#include "../gpu/default_device.hpp"
 #include "../gpu/real_gpu.hpp"
 #include "../support.hpp"
 
@@ -319,10 +320,7 @@ TEST_CASE("model fuzz: random networks on the CPU, forward and gradients vs the 
 }
 
 TEST_CASE("model fuzz: random networks on EMU, forward and gradients vs the reference") {
-    tempura::set_default_device("EMU");
-    struct Back {
-        ~Back() { tempura::set_default_device("CPU"); }
-    } back;
+    const DefaultDevice on("EMU");
     fuzz(50);
 }
 
@@ -331,10 +329,7 @@ TEST_CASE("model fuzz: random networks on EMU, forward and gradients vs the refe
 TEST_CASE(
     "model fuzz: random networks on a real CUDA GPU, forward and gradients vs the reference") {
     if (!real_gpu_or_skip()) return;
-    tempura::set_default_device("CUDA");
-    struct Back {
-        ~Back() { tempura::set_default_device("CPU"); }
-    } back;
+    const DefaultDevice on("CUDA");
     fuzz(100);
 }
 
@@ -342,10 +337,7 @@ TEST_CASE(
 // nested in another reduce's loop stored its partials again before every thread had read the
 // last ones (lower_group_reduces now puts a second barrier there).
 TEST_CASE("model fuzz: EMU networks whose grouped reduce sits in another reduce's loop") {
-    tempura::set_default_device("EMU");
-    struct Back {
-        ~Back() { tempura::set_default_device("CPU"); }
-    } back;
+    const DefaultDevice on("EMU");
     size_t elements = 0;
     CHECK(run_network(90981, elements, false) == "");
     CHECK(run_network(92806, elements, false) == "");

@@ -392,14 +392,13 @@ std::shared_ptr<const CompiledKernel> compile_uncached(const std::string& name,
     // optimizations (instruction selection without DAG combining, the fast register allocator):
     // it halves the generation time, and what the kernel loses at run time is a microsecond or
     // two. The MLP's first realize: 28 -> 24 ms, its three softmax kernels being small.
-    const bool small =
-        dynamic_lanes(linear) < kSmallKernelLanes || linear.size() > llvm_backend::kLongKernelOps;
+    const bool long_kernel = linear.size() > llvm_backend::kLongKernelOps;
+    const bool small = dynamic_lanes(linear) < kSmallKernelLanes || long_kernel;
     mod->addModuleFlag(llvm::Module::Warning, kCodegenLevelFlag,
                        static_cast<uint32_t>(small ? llvm::CodeGenOptLevel::None
                                                    : llvm::CodeGenOptLevel::Default));
     llvm_backend::optimize(*mod, *j.take_tm(), expanded);
-    if (linear.size() > llvm_backend::kLongKernelOps)
-        llvm_backend::vector_constants_in_registers(*fn);
+    if (long_kernel) llvm_backend::vector_constants_in_registers(*fn);
     std::string source;
     llvm::raw_string_ostream os(source);
     mod->print(os, nullptr);
