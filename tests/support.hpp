@@ -15,6 +15,22 @@
 
 #include "tempura/error.hpp"
 
+// TEMPURA_TEST_ASAN is 1 in a build under AddressSanitizer. The tests that repeat one check over
+// many random instances run fewer there: the release build runs them all, and the memory errors
+// the sanitizers look for sit on the same code paths, which the fewer instances reach as well.
+#if defined(__SANITIZE_ADDRESS__)
+#define TEMPURA_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TEMPURA_TEST_ASAN 1
+#endif
+#endif
+#ifdef TEMPURA_TEST_ASAN
+inline constexpr bool kTestUnderAsan = true;
+#else
+inline constexpr bool kTestUnderAsan = false;
+#endif
+
 // Sets an environment variable for its lifetime (nullptr: unsets it), then restores what was
 // there (or unsets it).
 class EnvVar {

@@ -56,14 +56,6 @@
 #include <tempura/tempura.hpp>
 #include <tempura/tensor/reference.hpp>
 
-#if defined(__SANITIZE_ADDRESS__)
-#define TEMPURA_TEST_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define TEMPURA_TEST_ASAN 1
-#endif
-#endif
-
 namespace {
 
 using tempura::AxisType;

@@ -523,7 +523,7 @@ TEST_CASE("hostile: RSS growth over distinct shapes stays within 1.5x TEMPURA_CA
                                 << " bytes, " << p.evictions << " evicted; kernel cache "
                                 << k.entries << " entries, " << k.bytes << " bytes, "
                                 << k.live_modules << " live modules");
-#if defined(__SANITIZE_ADDRESS__)
+#ifdef TEMPURA_TEST_ASAN
     // AddressSanitizer keeps freed memory resident (its quarantine) and adds shadow memory: RSS
     // says nothing about the caches there. The caches' own accounting is still checked.
     MESSAGE("SKIPPED: the RSS bound under AddressSanitizer (peak " << peak / 1048576 << " MB)");

@@ -30,18 +30,7 @@ namespace {
 
 using tempura::UOp;
 
-#if defined(__SANITIZE_ADDRESS__)
-#define TEMPURA_FUZZ_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define TEMPURA_FUZZ_SANITIZED 1
-#endif
-#endif
-#ifdef TEMPURA_FUZZ_SANITIZED
-constexpr int64_t kDefaultCount = 20000;
-#else
-constexpr int64_t kDefaultCount = 100000;
-#endif
+constexpr int64_t kDefaultCount = kTestUnderAsan ? 20000 : 100000;
 
 // Generated values stay far from int64 overflow (in the expression and in any sane rewrite of it).
 constexpr int64_t kMagLimit = int64_t{1} << 36;
