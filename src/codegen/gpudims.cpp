@@ -99,14 +99,19 @@ UOp gpu_dims(const UOp& ast, const DeviceLimits& lim, const std::string& kernel,
     // The output ranges in the order the kernel's ENDs list them (outer to inner).
     std::vector<UOp> global, local, sym_global;
     const std::vector<UOp> nodes = ast.toposort();
+    // A kernel that names its grid (Global ranges, as row threads do) keeps its Loop ranges
+    // loops in every thread; otherwise they are the grid.
+    const bool named_grid = std::any_of(nodes.begin(), nodes.end(), [](const UOp& u) {
+        return u.op() == Op::Range && type_of(u) == AxisType::Global;
+    });
     for (const UOp& u : nodes) {
         if (u.op() != Op::End) continue;
         for (size_t i = 1; i < u.srcs().size(); ++i) {
             const UOp& r = u.src(i);
             if (r.op() != Op::Range) continue;
             const AxisType t = type_of(r);
-            const bool is_global =
-                t == AxisType::Loop || t == AxisType::Global || t == AxisType::Thread;
+            const bool is_global = (t == AxisType::Loop && !named_grid) || t == AxisType::Global ||
+                                   t == AxisType::Thread;
             if (!is_global && t != AxisType::Local) continue;
             // A global range of symbolic size may get a grid dim of its own, sized at launch
             // (below); a LOCAL one cannot (the block size is fixed).

@@ -9,6 +9,9 @@
 
 #include "../support.hpp"
 #include "ptxas.hpp"
+#include "tempura/codegen/stages.hpp"
+#include "tempura/realize/device.hpp"
+#include "tempura/schedule/schedule.hpp"
 #include "tempura/tempura.hpp"
 
 using namespace tempura;
@@ -65,6 +68,21 @@ TEST_CASE("EMU: row fusion runs softmax and the norms as one kernel, one block a
         CHECK(bars == c.barriers);
         CHECK(ptxas(k.source, "sm_80") == "");
         CHECK(ptxas(k.source, "sm_90") == "");
+    }
+    // One block a row, whatever the row's length: the block loops over the row's outputs, 256
+    // at a time, after its reduces (a block for each 256 outputs computed the row's reduces once
+    // for each). Softmax over rows of 4096: 6 blocks of 256 threads, each 16 times round.
+    {
+        const Tensor wide = Tensor::from_vector(row_values(6 * 4096, 5), {6, 4096});
+        const std::vector<ScheduledKernel> ks = schedule_graph(wide.softmax(1).uop());
+        REQUIRE(ks.size() == 1);
+        const codegen::LoweredKernel low = codegen::lower_kernel_opt(
+            ks[0].name, ks[0].ast, runtime::device_limits(runtime::device_index("EMU")));
+        CHECK(low.grid == std::array<int64_t, 3>{6, 1, 1});
+        CHECK(low.block == std::array<int64_t, 3>{256, 1, 1});
+        Tensor e = wide.to("EMU").softmax(1);
+        check_close(e.to_vector<float>(), wide.softmax(1).to_vector<float>(), 2e-6f);
+        CHECK(ptxas(e.kernels().at(0).source, "sm_90") == "");
     }
     // A row of a prime length: as many threads as the row has elements, when it fits a block.
     const Tensor odd = Tensor::from_vector(row_values(3 * 37, 4), {3, 37});
