@@ -474,6 +474,10 @@ void run_plan(const Plan& plan, const std::vector<std::shared_ptr<runtime::Buffe
                      "GFLOP/s", "GB/s");
     // The collectives in flight, by the output they write (waited for before a step reads it).
     std::vector<std::shared_ptr<void>> in_flight(plan.collectives ? plan.outputs.size() : 0);
+    // The runner this run starts its collectives on, and waits on: read once. dist::finalize()
+    // on another thread uninstalls it (the runtime object lives on, and fails what was in
+    // flight); a ticket waited for through the global then dereferenced a null runner.
+    CollectiveRunner* const runner = plan.collectives ? g_collective_runner.load() : nullptr;
     std::mutex in_flight_mu;
     auto wait_for = [&](const Step& s) {
         if (!plan.collectives) return;
@@ -484,11 +488,10 @@ void run_plan(const Plan& plan, const std::vector<std::shared_ptr<runtime::Buffe
                 std::lock_guard<std::mutex> l(in_flight_mu);
                 t = in_flight[s.params[p].index];
             }
-            if (t) g_collective_runner.load()->wait(t);
+            if (t) runner->wait(t);
         }
     };
     auto start_collective = [&](const Step& s) {
-        CollectiveRunner* runner = g_collective_runner.load();
         if (runner == nullptr)
             fail("dist", "the graph has a collective, and no distributed runtime runs it (call "
                          "tempura::dist::init() first)");
@@ -584,22 +587,23 @@ void run_plan(const Plan& plan, const std::vector<std::shared_ptr<runtime::Buffe
     auto wait_all = [&] {
         if (!plan.collectives) return;
         for (const std::shared_ptr<void>& t : in_flight)
-            if (t) g_collective_runner.load()->wait(t);
+            if (t) runner->wait(t);
     };
     struct Guard {
         const std::vector<std::shared_ptr<void>>& in_flight;
+        CollectiveRunner* runner;
         bool dismissed = false; // wait_all() waited for every one
         ~Guard() {
             if (dismissed) return;
             for (const std::shared_ptr<void>& t : in_flight) {
                 try {
-                    if (t) g_collective_runner.load()->wait(t);
+                    if (t) runner->wait(t);
                 } catch (...) {
                 }
             }
         }
     };
-    Guard guard{in_flight};
+    Guard guard{in_flight, runner};
     for (const auto& level : plan.levels) {
         size_t work = 0;
         bool threaded = false; // a kernel that runs on the pool itself: the level runs in order

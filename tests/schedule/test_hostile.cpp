@@ -18,6 +18,8 @@
 
 #include <tempura/backend/llvm_cpu.hpp>
 #include <tempura/ir/scalar.hpp>
+#include <tempura/realize/collective.hpp>
+#include <tempura/runtime/buffer.hpp>
 #include <tempura/runtime/thread_pool.hpp>
 #include <tempura/support/env.hpp>
 #include <tempura/support/lru_cache.hpp>
@@ -537,3 +539,45 @@ TEST_CASE("hostile: RSS growth over distinct shapes stays within 1.5x TEMPURA_CA
 }
 
 } // namespace
+
+namespace {
+
+// A runner that, as dist::finalize() does from another thread, uninstalls itself while its
+// exchange is in flight. Its exchange is the sum over a world of two whose other rank holds
+// zeros: a copy.
+class UninstallingRunner final : public tempura::CollectiveRunner {
+  public:
+    std::shared_ptr<void> start(const tempura::UOp&, std::shared_ptr<tempura::runtime::Buffer> in,
+                                std::shared_ptr<tempura::runtime::Buffer> out, bool) override {
+        out->copy_from(*in);
+        tempura::set_collective_runner(nullptr);
+        ++started;
+        return std::make_shared<int>(0);
+    }
+    void wait(const std::shared_ptr<void>&) override { ++waited; }
+    int started = 0, waited = 0;
+};
+
+} // namespace
+
+TEST_CASE("hostile: a collective's runner uninstalled mid-run (dist::finalize on another thread)") {
+    // An all_reduce over a world of two (kind 0, sum, root 0, 2 ranks, not deterministic), built
+    // as dist::all_reduce builds it once dist::init() ran.
+    const auto all_reduce = [](const Tensor& x) {
+        const std::vector<int64_t> arg{0, 0, 0, 2, 0};
+        return Tensor::from_uop(
+            tempura::UOp::make(tempura::Op::Collective, x.dtype(), {x.detach().uop()}, arg));
+    };
+    UninstallingRunner r;
+    tempura::set_collective_runner(&r);
+    // The kernel after the collective waits for it: on the runner the run started with (the
+    // global one is null by then, and was dereferenced).
+    const Tensor x = Tensor::from_vector(std::vector<float>{1, 2, 3});
+    Tensor y = all_reduce(x + 1.0f) * 2.0f;
+    CHECK(y.to_vector<float>() == std::vector<float>{4, 6, 8});
+    CHECK(r.started == 1);
+    CHECK(r.waited == 2); // before the multiply reads it, and at the run's end
+    // With no runner installed, the next run says so.
+    CHECK_THROWS_WITH_AS((all_reduce(x) * 3.0f).realize(),
+                         doctest::Contains("no distributed runtime runs it"), tempura::Error);
+}

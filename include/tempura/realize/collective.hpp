@@ -26,7 +26,10 @@ class CollectiveRunner {
     virtual void wait(const std::shared_ptr<void>& ticket) = 0;
 };
 
-// Installs the runner collectives go through (null: none; realizing one then throws).
+// Installs the runner collectives go through (null: none; realizing one then throws). A run of a
+// plan reads it once, when it starts, and starts and waits for its collectives on that runner to
+// the end (dist::finalize() on another thread uninstalls its runner mid-run): a runner outlives
+// the runs that started on it.
 void set_collective_runner(CollectiveRunner* runner);
 
 } // namespace tempura
