@@ -917,12 +917,22 @@ class Runtime final : public CollectiveRunner {
                 // A thread in wait() for a job still in flight would wait for ever.
                 if (!active_.empty()) {
                     std::string why;
+                    int64_t started = 0;
                     {
                         std::lock_guard<std::mutex> l(mu_);
                         why = stop_why_;
+                        started = started_;
                     }
                     fail_all("[dist] " + why + " with collectives in flight (" +
                              active_.front()->what() + ")");
+                    // This rank now ends without MPI_Finalize (its requests in flight never
+                    // complete): the others are told it stopped, so that they do not wait for
+                    // it in theirs (a rank that finalized while another of its threads waited
+                    // in a collective left the other rank hanging in MPI_Finalize).
+                    for (int r = 0; r < size; ++r)
+                        if (r != rank)
+                            send_ctl(r, make_ctl(kStopped, started, 0,
+                                                 why + " with collectives in flight"));
                 }
                 break;
             }
