@@ -19,6 +19,7 @@ using detail::size_of;
 using detail::type_of;
 
 struct Plan {
+    UOp end;               // the kernel's one END
     UOp j;                 // the innermost output range
     std::vector<UOp> reds; // the reduce ranges
     int64_t threads = 1;
@@ -63,6 +64,7 @@ Plan plan(const UOp& ast, const DeviceLimits& lim) {
     // A reduce nested in another's loop cannot share t with the outer one: its group reduce over
     // t would mix the outer range's values (a = a' T + t) with its own.
     if (!detail::nested_reduces(ast).empty()) return {};
+    p.end = end;
     p.j = std::move(rp.j);
     p.reds = std::move(rp.reds);
     // The threads: the largest divisor of every size within the block limit (256 at most).
@@ -132,14 +134,11 @@ UOp row_threads(const UOp& ast, const DeviceLimits& limits) {
     // in the block (gpu dims gives Loop ranges grid dims only where no range is Global). A grid
     // dim for j' made each of its blocks compute the row's reduces again (softmax over rows of
     // 4096 on an H200: 16 blocks a row, 0.019x the copy bandwidth).
-    for (const UOp& u : ast.toposort()) {
-        if (u.op() != Op::End) continue;
-        for (size_t i = 1; i < u.srcs().size(); ++i) {
-            const UOp& r = u.src(i);
-            if (r.op() != Op::Range || r.same(p.j) || type_of(r) != AxisType::Loop) continue;
-            const UOp g = make_range(size_of(r), r.arg_as<RangeArg>().axis_id, AxisType::Global);
-            out = replace_range(out, r, g, {g});
-        }
+    for (size_t i = 1; i < p.end.srcs().size(); ++i) {
+        const UOp& r = p.end.src(i);
+        if (r.op() != Op::Range || r.same(p.j) || type_of(r) != AxisType::Loop) continue;
+        const UOp g = make_range(size_of(r), r.arg_as<RangeArg>().axis_id, AxisType::Global);
+        out = replace_range(out, r, g, {g});
     }
     // j = j' T + t: the END keeps j', a loop (t is a thread index, laid out by gpu dims).
     const int64_t nj = size_of(p.j);

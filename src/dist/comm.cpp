@@ -884,16 +884,23 @@ class Runtime final : public CollectiveRunner {
         for (auto& j : fresh_)
             if (j->state != 3) finish(*j, why);
         fresh_.clear();
+        {
+            std::lock_guard<std::mutex> l(mu_);
+            stopping_ = true; // no notice is sent after this one (nothing reads the outbox)
+        }
+        send_stopped("its communication thread failed: " + what);
+    }
+
+    // On the communication thread: tells every other rank that this one stopped for `why` (they
+    // fail what waits for it, and do not wait for it in MPI_Finalize).
+    void send_stopped(const std::string& why) {
         int64_t started = 0;
         {
             std::lock_guard<std::mutex> l(mu_);
             started = started_;
-            stopping_ = true; // no notice is sent after this one (nothing reads the outbox)
         }
         for (int r = 0; r < size; ++r)
-            if (r != rank)
-                send_ctl(
-                    r, make_ctl(kStopped, started, 0, "its communication thread failed: " + what));
+            if (r != rank) send_ctl(r, make_ctl(kStopped, started, 0, why));
     }
 
     void loop() {
@@ -917,11 +924,9 @@ class Runtime final : public CollectiveRunner {
                 // A thread in wait() for a job still in flight would wait for ever.
                 if (!active_.empty()) {
                     std::string why;
-                    int64_t started = 0;
                     {
                         std::lock_guard<std::mutex> l(mu_);
                         why = stop_why_;
-                        started = started_;
                     }
                     fail_all("[dist] " + why + " with collectives in flight (" +
                              active_.front()->what() + ")");
@@ -929,10 +934,7 @@ class Runtime final : public CollectiveRunner {
                     // complete): the others are told it stopped, so that they do not wait for
                     // it in theirs (a rank that finalized while another of its threads waited
                     // in a collective left the other rank hanging in MPI_Finalize).
-                    for (int r = 0; r < size; ++r)
-                        if (r != rank)
-                            send_ctl(r, make_ctl(kStopped, started, 0,
-                                                 why + " with collectives in flight"));
+                    send_stopped(why + " with collectives in flight");
                 }
                 break;
             }
