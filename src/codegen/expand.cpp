@@ -23,16 +23,27 @@ bool contains(const UOp& u, const UOp& r) {
 }
 
 UOp replace_range(const UOp& ast, const UOp& r, const UOp& value, const std::vector<UOp>& repl) {
+    return replace_ranges(ast, {{r, value, repl}}, false);
+}
+
+UOp replace_ranges(const UOp& ast, const std::vector<RangeValue>& subs, bool drop_bare_ends) {
+    auto sub_of = [&](const UOp& u) -> const RangeValue* {
+        if (u.op() != Op::Range) return nullptr;
+        for (const RangeValue& s : subs)
+            if (s.range.same(u)) return &s;
+        return nullptr;
+    };
     return rebuild_graph(ast, [&](const UOp& u, std::vector<UOp> srcs) {
-        if (u.same(r)) return value;
+        if (const RangeValue* s = sub_of(u)) return s->value;
         if (u.op() != Op::End && u.op() != Op::Reduce) return with_srcs(u, std::move(srcs));
         std::vector<UOp> listed{srcs[0]};
         for (size_t i = 1; i < srcs.size(); ++i) {
-            if (u.src(i).same(r))
-                listed.insert(listed.end(), repl.begin(), repl.end());
+            if (const RangeValue* s = sub_of(u.src(i)))
+                listed.insert(listed.end(), s->listed.begin(), s->listed.end());
             else
                 listed.push_back(srcs[i]);
         }
+        if (drop_bare_ends && u.op() == Op::End && listed.size() == 1) return listed[0];
         return with_srcs(u, std::move(listed));
     });
 }
@@ -182,9 +193,12 @@ namespace {
 
 class Expander {
   public:
-    Expander(const UOp& ast, int64_t vector_bytes) : vector_bytes_(vector_bytes) {
+    // `topo`: ast.toposort(). (Each walk over a large kernel costs: the expander walks it once
+    // here, and once more when the vector axis is folded.)
+    Expander(const UOp& ast, std::vector<UOp> topo, int64_t vector_bytes)
+        : vector_bytes_(vector_bytes), topo_(std::move(topo)) {
         // The vector axis: the expanded range created first (smallest axis id).
-        for (const UOp& u : ast.toposort())
+        for (const UOp& u : topo_)
             if (is_expanded(u)) {
                 if (vaxis_.is_null() ||
                     u.arg_as<RangeArg>().axis_id < vaxis_.arg_as<RangeArg>().axis_id)
@@ -194,7 +208,7 @@ class Expander {
         if (!vaxis_.is_null()) fold_width();
         vn_ = vaxis_.is_null() ? 1 : size_of(vaxis_);
         more_vector_axes();
-        for (const UOp& u : ast_.toposort())
+        for (const UOp& u : topo_)
             if (is_expanded(u) && !is_vax(u)) {
                 pos_.emplace(u, unrolled_.size());
                 unrolled_.push_back(u);
@@ -220,7 +234,7 @@ class Expander {
         if (vaxis_.is_null()) return;
         vaxes_.push_back(vaxis_);
         std::vector<UOp> cand{vaxis_};
-        for (const UOp& u : ast_.toposort())
+        for (const UOp& u : topo_)
             if (is_expanded(u) && !u.same(vaxis_) && u.src(0).is_const() && size_of(u) == vn_ &&
                 std::none_of(folded_hi_.begin(), folded_hi_.end(),
                              [&](const UOp& h) { return h.same(u); }))
@@ -228,7 +242,7 @@ class Expander {
         if (cand.size() < 2 || cand.size() > 63) return;
         std::unordered_map<const UOpNode*, uint64_t> m;
         std::vector<uint64_t> together(cand.size(), 0);
-        for (const UOp& u : ast_.toposort()) {
+        for (const UOp& u : topo_) {
             uint64_t x = 0;
             for (size_t b = 0; b < cand.size(); ++b)
                 if (u.same(cand[b])) x = uint64_t{1} << b;
@@ -267,7 +281,7 @@ class Expander {
     // of register-wide vectors (hi * width + lo); one that does not split evenly is unrolled.
     void fold_width() {
         int64_t itemsize = 4;
-        for (const UOp& u : ast_.toposort())
+        for (const UOp& u : topo_)
             if (u.op() == Op::Store || u.op() == Op::Load)
                 itemsize = std::max<int64_t>(
                     itemsize, (u.op() == Op::Store ? u.src(1).dtype() : u.dtype()).itemsize());
@@ -283,10 +297,12 @@ class Expander {
         // reduce loops keep their lanes when a wide dtype (an Int64 mask) halves the width.
         // (Unsplit, they were 16 unrolled scalars each: a causal softmax ran 9x slower.)
         std::vector<UOp> wide;
-        for (const UOp& u : ast_.toposort())
+        int64_t next = 0; // a fresh axis id
+        for (const UOp& u : topo_) {
+            if (u.op() == Op::Range) next = std::max(next, u.arg_as<RangeArg>().axis_id + 1);
             if (is_expanded(u) && (u.same(vaxis_) || (u.src(0).is_const() && size_of(u) == n)))
                 wide.push_back(u);
-        int64_t next = detail::next_axis_id(ast_);
+        }
         UOp folded;
         for (const UOp& r : wide) {
             // lo keeps the range's id (the vector axis keeps the smallest); hi gets a new one.
@@ -299,41 +315,42 @@ class Expander {
             if (r.same(vaxis_)) folded = lo;
         }
         vaxis_ = folded;
+        topo_ = ast_.toposort();
     }
 
     // Which expanded ranges a node depends on (bit i: unrolled_[i]; kV: the vector axis). A
     // REDUCE hides its own ranges, an END all of them. Sources first, by an explicit post-order
     // walk: a deep chain does not recurse once per node.
     uint64_t deps(const UOp& root) {
-        if (auto it = deps_.find(root); it != deps_.end()) return it->second;
+        if (const uint64_t* d = deps_.find(root)) return *d;
         std::vector<std::pair<const UOp*, size_t>> stack{{&root, 0}};
         while (!stack.empty()) {
             auto& [u, i] = stack.back();
             // The vector axis and the unrolled ranges are leaves here, END hides everything.
-            const bool leaf = is_vax(*u) || pos_.count(*u) != 0 || u->op() == Op::End;
+            const bool leaf = is_vax(*u) || pos_.contains(*u) || u->op() == Op::End;
             if (!leaf && i < u->srcs().size()) {
                 const UOp& s = u->src(i++);
-                if (!deps_.count(s)) stack.emplace_back(&s, 0);
+                if (!deps_.contains(s)) stack.emplace_back(&s, 0);
                 continue;
             }
             const UOp* done = u;
             stack.pop_back();
-            if (!deps_.count(*done)) deps_.emplace(*done, deps_of_sources(*done));
+            if (!deps_.contains(*done)) deps_.emplace(*done, deps_of_sources(*done));
         }
-        return deps_.at(root);
+        return *deps_.find(root);
     }
     // A node's dependencies from its sources' (all computed).
     uint64_t deps_of_sources(const UOp& u) const {
         if (is_vax(u)) return kV;
-        if (auto p = pos_.find(u); p != pos_.end()) return uint64_t{1} << p->second;
+        if (const size_t* p = pos_.find(u)) return uint64_t{1} << *p;
         if (u.op() == Op::End) return 0;
         uint64_t m = 0;
         if (u.op() == Op::Reduce) {
-            m = deps_.at(u.src(0));
-            for (size_t i = 1; i < u.srcs().size(); ++i) m &= ~deps_.at(u.src(i));
+            m = *deps_.find(u.src(0));
+            for (size_t i = 1; i < u.srcs().size(); ++i) m &= ~*deps_.find(u.src(i));
             return m;
         }
-        for (const UOp& s : u.srcs()) m |= deps_.at(s);
+        for (const UOp& s : u.srcs()) m |= *deps_.find(s);
         return m;
     }
 
@@ -391,7 +408,7 @@ class Expander {
     // so a deep chain does not recurse once per node: inside build() every source is a lookup.
     UOp ex(const UOp& u, const std::vector<int64_t>& a0) {
         Key key{u.get(), project(u, a0)};
-        if (auto it = memo_.find(key); it != memo_.end()) return it->second;
+        if (const UOp* hit = memo_find(u, key.second)) return *hit;
         struct Frame {
             UOp u;
             std::vector<int64_t> a;
@@ -400,7 +417,7 @@ class Expander {
         std::vector<Frame> stack;
         stack.push_back({u, std::move(key.second), false});
         while (!stack.empty()) {
-            if (memo_.count(Key{stack.back().u.get(), stack.back().a})) {
+            if (memo_find(stack.back().u, stack.back().a) != nullptr) {
                 stack.pop_back();
                 continue;
             }
@@ -409,33 +426,33 @@ class Expander {
                 const Frame f = stack.back(); // needs() may grow the stack below
                 for (auto& [n, b] : needs(f.u, f.a)) {
                     std::vector<int64_t> pb = project(n, b);
-                    if (!memo_.count(Key{n.get(), pb})) stack.push_back({n, std::move(pb), false});
+                    if (memo_find(n, pb) == nullptr) stack.push_back({n, std::move(pb), false});
                 }
                 continue;
             }
             Frame f = std::move(stack.back());
             stack.pop_back();
             UOp v = build(f.u, f.a);
-            memo_.emplace(Key{f.u.get(), std::move(f.a)}, std::move(v));
+            memo_put(f.u, std::move(f.a), std::move(v));
         }
-        return memo_.at(Key{u.get(), project(u, a0)});
+        return *memo_find(u, project(u, a0));
     }
 
     // The expansion ex() computed before build() ran: build() and the functions it calls read
     // their sources' expansions only through here, so nothing in them recurses.
-    const UOp& got(const UOp& u, const std::vector<int64_t>& a0) {
-        auto it = memo_.find(Key{u.get(), project(u, a0)});
-        if (it == memo_.end())
+    UOp got(const UOp& u, const std::vector<int64_t>& a0) {
+        const UOp* hit = memo_find(u, project(u, a0));
+        if (hit == nullptr)
             fail("expander", "internal: " + std::string(op_name(u.op())) +
                                  " was not expanded before its user (needs() misses a case)");
-        return it->second;
+        return *hit;
     }
 
     // What build(u, a) passes to ex(): the same cases and conditions, without building.
     std::vector<std::pair<UOp, std::vector<int64_t>>> needs(const UOp& u,
                                                             const std::vector<int64_t>& a) {
         std::vector<std::pair<UOp, std::vector<int64_t>>> out;
-        if (is_vax(u) || pos_.count(u)) return out;
+        if (is_vax(u) || pos_.contains(u)) return out;
         switch (u.op()) {
         case Op::Load: {
             const LoadPlan p = load_plan(u, a);
@@ -492,7 +509,7 @@ class Expander {
             for (int64_t l = 0; l < vn_; ++l) lanes.push_back(UOp::index(l));
             return UOp::make(Op::Vectorize, DType::Index.vec(static_cast<uint16_t>(vn_)), lanes);
         }
-        if (auto p = pos_.find(u); p != pos_.end()) return UOp::index(a[p->second]);
+        if (const size_t* p = pos_.find(u)) return UOp::index(a[*p]);
         switch (u.op()) {
         case Op::Load: return load(u, a);
         case Op::Reduce: return reduce(u, a);
@@ -646,13 +663,13 @@ class Expander {
                                                   const std::vector<int64_t>& a) {
         std::vector<std::vector<int64_t>> out{a};
         for (const UOp& r : rs) {
-            auto p = pos_.find(r);
-            if (p == pos_.end()) continue;
+            const size_t* p = pos_.find(r);
+            if (p == nullptr) continue;
             std::vector<std::vector<int64_t>> next;
             for (const auto& x : out)
                 for (int64_t v = 0; v < size_of(r); ++v) {
                     auto y = x;
-                    y[p->second] = v;
+                    y[*p] = v;
                     next.push_back(std::move(y));
                 }
             out = std::move(next);
@@ -713,23 +730,41 @@ class Expander {
     }
 
     int64_t vector_bytes_;
+    std::vector<UOp> topo_;      // ast_.toposort()
     std::vector<UOp> folded_hi_; // fold_width's outer parts (unrolled, never lanes)
     UOp ast_, vaxis_;
     std::vector<UOp> vaxes_; // the vector axis first, then the others (more_vector_axes)
     int64_t vn_ = 1;
     std::vector<UOp> unrolled_;
-    UOpMap<size_t> pos_;
-    UOpMap<uint64_t> deps_;
+    UOpMemo<size_t> pos_;
+    UOpMemo<uint64_t> deps_;
+    // The expansions by (node, projected assignment): those with no unrolled range set (every
+    // one of a kernel with vector lanes only) in a flat table, the others hashed with theirs.
+    UOpMemo<UOp> memo0_;
     std::unordered_map<Key, UOp, KeyHash> memo_;
+    static bool all_zero(const std::vector<int64_t>& a) {
+        return std::all_of(a.begin(), a.end(), [](int64_t v) { return v == 0; });
+    }
+    const UOp* memo_find(const UOp& u, const std::vector<int64_t>& a) const {
+        if (all_zero(a)) return memo0_.find(u);
+        auto it = memo_.find(Key{u.get(), a});
+        return it == memo_.end() ? nullptr : &it->second;
+    }
+    void memo_put(const UOp& u, std::vector<int64_t> a, UOp v) {
+        if (all_zero(a))
+            memo0_.emplace(u, std::move(v));
+        else
+            memo_.emplace(Key{u.get(), std::move(a)}, std::move(v));
+    }
 };
 
 } // namespace
 
 UOp expand(const UOp& ast, int64_t vector_bytes) {
-    bool any = false;
-    for (const UOp& u : ast.toposort()) any = any || is_expanded(u);
-    if (!any) return ast;
-    return Expander(ast, vector_bytes).run();
+    std::vector<UOp> topo = ast.toposort();
+    if (std::none_of(topo.begin(), topo.end(), [](const UOp& u) { return is_expanded(u); }))
+        return ast;
+    return Expander(ast, std::move(topo), vector_bytes).run();
 }
 
 // ---- THREAD lowering -----------------------------------------------------------------------

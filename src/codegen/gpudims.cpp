@@ -14,7 +14,6 @@ namespace tempura::codegen {
 namespace {
 
 using detail::contains;
-using detail::replace_range;
 using detail::size_of;
 using detail::type_of;
 using detail::with_gate;
@@ -185,14 +184,12 @@ UOp gpu_dims(const UOp& ast, const DeviceLimits& lim, const std::string& kernel,
             return with_srcs(u, std::move(srcs));
         });
     }
-    for (size_t i = 0; i < global.size(); ++i) out = replace_range(out, global[i], gv[i], {});
-    for (size_t i = 0; i < local.size(); ++i) out = replace_range(out, local[i], lv[i], {});
-    for (const auto& [r, v] : sym_values) out = replace_range(out, r, v, {});
-    // An END left with no range to close is its store.
-    return rebuild_graph(out, [](const UOp& u, std::vector<UOp> srcs) {
-        if (u.op() == Op::End && srcs.size() == 1) return srcs[0];
-        return with_srcs(u, std::move(srcs));
-    });
+    // The ranges become indices in one walk; an END left with no range to close is its store.
+    std::vector<detail::RangeValue> subs;
+    for (size_t i = 0; i < global.size(); ++i) subs.push_back({global[i], gv[i], {}});
+    for (size_t i = 0; i < local.size(); ++i) subs.push_back({local[i], lv[i], {}});
+    for (const auto& [r, v] : sym_values) subs.push_back({r, v, {}});
+    return detail::replace_ranges(out, subs, true);
 }
 
 DeviceLimits gpu_limits(const std::string& name, int sm) {

@@ -98,6 +98,7 @@ UOp reorder_end(const UOp& ast, const std::vector<UOp>& order) {
     for (size_t i = 1; i < end.srcs().size(); ++i)
         if (is_expanded(type_of(end.src(i)))) srcs.push_back(end.src(i));
     const UOp new_end = end.replace_srcs(std::move(srcs));
+    if (new_end.same(end)) return ast; // the order it has: no walk over the kernel
     return ast.substitute({{end.get(), new_end}});
 }
 
@@ -153,13 +154,17 @@ void OptKernel::refresh() {
     axes_.clear();
     n_out_ = 0;
     if (serial_) return;
-    next_axis_ = std::max(next_axis_, detail::next_axis_id(ast_));
+    // One walk over the kernel finds the axis ids in use and the reduce ranges.
+    const std::vector<UOp> topo = ast_.toposort();
+    for (const UOp& u : topo)
+        if (u.op() == Op::Range)
+            next_axis_ = std::max(next_axis_, u.arg_as<RangeArg>().axis_id + 1);
     if (const UOp end = find_end(ast_); !end.is_null())
         for (size_t i = 1; i < end.srcs().size(); ++i)
             if (!is_expanded(type_of(end.src(i))) && end.src(i).src(0).is_const())
                 axes_.push_back(end.src(i));
     n_out_ = axes_.size();
-    for (const UOp& u : ast_.toposort())
+    for (const UOp& u : topo)
         if (u.op() == Op::Reduce)
             for (size_t i = 1; i < u.srcs().size(); ++i) {
                 const UOp& r = u.src(i);

@@ -36,6 +36,15 @@ bool contains(const UOp& u, const UOp& r);
 // where an END or REDUCE names it.
 UOp replace_range(const UOp& ast, const UOp& r, const UOp& value, const std::vector<UOp>& repl);
 
+// Several ranges replaced in one walk over `ast`: each by its value, and by its `listed` ranges
+// where an END or REDUCE names it. With `drop_bare_ends`, an END left with no range to close is
+// its store. (A large kernel pays for each walk: GPU dims replaces all its ranges at once.)
+struct RangeValue {
+    UOp range, value;
+    std::vector<UOp> listed;
+};
+UOp replace_ranges(const UOp& ast, const std::vector<RangeValue>& subs, bool drop_bare_ends);
+
 // The REDUCEs of `ast` whose value uses a loop reduce range (AxisType::Reduce) that they do not
 // reduce themselves: each sits in the loop of the REDUCE over that range and runs once an
 // iteration (the max over a of the sum over k of x[a, k]). Found bottom up, without recursion;

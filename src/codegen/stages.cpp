@@ -120,8 +120,8 @@ class Linearizer {
     std::vector<Scope> scopes_;
     int next_scope_ = 0;
     int64_t next_reg_ = 0;
-    UOpMap<Placed> placed_;
-    UOpMap<uint64_t> mask_cache_;
+    UOpMemo<Placed> placed_;
+    UOpMemo<uint64_t> mask_cache_;
     UOpMap<int> range_bit_;
     std::vector<UOp> reduces_;                          // every REDUCE of the kernel, sources first
     UOpMap<std::vector<const UOpNode*>> inner_reduces_; // the REDUCEs inside each REDUCE
@@ -136,20 +136,20 @@ class Linearizer {
     // Which ranges a node uses (a REDUCE hides its own). Sources are computed first in an
     // explicit post-order walk, so a deep chain does not recurse once per node.
     uint64_t mask(const UOp& root) {
-        if (auto it = mask_cache_.find(root); it != mask_cache_.end()) return it->second;
+        if (const uint64_t* m = mask_cache_.find(root)) return *m;
         std::vector<std::pair<const UOp*, size_t>> stack{{&root, 0}};
         while (!stack.empty()) {
             auto& [u, i] = stack.back();
             if (i < u->srcs().size()) {
                 const UOp& s = u->src(i++);
-                if (!mask_cache_.count(s)) stack.emplace_back(&s, 0);
+                if (!mask_cache_.contains(s)) stack.emplace_back(&s, 0);
                 continue;
             }
             const UOp* done = u;
             stack.pop_back();
-            if (!mask_cache_.count(*done)) mask_cache_.emplace(*done, mask_of_sources(*done));
+            if (!mask_cache_.contains(*done)) mask_cache_.emplace(*done, mask_of_sources(*done));
         }
-        return mask_cache_.at(root);
+        return *mask_cache_.find(root);
     }
     // A node's mask from its sources' (all computed).
     uint64_t mask_of_sources(const UOp& u) {
@@ -161,12 +161,12 @@ class Linearizer {
                 it = range_bit_.emplace(u, static_cast<int>(range_bit_.size())).first;
             }
             m = uint64_t{1} << it->second;
-            m |= mask_cache_.at(u.src(0));
+            m |= *mask_cache_.find(u.src(0));
         } else if (u.op() == Op::Reduce) {
-            m = mask_cache_.at(u.src(0));
+            m = *mask_cache_.find(u.src(0));
             for (size_t i = 1; i < u.srcs().size(); ++i) m &= ~mask_of_range(u.src(i));
         } else {
-            for (const UOp& s : u.srcs()) m |= mask_cache_.at(s);
+            for (const UOp& s : u.srcs()) m |= *mask_cache_.find(s);
         }
         return m;
     }
@@ -189,14 +189,14 @@ class Linearizer {
 
     void place(const UOp& original, const UOp& value, size_t level) {
         scopes_[level].ops.push_back(value);
-        placed_.insert_or_assign(original, Placed{value, scopes_[level].id});
+        placed_.set(original, Placed{value, scopes_[level].id});
     }
 
     void open(const UOp& range) {
         const UOp end = value(range.src(0));
         UOp r = end.same(range.src(0)) ? range : range.replace_srcs({end});
         scopes_.push_back(Scope{r, {}, next_scope_++});
-        placed_.insert_or_assign(range, Placed{r, scopes_.back().id});
+        placed_.set(range, Placed{r, scopes_.back().id});
     }
     UOp close() {
         Scope s = std::move(scopes_.back());
@@ -210,8 +210,8 @@ class Linearizer {
     }
 
     bool is_placed(const UOp& u) const {
-        auto it = placed_.find(u);
-        return it != placed_.end() && scope_open(it->second.scope_id);
+        const Placed* p = placed_.find(u);
+        return p != nullptr && scope_open(p->scope_id);
     }
 
     // The program value of a node, emitting it (and its sources) where it belongs. Sources are
@@ -219,7 +219,7 @@ class Linearizer {
     // take (a REDUCE is emitted when the walk reaches it; a RANGE must be open already), so a
     // deep chain does not recurse once per node.
     UOp value(const UOp& u) {
-        if (is_placed(u)) return placed_.at(u).value;
+        if (is_placed(u)) return placed_.find(u)->value;
         if (u.op() == Op::Reduce) return emit_reduce(u);
         if (u.op() == Op::Range) fail("linearize", "a RANGE used outside its loop");
         std::vector<std::pair<const UOp*, size_t>> stack{{&u, 0}};
@@ -264,7 +264,8 @@ class Linearizer {
         uint64_t open = 0;
         for (size_t i = 1; i < scopes_.size(); ++i) open |= mask_of_range(scopes_[i].range);
         for (const UOp& s : reduces_) {
-            if (s.same(red) || s.srcs().size() != red.srcs().size() || placed_.count(s)) continue;
+            if (s.same(red) || s.srcs().size() != red.srcs().size() || placed_.contains(s))
+                continue;
             bool same_ranges = true;
             for (size_t i = 1; i < s.srcs().size() && same_ranges; ++i)
                 same_ranges = s.src(i).same(red.src(i));
@@ -348,10 +349,10 @@ class Linearizer {
             place(done, done, here);
             place(idx, idx, here);
             place(result, result, here);
-            placed_.insert_or_assign(g, Placed{result, scopes_[here].id});
+            placed_.set(g, Placed{result, scopes_[here].id});
             // The loops ran inside every scope open here, so the result lives there: users must
             // be placed no further out, even when the reduced value uses none of those ranges.
-            mask_cache_.insert_or_assign(g, mask(g) | open_mask);
+            mask_cache_.set(g, mask(g) | open_mask);
             if (k == 0) first = result;
         }
         return first;

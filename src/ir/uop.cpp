@@ -140,43 +140,59 @@ std::string arg_to_string(const Arg& a) {
 
 namespace {
 
-// Each shard is an intrusive chained hash set of raw node pointers: a node's memory stays valid
-// while the shard lock is held (its deleter takes the lock before freeing), and a lookup
-// resurrects a hit with weak_from_this(), which fails for a node that is already dying.
+// Each shard is an open-addressing hash set (linear probing) of raw node pointers beside their
+// hashes: a lookup that misses, the common case when a pass builds a new graph, reads only the
+// table, not the nodes it passes (a chained set read a node per link: two cache misses a new
+// node). A node's memory stays valid while the shard lock is held (its deleter takes the lock
+// before freeing), and a lookup resurrects a hit with weak_from_this(), which fails for a node
+// that is already dying.
 struct Shard {
+    struct Slot {
+        uint64_t hash = 0;
+        const UOpNode* node = nullptr;
+    };
     std::mutex mu;
-    std::vector<const UOpNode*> buckets = std::vector<const UOpNode*>(64, nullptr);
+    std::vector<Slot> slots = std::vector<Slot>(64);
     size_t size = 0;
 
-    const UOpNode*& bucket(uint64_t h) { return buckets[h & (buckets.size() - 1)]; }
+    size_t home(uint64_t h) const { return static_cast<size_t>(h) & (slots.size() - 1); }
+    size_t next(size_t i) const { return (i + 1) & (slots.size() - 1); }
     void insert(const UOpNode* n) {
-        if (size + 1 > buckets.size()) grow();
-        const UOpNode*& b = bucket(n->hash);
-        n->chain_next = b;
-        b = n;
+        if ((size + 1) * 2 > slots.size()) grow();
+        place(n->hash, n);
         ++size;
     }
+    void place(uint64_t h, const UOpNode* n) {
+        size_t i = home(h);
+        while (slots[i].node != nullptr) i = next(i);
+        slots[i] = Slot{h, n};
+    }
+    // Unlinks n (nothing when it was never linked), shifting back the entries after it that
+    // probed past its slot, so that no lookup stops early at the hole.
     void erase(const UOpNode* n) {
-        for (const UOpNode** p = &bucket(n->hash); *p; p = &(*p)->chain_next) {
-            if (*p == n) {
-                *p = n->chain_next;
-                --size;
-                return;
+        size_t i = home(n->hash);
+        while (slots[i].node != n) {
+            if (slots[i].node == nullptr) return;
+            i = next(i);
+        }
+        for (size_t j = next(i);; j = next(j)) {
+            if (slots[j].node == nullptr) break;
+            const size_t k = home(slots[j].hash);
+            // Entry j may move to the hole at i unless its home lies cyclically in (i, j].
+            const bool stays = i <= j ? (i < k && k <= j) : (i < k || k <= j);
+            if (!stays) {
+                slots[i] = slots[j];
+                i = j;
             }
         }
+        slots[i] = Slot{};
+        --size;
     }
     void grow() {
-        std::vector<const UOpNode*> old(buckets.size() * 2, nullptr);
-        old.swap(buckets);
-        for (const UOpNode* head : old) {
-            while (head) {
-                const UOpNode* next = head->chain_next;
-                const UOpNode*& b = bucket(head->hash);
-                head->chain_next = b;
-                b = head;
-                head = next;
-            }
-        }
+        std::vector<Slot> old(slots.size() * 2);
+        old.swap(slots);
+        for (const Slot& e : old)
+            if (e.node != nullptr) place(e.hash, e.node);
     }
 };
 
@@ -262,8 +278,9 @@ bool same_content(const UOpNode* n, uint64_t h, Op op, DType dtype, const std::v
 // temporary can be the last owner when another thread drops its reference meanwhile.
 std::shared_ptr<const UOpNode> find_live(Shard& s, uint64_t h, Op op, DType dtype,
                                          const std::vector<UOp>& srcs, const Arg& arg) {
-    for (const UOpNode* n = s.bucket(h); n; n = n->chain_next) {
-        if (same_content(n, h, op, dtype, srcs, arg)) {
+    for (size_t i = s.home(h); s.slots[i].node != nullptr; i = s.next(i)) {
+        const UOpNode* n = s.slots[i].node;
+        if (s.slots[i].hash == h && same_content(n, h, op, dtype, srcs, arg)) {
             std::weak_ptr<UOpNode> w = const_cast<UOpNode*>(n)->weak_from_this();
             if (std::shared_ptr<UOpNode> sp = w.lock()) return sp; // handed out, not released
             // else: dying; its deleter will unlink it. Keep looking, then build afresh.

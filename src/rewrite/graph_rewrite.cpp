@@ -21,66 +21,12 @@ struct Frame {
     enum Stage : uint8_t { Start, Children } stage = Start;
     size_t i = 0;
     bool changed = false;
+    // Whether cur may be in the memo: a node just pushed by its user was looked up there (and
+    // missed) already; one a rule made, or rebuilt with new sources, was not.
+    bool lookup = false;
     // The rewritten sources, filled only once one differs (until then they are cur's own): most
     // nodes come through unchanged, and then nothing is allocated for them.
     std::vector<UOp> srcs;
-};
-
-// The memo: node -> its result, open addressing over the nodes' own hashes, one allocation for
-// the whole table (a std::unordered_map allocated a node per entry, two entries per node
-// rewritten: the per-call cost on small expressions). Keys are held, so a node cannot die and
-// have its address reused by a new node while the table lives.
-class Memo {
-  public:
-    Memo() : slots_(16) {}
-    const UOp* find(const UOp& k) const {
-        for (size_t i = slot_of(k);; i = (i + 1) & (slots_.size() - 1)) {
-            const Slot& s = slots_[i];
-            if (s.key.is_null()) return nullptr;
-            if (s.key.same(k)) return &s.value;
-        }
-    }
-    // Adds k -> v unless k is present (its result stays).
-    void emplace(const UOp& k, const UOp& v) {
-        if ((count_ + 1) * 2 > slots_.size()) grow();
-        put(k, v);
-    }
-    const UOp& at(const UOp& k) const {
-        const UOp* v = find(k);
-        if (v == nullptr) fail("graph_rewrite", "internal: the root has no result");
-        return *v;
-    }
-
-  private:
-    struct Slot {
-        UOp key, value;
-    };
-    size_t slot_of(const UOp& k) const {
-        const uint64_t h = k.hash();
-        return static_cast<size_t>(h ^ (h >> 29)) & (slots_.size() - 1);
-    }
-    template <class K, class V>
-    void put(K&& k, V&& v) {
-        for (size_t i = slot_of(k);; i = (i + 1) & (slots_.size() - 1)) {
-            Slot& s = slots_[i];
-            if (s.key.is_null()) {
-                s.key = std::forward<K>(k);
-                s.value = std::forward<V>(v);
-                ++count_;
-                return;
-            }
-            if (s.key.same(k)) return;
-        }
-    }
-    void grow() {
-        std::vector<Slot> old(slots_.size() * 2);
-        old.swap(slots_);
-        count_ = 0;
-        for (Slot& s : old) // moved: no reference counting for the entries carried over
-            if (!s.key.is_null()) put(std::move(s.key), std::move(s.value));
-    }
-    std::vector<Slot> slots_;
-    size_t count_ = 0;
 };
 
 } // namespace
@@ -94,7 +40,7 @@ UOp graph_rewrite(const UOp& root, const pattern::RuleTable& table,
     const bool top_down = !options.bottom_up;
     // Keyed by UOp, not by address: intermediate nodes die during rewriting and a new node may
     // reuse a dead one's address.
-    Memo memo;
+    UOpMemo<UOp> memo; // node -> its result
     size_t steps = 0;
     trace::Recorder* const rec = trace::current(); // TEMPURA_VIZ: each step recorded
 
@@ -121,7 +67,7 @@ UOp graph_rewrite(const UOp& root, const pattern::RuleTable& table,
     while (!stack.empty()) {
         Frame& f = stack.back();
         if (f.stage == Frame::Start) {
-            if (const UOp* hit = memo.find(f.cur)) {
+            if (const UOp* hit = f.lookup ? memo.find(f.cur) : nullptr) {
                 const UOp res = *hit; // emplace may move the table
                 memo.emplace(f.orig, res);
                 stack.pop_back();
@@ -132,6 +78,7 @@ UOp graph_rewrite(const UOp& root, const pattern::RuleTable& table,
                 if (auto r = table.rewrite_once(f.cur, ctx, &which)) {
                     fired(f.cur, which, *r);
                     f.cur = std::move(*r);
+                    f.lookup = true;
                     continue;
                 }
             }
@@ -161,6 +108,7 @@ UOp graph_rewrite(const UOp& root, const pattern::RuleTable& table,
         if (f.changed) {
             // Sources changed: rebuild, and give the rules another go at the new node.
             f.cur = f.cur.replace_srcs(std::move(f.srcs));
+            f.lookup = true;
             f.srcs = {};
             f.stage = Frame::Start;
             if (!top_down) {
@@ -170,7 +118,7 @@ UOp graph_rewrite(const UOp& root, const pattern::RuleTable& table,
                     f.cur = std::move(*r);
                 } else {
                     memo.emplace(f.cur, f.cur);
-                    memo.emplace(f.orig, f.cur);
+                    if (!f.orig.same(f.cur)) memo.emplace(f.orig, f.cur);
                     stack.pop_back();
                 }
             }
@@ -181,16 +129,19 @@ UOp graph_rewrite(const UOp& root, const pattern::RuleTable& table,
             if (auto r = table.rewrite_once(f.cur, ctx, &which)) {
                 fired(f.cur, which, *r);
                 f.cur = std::move(*r);
+                f.lookup = true;
                 f.stage = Frame::Start;
                 continue;
             }
         }
         // A fixpoint: no rule fires here and the sources are final.
         memo.emplace(f.cur, f.cur);
-        memo.emplace(f.orig, f.cur);
+        if (!f.orig.same(f.cur)) memo.emplace(f.orig, f.cur);
         stack.pop_back();
     }
-    return memo.at(root);
+    const UOp* result = memo.find(root);
+    if (result == nullptr) fail("graph_rewrite", "internal: the root has no result");
+    return *result;
 }
 
 } // namespace tempura

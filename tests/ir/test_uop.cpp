@@ -229,6 +229,60 @@ TEST_CASE("entries die with their last user") {
     CHECK(t2.render() == "reborn * 77");
 }
 
+// The intern table is open addressing: a node that dies leaves a hole that the entries probed
+// past it are shifted back into. Many nodes dying in a random order, with others built between,
+// must leave every live node findable (built again, it is the same node) and none found twice.
+TEST_CASE("the intern table finds every live node while others die around it") {
+    const size_t before = tempura::live_uop_count();
+    constexpr int kN = 20000;
+    std::vector<UOp> nodes;
+    for (int i = 0; i < kN; ++i) nodes.push_back(UOp::index(7100000 + i));
+    uint64_t state = 12345;
+    auto next = [&] {
+        state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+        return state >> 33;
+    };
+    for (int round = 0; round < 4; ++round) {
+        for (int i = 0; i < kN; ++i)
+            if (next() % 2 == 0) nodes[static_cast<size_t>(i)] = UOp(); // dies
+        CHECK(tempura::live_uop_count() ==
+              before + static_cast<size_t>(std::count_if(
+                           nodes.begin(), nodes.end(), [](const UOp& u) { return !u.is_null(); })));
+        for (int i = 0; i < kN; ++i) {
+            const UOp again = UOp::index(7100000 + i);
+            UOp& kept = nodes[static_cast<size_t>(i)];
+            if (kept.is_null())
+                kept = again; // built anew
+            else if (!again.same(kept))
+                FAIL("node " << i << " was alive but not found in the intern table");
+        }
+        CHECK(tempura::live_uop_count() == before + kN);
+    }
+    nodes.clear();
+    CHECK(tempura::live_uop_count() == before);
+}
+
+TEST_CASE("UOpMemo: a flat map from nodes, growing, with set() replacing") {
+    tempura::UOpMemo<int> m;
+    std::vector<UOp> keys;
+    for (int i = 0; i < 1000; ++i) keys.push_back(UOp::index(8100000 + i));
+    for (int i = 0; i < 1000; ++i) m.emplace(keys[static_cast<size_t>(i)], i);
+    CHECK(m.size() == 1000);
+    m.emplace(keys[3], -1); // present: its value stays
+    CHECK(*m.find(keys[3]) == 3);
+    m.set(keys[3], -3);
+    CHECK(*m.find(keys[3]) == -3);
+    m.set(UOp::index(-8100000), 7); // absent: added
+    CHECK(m.size() == 1001);
+    CHECK(m.contains(UOp::index(-8100000)));
+    CHECK_FALSE(m.contains(UOp::index(9100000)));
+    CHECK(m.find(UOp::index(9100000)) == nullptr);
+    int wrong = 0;
+    for (int i = 0; i < 1000; ++i)
+        if (i != 3 && *m.find(UOp::index(8100000 + i)) != i) ++wrong;
+    CHECK(wrong == 0);
+}
+
 TEST_CASE("the intern table is safe to use from several threads") {
     const size_t before = tempura::live_uop_count();
     constexpr int kN = 10000;

@@ -15,6 +15,7 @@
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -210,8 +211,6 @@ class UOpNode : public std::enable_shared_from_this<UOpNode> {
     int64_t vmax;
     std::source_location loc;
     std::optional<Shape> shape;
-    // The intern table's bucket chain; guarded by the table's shard lock.
-    mutable const UOpNode* chain_next = nullptr;
 };
 
 inline Op UOp::op() const { return p_->op; }
@@ -241,6 +240,79 @@ struct UOpSame {
 template <class V>
 using UOpMap = std::unordered_map<UOp, V, UOpHash, UOpSame>;
 
+// A map from nodes to V for one walk over a graph: open addressing over the nodes' own hashes,
+// one allocation for the whole table (a UOpMap allocates a node per entry, which on a large
+// graph costs more than the walk). Entries are never removed. Keys are held, so a node cannot
+// die and have its address reused by a new node while the table lives. A pointer that find()
+// returns is valid until the next emplace().
+template <class V>
+class UOpMemo {
+  public:
+    UOpMemo() : slots_(16) {}
+    // Sized for `expected` entries without growing.
+    explicit UOpMemo(size_t expected) : slots_(capacity_for(expected)) {}
+    const V* find(const UOp& k) const {
+        for (size_t i = slot_of(k);; i = (i + 1) & (slots_.size() - 1)) {
+            const Slot& s = slots_[i];
+            if (s.key.is_null()) return nullptr;
+            if (s.key.same(k)) return &s.value;
+        }
+    }
+    V* find(const UOp& k) { return const_cast<V*>(std::as_const(*this).find(k)); }
+    bool contains(const UOp& k) const { return find(k) != nullptr; }
+    // Adds k -> v unless k is present (its value stays).
+    void emplace(const UOp& k, V v) {
+        if ((count_ + 1) * 2 > slots_.size()) grow();
+        put(k, std::move(v));
+    }
+    // Adds k -> v, or replaces k's value.
+    void set(const UOp& k, V v) {
+        if (V* old = find(k)) {
+            *old = std::move(v);
+            return;
+        }
+        emplace(k, std::move(v));
+    }
+    size_t size() const { return count_; }
+
+  private:
+    struct Slot {
+        UOp key;
+        V value{};
+    };
+    static size_t capacity_for(size_t n) {
+        size_t c = 16;
+        while (c < 2 * n + 2) c *= 2;
+        return c;
+    }
+    size_t slot_of(const UOp& k) const {
+        const uint64_t h = k.hash();
+        return static_cast<size_t>(h ^ (h >> 29)) & (slots_.size() - 1);
+    }
+    template <class K>
+    void put(K&& k, V&& v) {
+        for (size_t i = slot_of(k);; i = (i + 1) & (slots_.size() - 1)) {
+            Slot& s = slots_[i];
+            if (s.key.is_null()) {
+                s.key = std::forward<K>(k);
+                s.value = std::move(v);
+                ++count_;
+                return;
+            }
+            if (s.key.same(k)) return;
+        }
+    }
+    void grow() {
+        std::vector<Slot> old(slots_.size() * 2);
+        old.swap(slots_);
+        count_ = 0;
+        for (Slot& s : old) // moved: no reference counting for the entries carried over
+            if (!s.key.is_null()) put(std::move(s.key), std::move(s.value));
+    }
+    std::vector<Slot> slots_;
+    size_t count_ = 0;
+};
+
 // Number of live interned nodes (for leak tests).
 size_t live_uop_count();
 
@@ -251,14 +323,15 @@ UOp with_srcs(const UOp& u, std::vector<UOp> srcs);
 // (`with_srcs(node, srcs)` keeps it). Returns the root's replacement.
 template <class F>
 UOp rebuild_graph(const UOp& root, F&& f) {
-    UOpMap<UOp> done;
-    for (const UOp& u : root.toposort()) {
+    const std::vector<UOp> topo = root.toposort();
+    UOpMemo<UOp> done(topo.size());
+    for (const UOp& u : topo) {
         std::vector<UOp> srcs;
         srcs.reserve(u.srcs().size());
-        for (const UOp& s : u.srcs()) srcs.push_back(done.at(s));
+        for (const UOp& s : u.srcs()) srcs.push_back(*done.find(s)); // sources come first
         done.emplace(u, f(u, std::move(srcs)));
     }
-    return done.at(root);
+    return *done.find(root);
 }
 
 // The structure of a program or graph as bytes: per node (every source listed before its user)
