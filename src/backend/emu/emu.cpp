@@ -16,6 +16,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <future>
 #include <limits>
 #include <memory>
 #include <mutex>
@@ -615,17 +616,23 @@ compile_emu_kernel(const std::string& name, const std::vector<UOp>& linear, int6
     }
     const auto t0 = std::chrono::steady_clock::now();
     // A program of Hopper's warpgroup mma (lowered for an sm_90 device's limits, run on EMU
-    // under them) is PTX for sm_90a.
-    std::string ptx =
-        render_ptx(name, linear, uses_wgmma(linear) ? 90 : emu_limits().sm, block_threads);
-    const double ptx_ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    // under them) is PTX for sm_90a. The two compilations are independent: a long program's PTX
+    // is rendered on a thread of its own meanwhile (each takes a large share of its realize).
+    const bool beside = linear.size() > llvm_backend::kLongKernelOps;
+    std::future<std::string> ptx =
+        std::async(beside ? std::launch::async : std::launch::deferred, [&] {
+            return render_ptx(name, linear, uses_wgmma(linear) ? 90 : emu_limits().sm,
+                              block_threads);
+        });
     const std::shared_ptr<const CompiledKernel> host =
         compile_for_host(name, linear, llvm_backend::Target::Emu);
+    std::string text = ptx.get();
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     auto k = std::make_shared<const CompiledKernel>(
-        name, host->symbol(), std::move(ptx), host->compile_ms() + ptx_ms, host->entry(),
-        host->buffer_count(), host->var_count(), host->code(), host->shared_bytes(),
-        host->barriers(), host->code_bytes());
+        name, host->symbol(), std::move(text), ms, host->entry(), host->buffer_count(),
+        host->var_count(), host->code(), host->shared_bytes(), host->barriers(),
+        host->code_bytes());
     // Its key and what it holds: the PTX, and the host program's JIT sections (shared with the
     // CPU cache's entry, counted in both).
     const size_t bytes = key.size() + k->memory_bytes();

@@ -91,9 +91,11 @@ llvm::ModulePassManager long_pipeline() {
 // constant: at the first one it meets (it selects from the bottom) it hands the rest of the block
 // to SelectionDAG, several times slower. A long kernel is one block of straight-line code, so
 // each vector constant becomes one `freeze` of it in the entry block, a value FastISel reads
-// from a register (llc -O0 on a chain of 20,000 vector adds: 0.26 -> 0.10 s). Runs after the
-// passes, none of which may fold the freeze back.
-void vector_constants_in_registers(llvm::Function& f) {
+// from a register (llc -O0 on a chain of 20,000 vector adds: 0.26 -> 0.10 s). A floating-point
+// scalar constant too: FastISel loads it from the constant pool at each use (the emulator's
+// per-thread program of 100,000 scalar adds of 1.0: 0.72 -> 0.35 s). Runs after the passes,
+// none of which may fold the freeze back.
+void constants_in_registers(llvm::Function& f) {
     llvm::BasicBlock& entry = f.getEntryBlock();
     llvm::IRBuilder<> eb(entry.getTerminator());
     llvm::DenseMap<llvm::Constant*, llvm::Value*> frozen;
@@ -103,8 +105,9 @@ void vector_constants_in_registers(llvm::Function& f) {
             auto* call = llvm::dyn_cast<llvm::CallBase>(&inst);
             for (unsigned k = 0; k < inst.getNumOperands(); ++k) {
                 auto* c = llvm::dyn_cast<llvm::Constant>(inst.getOperand(k));
-                if (c == nullptr || !c->getType()->isVectorTy() || llvm::isa<llvm::UndefValue>(c) ||
-                    llvm::isa<llvm::ConstantExpr>(c))
+                if (c == nullptr ||
+                    !(c->getType()->isVectorTy() || c->getType()->isFloatingPointTy()) ||
+                    llvm::isa<llvm::UndefValue>(c) || llvm::isa<llvm::ConstantExpr>(c))
                     continue;
                 if (call != nullptr &&
                     (k >= call->arg_size() || call->paramHasAttr(k, llvm::Attribute::ImmArg)))
@@ -398,17 +401,27 @@ std::shared_ptr<const CompiledKernel> compile_uncached(const std::string& name,
                        static_cast<uint32_t>(small ? llvm::CodeGenOptLevel::None
                                                    : llvm::CodeGenOptLevel::Default));
     llvm_backend::optimize(*mod, *j.take_tm(), expanded);
-    if (long_kernel) llvm_backend::vector_constants_in_registers(*fn);
+    if (long_kernel) llvm_backend::constants_in_registers(*fn);
+    // A CPU kernel's source is its IR. The emulator's shows its PTX instead (compile_emu_kernel):
+    // the host program's text would be thrown away (on a long kernel, a tenth of the compile).
     std::string source;
-    llvm::raw_string_ostream os(source);
-    mod->print(os, nullptr);
-    os.flush();
+    if (target != llvm_backend::Target::Emu) {
+        llvm::raw_string_ostream os(source);
+        mod->print(os, nullptr);
+        os.flush();
+    }
 
     llvm::orc::ThreadSafeModule tsm(std::move(mod), llvm::orc::ThreadSafeContext(std::move(ctx)));
     // One resource tracker per kernel: removing it frees the kernel's machine code, which the
     // owner handle below does when the last CompiledKernel sharing the code goes away.
     llvm::orc::ResourceTrackerSP rt = j.lljit->getMainJITDylib().createResourceTracker();
-    if (auto e = j.lljit->addIRModule(rt, std::move(tsm))) {
+    // Straight to the IR transform layer: LLJIT::addIRModule's layer, under concurrent
+    // compilation, first copies every module into a new LLVMContext (through bitcode, written
+    // and parsed again), which a module made in a context of its own does not need: on a long
+    // kernel that copy was 45% of the JIT's time. (That layer's other work, running a module's
+    // static initializers, has nothing to do: kernels have none. Its data layout check: the
+    // module's is the JIT's own, set above.)
+    if (auto e = j.lljit->getIRTransformLayer().add(rt, std::move(tsm))) {
         llvm::consumeError(rt->remove());
         fail("cpu",
              "kernel '" + name + "': the JIT rejected the module: " + to_string(std::move(e)));
