@@ -557,7 +557,11 @@ class Expander {
         p.alt = u.srcs().size() == 3 ? u.src(2) : UOp();
         p.gate_s = p.gate.is_null() ? UOp() : subst_unrolled(p.gate, a);
         const bool gate_uniform = p.gate_s.is_null() || !has_vax(p.gate_s);
-        p.base = gate_uniform ? contiguous_base(p.idx) : UOp();
+        // A gate that differs between the lanes (a padded row: the lanes over the padding are
+        // off) still makes one load of a buffer's consecutive numbers, the lanes masked (the
+        // renderers read only the lanes on); other memory, and bools, load lane by lane.
+        const bool masked_ok = index.src(0).op() == Op::Param && !u.dtype().is_bool();
+        p.base = gate_uniform || masked_ok ? contiguous_base(p.idx) : UOp();
         p.alt_s = p.alt.is_null() ? UOp() : subst_unrolled(p.alt, a);
         return p;
     }

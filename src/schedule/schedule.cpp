@@ -439,8 +439,18 @@ struct Rangeifier {
 
     UOp load(const UOp& node, const std::vector<UOp>& idx, const UOp& gate) {
         const std::vector<UOp> shape = dims(node);
-        UOp p = param(node, node.dtype(), const_numel(shape));
-        UOp index = UOp::make(Op::Index, p.dtype(), {p, linear_index(idx, shape)});
+        const int64_t numel = const_numel(shape);
+        UOp p = param(node, node.dtype(), numel);
+        const UOp offset = linear_index(idx, shape);
+        UOp index = UOp::make(Op::Index, p.dtype(), {p, offset});
+        // The gate keeps a load from reading outside its buffer (where a PAD's padding or a
+        // gather's miss is, the value is the PAD's or gather's own zero). A load whose offset
+        // lies inside the buffer wherever it is evaluated needs none: a batch norm's mean under
+        // a padded conv input is read per channel, ungated, so the code generator can hoist
+        // what it computes from it out of the loops over the padded axes.
+        // (Unknown bounds are the int64 extremes, outside any buffer.)
+        if (!gate.is_null() && numel > 0 && offset.vmin() >= 0 && offset.vmax() < numel)
+            return UOp::make(Op::Load, node.dtype(), {index});
         if (gate.is_null()) return UOp::make(Op::Load, node.dtype(), {index});
         UOp alt = node.dtype().is_float() ? UOp::constant_f(node.dtype(), 0.0)
                                           : UOp::constant(node.dtype(), 0);

@@ -461,6 +461,52 @@ TEST_CASE("EMU: a reduction to few outputs shares its reduce through shared memo
     check_close(xe.softmax(1).to_vector<float>(), x.softmax(1).to_vector<float>(), 1e-6f);
 }
 
+// A padded row's vector load has a gate per lane (the lanes over the padding are off): the
+// host program reads the lanes on one by one, each checked against its buffer (the first lane's
+// address lies before the row), and the PTX masks them (LLVM splits llvm.masked.load into
+// guarded loads).
+TEST_CASE("EMU: a padded row's masked vector load reads only the lanes on") {
+    constexpr int64_t C = 8;
+    std::vector<float> xs(static_cast<size_t>(C * 14 * 14)), ss, bs;
+    for (size_t i = 0; i < xs.size(); ++i) xs[i] = static_cast<float>(i % 89);
+    for (int64_t c = 0; c < C; ++c) {
+        ss.push_back(static_cast<float>(c + 1));
+        bs.push_back(static_cast<float>(-c));
+    }
+    const Tensor x = Tensor::from_vector(xs, {C, 14, 14});
+    const Tensor s = Tensor::from_vector(ss, {C, 1, 1});
+    const Tensor b = Tensor::from_vector(bs, {C, 1, 1});
+    const Tensor y = (x * s + b).pad({{0, 0}, {1, 1}, {1, 1}});
+    const std::vector<ScheduledKernel> ks = schedule_graph(y.uop()); // (before y is realized)
+    REQUIRE(ks.size() == 1);
+    const std::vector<float> want = y.to_vector<float>(); // on the CPU
+    const codegen::DeviceLimits lim = runtime::emu_limits();
+    using codegen::OptOp;
+    for (const std::vector<codegen::Opt>& opts :
+         {std::vector<codegen::Opt>{{OptOp::Upcast, 2, 4}},
+          std::vector<codegen::Opt>{{OptOp::Upcast, 2, 4}, {OptOp::Upcast, 1, 2}}}) {
+        INFO(codegen::to_string(opts));
+        const codegen::LoweredKernel low = codegen::lower_kernel_opt("E", ks[0].ast, lim, &opts);
+        bool masked = false;
+        for (const UOp& u : low.program)
+            masked = masked ||
+                     (u.op() == Op::Load && u.srcs().size() == 3 && u.src(1).dtype().count == 4);
+        CHECK(masked);
+        const auto k = runtime::compile_emu_kernel("E_pad", low.program,
+                                                   low.block[0] * low.block[1] * low.block[2]);
+        CHECK(ptxas(k->source(), "sm_80") == "");
+        std::vector<float> out(want.size(), -1.0f);
+        std::vector<void*> bufs{out.data()};
+        for (size_t i = 1; i < ks[0].params.size(); ++i) { // each input's BUFFER
+            const UOp& p = ks[0].params[i];
+            const Tensor& t = p.same(x.uop().src(0)) ? x : p.same(s.uop().src(0)) ? s : b;
+            bufs.push_back(t.buffer()->data());
+        }
+        runtime::emu_launch(*k, bufs.data(), nullptr, low.grid, low.block);
+        CHECK(out == want);
+    }
+}
+
 TEST_CASE("EMU: GROUP and GROUPTOP as explicit opts, and the errors for what they refuse") {
     std::vector<float> v(3 * 512);
     for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>((i * 37) % 101) - 50.0f;

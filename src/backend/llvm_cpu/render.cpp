@@ -562,12 +562,17 @@ class Renderer {
     // any, is on) to the emulator. Null where nothing is checked.
     llvm::Value* emu_in_bounds(const UOp& idx, int64_t lanes, bool is_store, llvm::Value* gate) {
         if (target_ != Target::Emu || idx.op() != Op::Index) return nullptr;
+        return emu_in_bounds_at(idx, index_src(idx, 1), lanes, is_store, gate);
+    }
+    // The same check of an access at element offset `off` of idx's buffer.
+    llvm::Value* emu_in_bounds_at(const UOp& idx, llvm::Value* off, int64_t lanes, bool is_store,
+                                  llvm::Value* gate) {
+        if (target_ != Target::Emu || idx.op() != Op::Index) return nullptr;
         const UOp base = base_of(idx);
         if (base.op() != Op::Param) return nullptr;
         const auto& a = base.arg_as<std::vector<int64_t>>();
         if (a.size() < 2 || a[1] < 0) return nullptr; // a symbolic size
         const void* report = emu_hook(g_emu_fault, "fault handler");
-        llvm::Value* off = index_src(idx, 1);
         llvm::Type* i64 = b_.getInt64Ty();
         llvm::Value* ok = b_.CreateAnd(
             b_.CreateICmpSGE(off, llvm::ConstantInt::get(i64, 0)),
@@ -594,7 +599,9 @@ class Renderer {
         llvm::Value* alt = nullptr;
         auto g = gates_.find(u.src(0).get()); // INDEX(ptr, idx, gate): the gate rides the INDEX
         if (u.srcs().size() == 3) {
-            gate = bool_src(u, 1);
+            // One gate, or (a vector load) one a lane.
+            const bool per_lane = u.src(1).dtype().count > 1;
+            gate = typed_src(u, 1, per_lane ? DType::Bool.vec(u.dtype().count) : DType::Bool);
             alt = typed_src(u, 2, u.dtype());
         } else if (u.srcs().size() == 2 && g != gates_.end()) {
             gate = g->second;
@@ -606,6 +613,7 @@ class Renderer {
             unsupported(u, "a LOAD takes INDEX, or INDEX, gate and alt; got " +
                                std::to_string(u.srcs().size()) + " sources");
         }
+        if (gate != nullptr && gate->getType()->isVectorTy()) return masked_load(u, gate, alt);
         llvm::Value* ok = emu_in_bounds(u.src(0), u.dtype().count, false, gate);
         if (ok == nullptr) ok = emu_shared(u.src(0), p, mem_type(u.dtype(), u), false, gate);
         if (ok != nullptr) {
@@ -638,6 +646,52 @@ class Renderer {
         phi->addIncoming(x, then);
         phi->addIncoming(alt, from);
         return phi;
+    }
+
+    // A vector load of consecutive elements of a buffer whose lanes have gates of their own (the
+    // expander's form for a padded row: the lanes over the padding are off). Only the lanes whose
+    // gate holds are read, by llvm.masked.load (a masked move on AVX-512 and AVX; NVPTX's code
+    // generator splits it into guarded scalar loads); the others are alt's. The first lane's
+    // address may lie outside the buffer, so it is formed without inbounds. On EMU each lane on
+    // is checked against the buffer, then read alone.
+    llvm::Value* masked_load(const UOp& u, llvm::Value* mask, llvm::Value* alt) {
+        const UOp& idx = u.src(0);
+        if (idx.op() != Op::Index || base_of(idx).op() != Op::Param || u.dtype().is_bool())
+            unsupported(u, "a LOAD with a gate per lane reads numbers from a buffer");
+        const DType st = u.dtype().scalar_type();
+        llvm::Type* et = mem_type(st, u);
+        llvm::Value* off = index_src(idx, 1);
+        llvm::Value* first = b_.CreateGEP(et, ptr_src(idx, 0), off);
+        if (target_ != Target::Emu) {
+            llvm::CallInst* ld = b_.CreateMaskedLoad(value_type(u.dtype(), u), first,
+                                                     known_align(u.dtype(), u, idx), mask, alt);
+            tag_access(idx, ld);
+            return ld;
+        }
+        llvm::Value* v = alt;
+        for (uint64_t l = 0; l < u.dtype().count; ++l) {
+            llvm::Value* on = b_.CreateExtractElement(mask, l);
+            llvm::Value* at = b_.CreateAdd(off, llvm::ConstantInt::get(off->getType(), l));
+            if (llvm::Value* ok = emu_in_bounds_at(idx, at, 1, false, on))
+                on = b_.CreateAnd(on, ok);
+            llvm::Value* other = b_.CreateExtractElement(alt, l);
+            const std::string n = "mld" + std::to_string(cur_) + "." + std::to_string(l);
+            auto* from = b_.GetInsertBlock();
+            auto* then = llvm::BasicBlock::Create(ctx_, n + ".then", fn_);
+            auto* done = llvm::BasicBlock::Create(ctx_, n + ".end", fn_);
+            b_.CreateCondBr(on, then, done);
+            b_.SetInsertPoint(then);
+            llvm::LoadInst* ld = b_.CreateAlignedLoad(et, b_.CreateGEP(et, first, b_.getInt64(l)),
+                                                      llvm::Align(st.itemsize()));
+            tag_access(idx, ld);
+            b_.CreateBr(done);
+            b_.SetInsertPoint(done);
+            llvm::PHINode* x = b_.CreatePHI(et, 2, n);
+            x->addIncoming(ld, then);
+            x->addIncoming(other, from);
+            v = b_.CreateInsertElement(v, x, l);
+        }
+        return v;
     }
 
     void store(const UOp& u) {
