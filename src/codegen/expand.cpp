@@ -76,12 +76,13 @@ std::vector<UOp> nested_reduces(const UOp& ast) {
     return out;
 }
 
-int64_t next_axis_id(const UOp& ast) {
+int64_t next_axis_id(const std::vector<UOp>& topo) {
     int64_t next = 0;
-    for (const UOp& u : ast.toposort())
+    for (const UOp& u : topo)
         if (u.op() == Op::Range) next = std::max(next, u.arg_as<RangeArg>().axis_id + 1);
     return next;
 }
+int64_t next_axis_id(const UOp& ast) { return next_axis_id(ast.toposort()); }
 
 } // namespace detail
 
@@ -297,12 +298,10 @@ class Expander {
         // reduce loops keep their lanes when a wide dtype (an Int64 mask) halves the width.
         // (Unsplit, they were 16 unrolled scalars each: a causal softmax ran 9x slower.)
         std::vector<UOp> wide;
-        int64_t next = 0; // a fresh axis id
-        for (const UOp& u : topo_) {
-            if (u.op() == Op::Range) next = std::max(next, u.arg_as<RangeArg>().axis_id + 1);
+        for (const UOp& u : topo_)
             if (is_expanded(u) && (u.same(vaxis_) || (u.src(0).is_const() && size_of(u) == n)))
                 wide.push_back(u);
-        }
+        int64_t next = detail::next_axis_id(topo_);
         UOp folded;
         for (const UOp& r : wide) {
             // lo keeps the range's id (the vector axis keeps the smallest); hi gets a new one.

@@ -156,9 +156,7 @@ void OptKernel::refresh() {
     if (serial_) return;
     // One walk over the kernel finds the axis ids in use and the reduce ranges.
     const std::vector<UOp> topo = ast_.toposort();
-    for (const UOp& u : topo)
-        if (u.op() == Op::Range)
-            next_axis_ = std::max(next_axis_, u.arg_as<RangeArg>().axis_id + 1);
+    next_axis_ = std::max(next_axis_, detail::next_axis_id(topo));
     if (const UOp end = find_end(ast_); !end.is_null())
         for (size_t i = 1; i < end.srcs().size(); ++i)
             if (!is_expanded(type_of(end.src(i))) && end.src(i).src(0).is_const())

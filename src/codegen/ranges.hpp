@@ -53,5 +53,7 @@ std::vector<UOp> nested_reduces(const UOp& ast);
 
 // One more than the largest RANGE axis id in `ast` (0 when it has none): a fresh axis id.
 int64_t next_axis_id(const UOp& ast);
+// The same from the kernel's toposort, when the caller has walked it already.
+int64_t next_axis_id(const std::vector<UOp>& topo);
 
 } // namespace tempura::codegen::detail

@@ -141,11 +141,11 @@ std::string arg_to_string(const Arg& a) {
 namespace {
 
 // Each shard is an open-addressing hash set (linear probing) of raw node pointers beside their
-// hashes: a lookup that misses, the common case when a pass builds a new graph, reads only the
-// table, not the nodes it passes (a chained set read a node per link: two cache misses a new
-// node). A node's memory stays valid while the shard lock is held (its deleter takes the lock
-// before freeing), and a lookup resurrects a hit with weak_from_this(), which fails for a node
-// that is already dying.
+// hashes: a lookup that misses reads only the table, not the nodes it passes, and a node needs
+// no chain pointer (measured against the chained set it replaced: no faster on a 100,000-node
+// chain, within noise). A node's memory stays valid while the shard lock is held (its deleter takes
+// the lock before freeing), and a lookup resurrects a hit with weak_from_this(), which fails for a
+// node that is already dying.
 struct Shard {
     struct Slot {
         uint64_t hash = 0;
