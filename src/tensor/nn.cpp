@@ -141,13 +141,109 @@ Spatial spatial(const char* op, const ConvOptions& o, size_t n) {
 
 Tensor conv(const char* op, const Tensor& x, const Tensor& w, const ConvOptions& o, size_t n);
 
+// Whether a stride-1 convolution over the last n dims with kernel k, padding `pad` and dilation
+// `dil` takes the flat form (flat_conv): 2-D, a kernel wider than one tap, sizes known, and an
+// output row that 16 lanes (the widest vector registers, AVX-512's floats) do not divide. Where
+// they do, the rows are vectors already and the flat form would only add its dropped columns.
+bool flat_form(size_t n, const Shape& k, const Shape& pad, const Shape& dil, const Tensor& x,
+               const Tensor& w) {
+    if (n != 2 || (k[0] == 1 && k[1] == 1) || TensorAccess::symbolic(x) ||
+        TensorAccess::symbolic(w))
+        return false;
+    const int64_t ow = x.shape()[3] + 2 * pad[1] - dil[1] * (k[1] - 1);
+    return ow % 16 != 0;
+}
+
+// A stride-1 2-D convolution computed over the flattened rows of its padded input. With the
+// padded input [N, Cin, Hp, Wp] read as one row of Hp Wp elements per channel, output position
+// p = oh Wp + ow reads element p + dh kh Wp + dw kw for tap (kh, kw): every tap is the same
+// contiguous row shifted, so the output positions (oh, ow) form one axis P, vectorized and
+// register-tiled like a matmul's columns whatever the image's width (a 7-wide row gave 7-lane
+// vectors and 3-trip inner loops: 40-50 GFLOP/s, as one axis of 64 positions 125-145). The
+// price: the Wp - OW columns past each output row's end are computed too and dropped (2 of 9
+// on a 7 x 7 image with padding 1, 2 of 58 on 56 x 56), and P is rounded up to a multiple of
+// 32 (two vectors of the widest registers) so that the vector axis always divides; the padded
+// copy (made anyway, for the padding) gets the rows those extra positions read. The result is
+// its own kernel over [N, Cout, P], read through a view that drops the extra columns.
+Tensor flat_conv(const Tensor& x, const Tensor& w, const Spatial& sp, int64_t g) {
+    const int64_t N = x.shape()[0], cin = x.shape()[1], cout = w.shape()[0];
+    const int64_t kh = w.shape()[2], kw = w.shape()[3];
+    const int64_t dh = sp.dilation[0], dw = sp.dilation[1];
+    const int64_t hp = x.shape()[2] + 2 * sp.padding[0], wp = x.shape()[3] + 2 * sp.padding[1];
+    const int64_t oh = hp - dh * (kh - 1), ow = wp - dw * (kw - 1);
+    const int64_t p = oh * wp, p_all = (p + 31) / 32 * 32;
+    const int64_t read = p_all + dh * (kh - 1) * wp + dw * (kw - 1); // elements a channel reads
+    const int64_t rows = std::max<int64_t>(0, (read - hp * wp + wp - 1) / wp); // rows added
+    const Tensor xp =
+        padded_copy(x, {{sp.padding[0], sp.padding[0] + rows}, {sp.padding[1], sp.padding[1]}});
+    const Tensor flat =
+        xp.reshape({N, cin, (hp + rows) * wp}).shrink({{0, N}, {0, cin}, {0, read}});
+    // [N, Cin, read] -> [N, Cin, read - dw (kw - 1), kw] -> [N, Cin, kw, P, kh] -> [N, Cin, P, kh,
+    // kw]
+    const Tensor taps =
+        windows(windows(flat, {kw}, {1}, {dw}).permute({0, 1, 3, 2}), {kh}, {1}, {dh * wp})
+            .permute({0, 1, 3, 4, 2});
+    const int64_t rc = cout / g, cg = cin / g;
+    const Tensor xs = taps.reshape({N, g, 1, cg, p_all, kh, kw})
+                          .expand({N, g, rc, cg, p_all, kh, kw})
+                          .permute({0, 1, 2, 4, 3, 5, 6});
+    const Tensor r = (xs * w.reshape({1, g, rc, 1, cg, kh, kw})).sum({-1, -2, -3});
+    return r.reshape({N, cout, p_all})
+        .contiguous()
+        .shrink({{0, N}, {0, cout}, {0, p}})
+        .reshape({N, cout, oh, wp})
+        .shrink({{0, N}, {0, cout}, {0, oh}, {0, ow}});
+}
+
+// A strided 2-D convolution as a matmul over its gathered windows (im2col): the taps of every
+// output position copied once into [N, Cin, kh, kw, P] (P = OH OW rounded up to a multiple of
+// 32, zeros past the end), so that the reduce reads each tap's row contiguously along the
+// output positions, vectorized and register-tiled like a matmul's columns. The copy is the
+// input's size times kh kw / (sh sw) (2.25 for 3 x 3 at stride 2, a quarter for 1 x 1): no
+// more than the padded copy a convolution makes anyway where the kernel is at most twice the
+// stride per dim (gathered_form); a wider one (7 x 7 at stride 2: 12 times the input) takes
+// the phases (polyphase_conv). Against the phases' regrouping, no tap is a zero: a 3 x 3
+// stride-2 convolution computes its 9 taps, not 16.
+bool gathered_form(size_t n, const Shape& k, const Spatial& sp, const Tensor& x, const Tensor& w) {
+    if (n != 2 || TensorAccess::symbolic(x) || TensorAccess::symbolic(w)) return false;
+    for (size_t i = 0; i < n; ++i)
+        if (k[i] > 2 * sp.stride[i]) return false;
+    return true;
+}
+
+Tensor gathered_conv(const Tensor& x, const Tensor& w, const Spatial& sp, int64_t g) {
+    const int64_t N = x.shape()[0], cin = x.shape()[1], cout = w.shape()[0];
+    const int64_t kh = w.shape()[2], kw = w.shape()[3];
+    std::vector<std::pair<int64_t, int64_t>> pads;
+    for (int64_t p : sp.padding) pads.push_back({p, p});
+    const Tensor padded = pad_last(x, pads);
+    const bool dilated = sp.dilation[0] > 1 || sp.dilation[1] > 1;
+    const Tensor win = dilated ? windows(padded, {kh, kw}, sp.stride, sp.dilation)
+                               : windows_with_vjp(padded, {kh, kw}, sp.stride);
+    const int64_t oh = win.shape()[2], ow = win.shape()[3];
+    const int64_t p = oh * ow, p_all = (p + 31) / 32 * 32;
+    // [N, Cin, OH, OW, kh, kw] -> [N, Cin, kh, kw, P] padded to p_all: one copy kernel.
+    const Tensor col =
+        pad_last(win.permute({0, 1, 4, 5, 2, 3}).reshape({N, cin, kh, kw, p}), {{0, p_all - p}})
+            .contiguous();
+    const int64_t rc = cout / g, cg = cin / g;
+    const Tensor xs = col.reshape({N, g, 1, cg, kh, kw, p_all})
+                          .expand({N, g, rc, cg, kh, kw, p_all})
+                          .permute({0, 1, 2, 6, 3, 4, 5});
+    const Tensor r = (xs * w.reshape({1, g, rc, 1, cg, kh, kw})).sum({-1, -2, -3});
+    return r.reshape({N, cout, p_all})
+        .contiguous()
+        .shrink({{0, N}, {0, cout}, {0, p}})
+        .reshape({N, cout, oh, ow});
+}
+
 // A strided convolution (no dilation) as a stride-1 one over the input's phases: with stride s,
 // input row s i + r is row i of phase r, and tap t = s a + r of the kernel reads phase r at
 // row o + a. So the padded input is copied once into [N, Cin * phases, rows / s, ...] (the copy
-// the padding needs anyway), the kernel's taps are regrouped the same way (zeros past the
-// kernel's end: ceil(k / s) taps a phase), and a stride-1 convolution does the rest with the
-// unit-stride loads and register tiles of any other (a strided window is a gather a lane). A
-// phase no tap reads (s > k: a 1x1 stride-2 convolution) is left out.
+// the padding needs anyway; the flat form's own copy where it takes one), the kernel's taps are
+// regrouped the same way (zeros past the kernel's end: ceil(k / s) taps a phase), and a stride-1
+// convolution does the rest with the unit-stride loads and register tiles of any other (a strided
+// window is a gather a lane). A phase no tap reads (s > k: a 1x1 stride-2 convolution) is left out.
 Tensor polyphase_conv(const char* op, const Tensor& x, const Tensor& w, const ConvOptions& o,
                       const Spatial& sp, size_t n) {
     const int64_t N = x.shape()[0], cin = x.shape()[1], cout = w.shape()[0], cg = w.shape()[1];
@@ -180,47 +276,23 @@ Tensor polyphase_conv(const char* op, const Tensor& x, const Tensor& w, const Co
     Shape pshape{N, cin * phases}, wshape{cout, cg * phases};
     pshape.insert(pshape.end(), q.begin(), q.end());
     wshape.insert(wshape.end(), a.begin(), a.end());
-    const Tensor px =
-        pad_last(x, pads).reshape(split).shrink(keep).permute(order).reshape(pshape).contiguous();
+    Tensor px = pad_last(x, pads).reshape(split).shrink(keep).permute(order).reshape(pshape);
     const Tensor pw =
         pad_last(w, wpads).reshape(wsplit).shrink(wkeep).permute(order).reshape(wshape);
+    // The flat form copies its input (with its extra rows) anyway: that one copy does the
+    // regrouping too.
+    if (!flat_form(n, a, Shape(n, 0), Shape(n, 1), px, pw)) px = px.contiguous();
     ConvOptions c;
     c.bias = o.bias;
     c.groups = o.groups;
     return conv(op, px, pw, c, n);
 }
 
-// conv over the last n dims: x [N, Cin, *i], w [Cout, Cin / groups, *k].
-Tensor conv(const char* op, const Tensor& x, const Tensor& w, const ConvOptions& o, size_t n) {
-    if (x.ndim() != static_cast<int64_t>(n) + 2)
-        fail(op, "input must have " + str(static_cast<int64_t>(n) + 2) + " dims [N, C, ...], got " +
-                     shape_str(x.shape()));
-    if (w.ndim() != static_cast<int64_t>(n) + 2)
-        fail(op, "weight must have " + str(static_cast<int64_t>(n) + 2) + " dims, got " +
-                     shape_str(w.shape()));
-    detail::check_same_dtype(op, x, w);
-    const int64_t g = o.groups;
+// A convolution as a reduce over its windows: [N, Cin, *o, *k] -> [N, g, 1, Cin/g, *o, *k] ->
+// expand rcout -> [N, g, rcout, *o, Cin/g, *k], times the weight, summed over the last n + 1 dims.
+Tensor windows_conv(const Tensor& x, const Tensor& w, const Spatial& sp, int64_t g, size_t n) {
     const int64_t N = x.shape()[0], cin = x.shape()[1], cout = w.shape()[0];
-    if (g <= 0) fail(op, "groups must be positive, got " + str(g));
-    if (cin % g != 0 || cout % g != 0)
-        fail(op, "groups " + str(g) + " must divide the input channels " + str(cin) +
-                     " and the output channels " + str(cout));
-    if (w.shape()[1] * g != cin)
-        fail(op, "input has " + str(cin) + " channels, weight expects " + str(w.shape()[1] * g));
-    const Spatial sp = spatial(op, o, n);
-    Shape k(w.shape().begin() + 2, w.shape().end());
-    for (size_t i = 0; i < n; ++i) {
-        const int64_t padded = x.shape()[2 + i] + 2 * sp.padding[i];
-        if (sp.dilation[i] * (k[i] - 1) + 1 > padded)
-            fail(op, "kernel " + shape_str(k) + " (dilation " + shape_str(sp.dilation) +
-                         ") is larger than the padded input " + shape_str(x.shape()));
-    }
-    const bool strided =
-        std::any_of(sp.stride.begin(), sp.stride.end(), [](int64_t s) { return s > 1; });
-    const bool dilated =
-        std::any_of(sp.dilation.begin(), sp.dilation.end(), [](int64_t d) { return d > 1; });
-    if (strided && !dilated) return polyphase_conv(op, x, w, o, sp, n);
-    // [N, Cin, *o, *k] -> [N, g, 1, Cin/g, *o, *k] -> expand rcout -> [N, g, rcout, *o, Cin/g, *k]
+    const Shape k(w.shape().begin() + 2, w.shape().end());
     const Tensor win = padded_windows(x, k, sp.stride, sp.padding, sp.dilation);
     const Shape o_(win.shape().begin() + 2, win.shape().begin() + 2 + static_cast<long>(n));
     const int64_t rc = cout / g, cg = cin / g;
@@ -242,7 +314,44 @@ Tensor conv(const char* op, const Tensor& x, const Tensor& w, const ConvOptions&
     for (size_t i = 0; i <= n; ++i) axes.push_back(-1 - static_cast<int64_t>(i));
     Shape out{N, cout};
     out.insert(out.end(), o_.begin(), o_.end());
-    Tensor r = (xs * w.reshape(ws)).sum(axes).reshape(out);
+    return (xs * w.reshape(ws)).sum(axes).reshape(out);
+}
+
+// conv over the last n dims: x [N, Cin, *i], w [Cout, Cin / groups, *k].
+Tensor conv(const char* op, const Tensor& x, const Tensor& w, const ConvOptions& o, size_t n) {
+    if (x.ndim() != static_cast<int64_t>(n) + 2)
+        fail(op, "input must have " + str(static_cast<int64_t>(n) + 2) + " dims [N, C, ...], got " +
+                     shape_str(x.shape()));
+    if (w.ndim() != static_cast<int64_t>(n) + 2)
+        fail(op, "weight must have " + str(static_cast<int64_t>(n) + 2) + " dims, got " +
+                     shape_str(w.shape()));
+    detail::check_same_dtype(op, x, w);
+    const int64_t g = o.groups;
+    const int64_t cin = x.shape()[1], cout = w.shape()[0];
+    if (g <= 0) fail(op, "groups must be positive, got " + str(g));
+    if (cin % g != 0 || cout % g != 0)
+        fail(op, "groups " + str(g) + " must divide the input channels " + str(cin) +
+                     " and the output channels " + str(cout));
+    if (w.shape()[1] * g != cin)
+        fail(op, "input has " + str(cin) + " channels, weight expects " + str(w.shape()[1] * g));
+    const Spatial sp = spatial(op, o, n);
+    Shape k(w.shape().begin() + 2, w.shape().end());
+    for (size_t i = 0; i < n; ++i) {
+        const int64_t padded = x.shape()[2 + i] + 2 * sp.padding[i];
+        if (sp.dilation[i] * (k[i] - 1) + 1 > padded)
+            fail(op, "kernel " + shape_str(k) + " (dilation " + shape_str(sp.dilation) +
+                         ") is larger than the padded input " + shape_str(x.shape()));
+    }
+    const bool strided =
+        std::any_of(sp.stride.begin(), sp.stride.end(), [](int64_t s) { return s > 1; });
+    const bool dilated =
+        std::any_of(sp.dilation.begin(), sp.dilation.end(), [](int64_t d) { return d > 1; });
+    const bool gathered = strided && gathered_form(n, k, sp, x, w);
+    if (strided && !dilated && !gathered) return polyphase_conv(op, x, w, o, sp, n);
+    Tensor r = gathered ? gathered_conv(x, w, sp, g)
+               : !strided && flat_form(n, k, sp.padding, sp.dilation, x, w)
+                   ? flat_conv(x, w, sp, g)
+                   : windows_conv(x, w, sp, g, n);
     const bool unit_stride =
         std::all_of(sp.stride.begin(), sp.stride.end(), [](int64_t s) { return s == 1; });
     if (unit_stride && detail::grad_flows(x, w) && !TensorAccess::symbolic(x) &&
@@ -287,6 +396,14 @@ Tensor transposed_conv(const char* op, const Tensor& up, const Tensor& w, const 
         reach.push_back({e, e + after[i]});
     }
     const Tensor wt = w.reshape(wsplit).permute(wperm).reshape(wt_shape).flip(flip);
+    ConvOptions c;
+    c.bias = bias;
+    c.dilation = dilation;
+    c.groups = g;
+    // The flat form makes its padded copy itself, of any width.
+    if (const Tensor view = pad_last(up, reach); flat_form(
+            n, Shape(w.shape().begin() + 2, w.shape().end()), Shape(n, 0), dilation, view, wt))
+        return conv(op, view, wt, c, n);
     // A row no vector width divides (29: the phases of a stride-2 convolution's 56 rows)
     // would leave the kernel scalar: it is computed over a few more columns of zeros (to a
     // multiple of 8), which are cut off after. The widths are the CPU backend's registers
@@ -299,10 +416,6 @@ Tensor transposed_conv(const char* op, const Tensor& up, const Tensor& w, const 
     const int64_t extra = divides ? 0 : (width + 7) / 8 * 8 - width;
     reach.back().second += extra;
     const Tensor padded = padded_copy(up, reach);
-    ConvOptions c;
-    c.bias = bias;
-    c.dilation = dilation;
-    c.groups = g;
     Tensor r = conv(op, padded, wt, c, n);
     if (extra > 0) {
         std::vector<std::pair<int64_t, int64_t>> cut;

@@ -125,6 +125,38 @@ TEST_CASE("values defined before a loop are usable inside it and after it") {
     CHECK(res == std::vector<int32_t>{10, 11, 12, 13, 20});
 }
 
+TEST_CASE("int32 arithmetic that cannot wrap is nsw; arithmetic that might wraps") {
+    // out[i] = a[v * 4000 + i] + a[v * 4000 + i + 2000] + 2147483647 for i < 1000, v a
+    // variable in [0, 3]: the indices' bounds lie inside int32, so their multiply and adds are
+    // `nsw` and LLVM widens them to the address's 64 bits, the constant 2000 becoming an
+    // address offset (without `nsw`, a sign extension of each index is left: LLVM cannot bound
+    // v). The loaded values' sum may wrap, and does, as two's complement.
+    const int64_t n = 1000;
+    Prog p;
+    UOp a = p.param(DType::Int32, 0, 16 * n);
+    UOp out = p.param(DType::Int32, 1, n);
+    UOp v = p.var("v", 0, 3, DType::Int32);
+    UOp r = p.range(p.ci(DType::Int32, n), 0);
+    UOp base = p.alu(Op::Add, {p.alu(Op::Mul, {v, p.ci(DType::Int32, 4 * n)}), r});
+    UOp at2 = p.alu(Op::Add, {base, p.ci(DType::Int32, 2 * n)});
+    UOp sum = p.alu(Op::Add, {p.load(p.index(a, base)), p.load(p.index(a, at2))});
+    p.store(p.index(out, r), p.alu(Op::Add, {sum, p.ci(DType::Int32, 2147483647)}));
+    p.end(r);
+    auto k = compile_cpu_kernel("nsw", p.ops);
+    CHECK(k->source().find("= sext ") == std::string::npos);
+    std::vector<int32_t> in(16 * n, 0), res(n, 0);
+    for (int64_t i = 0; i < n; ++i) in[8 * n + i] = static_cast<int32_t>(i % 3) - 1;
+    void* bufs[] = {in.data(), res.data()};
+    const int64_t vars[] = {2};
+    k->run(bufs, vars);
+    for (int64_t i = 0; i < n; ++i) {
+        const int32_t want = i % 3 == 0   ? 2147483646
+                             : i % 3 == 1 ? 2147483647
+                                          : std::numeric_limits<int32_t>::min();
+        REQUIRE(res[i] == want);
+    }
+}
+
 TEST_CASE("a gated LOAD reads alt, without touching memory, when the gate is false") {
     // out[i] = i < 4 ? a[idx] : -1, where idx is 2^40 + i (far outside any mapping) when the
     // gate is false: loading it would crash.

@@ -105,13 +105,15 @@ TEST_CASE("conv2d: stride, padding, dilation, groups and bias against the defini
 }
 
 TEST_CASE("conv2d: one kernel; conv1d and conv_transpose2d against the definition") {
-    const auto x = randoms(2 * 3 * 6 * 6, 7);
+    // Output rows of 16 (vectors already): the windows form.
+    const auto x = randoms(2 * 3 * 6 * 18, 7);
     const auto w = randoms(4 * 3 * 3 * 3, 8);
     Tensor y =
-        nn::conv2d(Tensor::from_vector(x, {2, 3, 6, 6}), Tensor::from_vector(w, {4, 3, 3, 3}));
-    CHECK(y.shape() == Shape{2, 4, 4, 4});
+        nn::conv2d(Tensor::from_vector(x, {2, 3, 6, 18}), Tensor::from_vector(w, {4, 3, 3, 3}));
+    CHECK(y.shape() == Shape{2, 4, 4, 16});
     y.realize();
     CHECK(y.kernels().size() == 1); // the window view and the reduce fuse
+    check_near(y, conv2d_loops({2, 3, 6, 18, 4, 3, 3, 1, 1, 0, 0, 1, 1, 1, false}, x, w, {}));
     // Padded: the padded input is one copy kernel, then the window loads need no gates and are
     // vector loads (gated per lane, they would be split into scalar loads).
     nn::ConvOptions pad1;
@@ -173,6 +175,70 @@ TEST_CASE("conv2d: one kernel; conv1d and conv_transpose2d against the definitio
                                                               wt[((ci * rc + r) * kh + a) * kw + e];
                         }
     check_near(yt, want);
+}
+
+TEST_CASE("conv2d: the flat form over rows no vector divides, the gathered form when strided") {
+    // 7 x 7 with padding 1: the padded input copied with one more row (the rounded-up positions
+    // read it), one reduce over the 7 x 9 = 63 positions rounded up to 64 in vector lanes, and
+    // the realized result read back without the two extra columns a row.
+    const auto x = randoms(2 * 8 * 7 * 7, 21), w = randoms(16 * 8 * 3 * 3, 22);
+    nn::ConvOptions pad1;
+    pad1.padding = {1};
+    Tensor y = nn::conv2d(Tensor::from_vector(x, {2, 8, 7, 7}),
+                          Tensor::from_vector(w, {16, 8, 3, 3}), pad1);
+    CHECK(y.shape() == Shape{2, 16, 7, 7});
+    y.realize();
+    REQUIRE(y.kernels().size() == 3);
+    CHECK(y.kernels()[0].name == "E_2_8_10_9");
+    CHECK(y.kernels()[1].name == "r_2_16_64_8_3_3");
+    CHECK(y.kernels()[2].name == "E_2_16_7_7");
+    if (tempura::default_device() == "CPU" &&
+        tempura::runtime::host_cpu_features().find("+avx512f") != std::string::npos)
+        CHECK(y.kernels()[1].source.find("load <16 x float>") != std::string::npos);
+    check_near(y, conv2d_loops({2, 8, 7, 7, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, false}, x, w, {}));
+
+    // Stride 2: every tap's row gathered once (9 taps, not the 16 of the phases), then the
+    // same reduce over the 4 x 4 = 16 positions rounded up to 32, read back without the rest.
+    const auto xs = randoms(1 * 8 * 8 * 8, 23);
+    nn::ConvOptions s2;
+    s2.padding = {1};
+    s2.stride = {2};
+    Tensor ys = nn::conv2d(Tensor::from_vector(xs, {1, 8, 8, 8}),
+                           Tensor::from_vector(w, {16, 8, 3, 3}), s2);
+    ys.realize();
+    REQUIRE(ys.kernels().size() == 3);
+    CHECK(ys.kernels()[0].name == "E_8_3_3_32");
+    CHECK(ys.kernels()[1].name == "r_16_32_8_3_3");
+    CHECK(ys.kernels()[2].name == "E_16_4_4");
+    check_near(ys, conv2d_loops({1, 8, 8, 8, 16, 3, 3, 2, 2, 1, 1, 1, 1, 1, false}, xs, w, {}));
+
+    // Both forms with dilation, groups, odd sizes and bias against the definition; a 7 x 7
+    // kernel at stride 2 (over 12 times its input gathered) keeps the phases.
+    const Conv cases[] = {
+        {1, 4, 9, 13, 6, 3, 3, 1, 1, 2, 1, 2, 1, 2, true},  // flat, dilated rows, groups
+        {2, 3, 5, 11, 4, 2, 3, 1, 1, 0, 2, 1, 2, 1, false}, // flat, no padding, 2 x 3
+        {1, 4, 10, 9, 4, 3, 3, 1, 1, 1, 1, 1, 1, 4, true},  // flat depthwise
+        {2, 3, 9, 13, 5, 3, 3, 2, 2, 1, 1, 1, 1, 1, true},  // gathered
+        {1, 4, 9, 9, 4, 2, 2, 2, 2, 0, 0, 1, 1, 2, false},  // gathered 2 x 2, groups
+        {1, 2, 8, 10, 4, 1, 1, 2, 2, 0, 0, 1, 1, 1, false}, // gathered 1 x 1
+        {1, 3, 12, 11, 2, 7, 7, 2, 2, 3, 3, 1, 1, 1, true}, // phases
+    };
+    uint32_t seed = 30;
+    for (const Conv& c : cases) {
+        CAPTURE(seed);
+        const auto cx = randoms(c.n * c.cin * c.h * c.w, seed++);
+        const auto cw = randoms(c.cout * (c.cin / c.groups) * c.kh * c.kw, seed++);
+        const auto cb = randoms(c.cout, seed++);
+        nn::ConvOptions o;
+        o.stride = {c.sh, c.sw};
+        o.padding = {c.ph, c.pw};
+        o.dilation = {c.dh, c.dw};
+        o.groups = c.groups;
+        if (c.bias) o.bias = Tensor::from_vector(cb);
+        check_near(nn::conv2d(Tensor::from_vector(cx, {c.n, c.cin, c.h, c.w}),
+                              Tensor::from_vector(cw, {c.cout, c.cin / c.groups, c.kh, c.kw}), o),
+                   conv2d_loops(c, cx, cw, cb));
+    }
 }
 
 TEST_CASE("conv errors name the values") {
