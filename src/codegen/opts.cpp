@@ -886,6 +886,49 @@ std::vector<Opt> choose_opts(const UOp& ast, const DeviceLimits& lim) {
             if (vec_red) lanes_axis = r;
         }
     }
+    // Neither: an outer output axis that every load in the reduce reads contiguously or not at
+    // all (a weight gradient over channels-last input, [Cout, Cin, kh, kw], whose taps are the
+    // inner axes), its stores strided. A store per output element after a long reduce costs little
+    // against the reduce's vector lanes: a 3 x 3 weight gradient over 8 x 7 x 7 positions ran 210
+    // GFLOP/s so, against a separate transposing copy of [Cout, kh, kw, Cin] at 3.6 ms a call.
+    if (!vec_out && !vec_red && has_reduce && work >= (int64_t{1} << 16)) {
+        int64_t reduce_size = 1;
+        for (size_t i = n_out; i < k.axes().size(); ++i)
+            reduce_size *= size_at(static_cast<int64_t>(i));
+        // Loads inside the reduce (their index uses a reduce axis) must be contiguous or
+        // broadcast along the lanes; those outside it (an optimizer's update fused after a weight
+        // gradient: its state read per element) run once per output, gathers.
+        std::vector<bool> in_reduce;
+        for (const Access& a : acc) {
+            bool uses = false;
+            for (size_t i = n_out; i < k.axes().size(); ++i)
+                uses |= linear_coefficient(a.idx, k.axes()[i]) != 0;
+            in_reduce.push_back(uses);
+        }
+        for (size_t i = n_out; reduce_size >= 64 && i-- > 0;) {
+            const UOp r = k.axes()[i];
+            bool contig = false, ok = true;
+            const auto cs = coeffs(r);
+            for (size_t j = 0; j < cs.size(); ++j) {
+                const auto [c, st] = cs[j];
+                if (st)
+                    ok &= c != 0;
+                else if (!in_reduce[j])
+                    continue;
+                else if (c == 1)
+                    contig = true;
+                else if (c != 0)
+                    ok = false;
+            }
+            const int64_t amt = lanes_for(r);
+            if (!ok || !contig || amt < std::min<int64_t>(lanes, 8)) continue;
+            if ((vec_out = k.try_apply({OptOp::Upcast, static_cast<int64_t>(i), amt}))) {
+                lanes_axis = r;
+                jo_id = r.arg_as<RangeArg>().axis_id;
+            }
+            break;
+        }
+    }
     // Register blocking: output axes that some operand is broadcast along (a matmul's rows
     // for the right operand, its columns for the left) become unrolled copies, so each loaded
     // vector serves several accumulators.

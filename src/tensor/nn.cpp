@@ -165,34 +165,97 @@ bool flat_form(size_t n, const Shape& k, const Shape& pad, const Shape& dil, con
 // 32 (two vectors of the widest registers) so that the vector axis always divides; the padded
 // copy (made anyway, for the padding) gets the rows those extra positions read. The result is
 // its own kernel over [N, Cout, P], read through a view that drops the extra columns.
-Tensor flat_conv(const Tensor& x, const Tensor& w, const Spatial& sp, int64_t g) {
-    const int64_t N = x.shape()[0], cin = x.shape()[1], cout = w.shape()[0];
-    const int64_t kh = w.shape()[2], kw = w.shape()[3];
-    const int64_t dh = sp.dilation[0], dw = sp.dilation[1];
-    const int64_t hp = x.shape()[2] + 2 * sp.padding[0], wp = x.shape()[3] + 2 * sp.padding[1];
+struct FlatTaps {
+    Tensor taps;                  // [N, Cin, p_all, kh, kw]
+    int64_t oh, ow, wp, p, p_all; // output rows and columns, padded row, positions (rounded)
+};
+
+// The flat form's view of x (flat_conv): padded by `pad` per side (and the rows the rounded-up
+// positions read), copied once, each channel one row, and the taps of a kernel kh x kw dilated
+// by `dil` at each output position: [N, Cin, p_all, kh, kw].
+FlatTaps flat_taps(const Tensor& x, const Shape& pad, const Shape& dil, int64_t kh, int64_t kw) {
+    const int64_t N = x.shape()[0], cin = x.shape()[1];
+    const int64_t dh = dil[0], dw = dil[1];
+    const int64_t hp = x.shape()[2] + 2 * pad[0], wp = x.shape()[3] + 2 * pad[1];
     const int64_t oh = hp - dh * (kh - 1), ow = wp - dw * (kw - 1);
     const int64_t p = oh * wp, p_all = (p + 31) / 32 * 32;
     const int64_t read = p_all + dh * (kh - 1) * wp + dw * (kw - 1); // elements a channel reads
     const int64_t rows = std::max<int64_t>(0, (read - hp * wp + wp - 1) / wp); // rows added
-    const Tensor xp =
-        padded_copy(x, {{sp.padding[0], sp.padding[0] + rows}, {sp.padding[1], sp.padding[1]}});
+    const Tensor xp = padded_copy(x, {{pad[0], pad[0] + rows}, {pad[1], pad[1]}});
     const Tensor flat =
         xp.reshape({N, cin, (hp + rows) * wp}).shrink({{0, N}, {0, cin}, {0, read}});
-    // [N, Cin, read] -> [N, Cin, read - dw (kw - 1), kw] -> [N, Cin, kw, P, kh] -> [N, Cin, P, kh,
-    // kw]
+    // [N, Cin, read] -> [N, Cin, read - dw (kw - 1), kw] -> [N, Cin, kw, P, kh]
+    //   -> [N, Cin, P, kh, kw]
     const Tensor taps =
         windows(windows(flat, {kw}, {1}, {dw}).permute({0, 1, 3, 2}), {kh}, {1}, {dh * wp})
             .permute({0, 1, 3, 4, 2});
+    return {taps, oh, ow, wp, p, p_all};
+}
+
+Tensor flat_conv(const Tensor& x, const Tensor& w, const Spatial& sp, int64_t g) {
+    const int64_t N = x.shape()[0], cin = x.shape()[1], cout = w.shape()[0];
+    const int64_t kh = w.shape()[2], kw = w.shape()[3];
+    const FlatTaps f = flat_taps(x, sp.padding, sp.dilation, kh, kw);
     const int64_t rc = cout / g, cg = cin / g;
-    const Tensor xs = taps.reshape({N, g, 1, cg, p_all, kh, kw})
-                          .expand({N, g, rc, cg, p_all, kh, kw})
+    const Tensor xs = f.taps.reshape({N, g, 1, cg, f.p_all, kh, kw})
+                          .expand({N, g, rc, cg, f.p_all, kh, kw})
                           .permute({0, 1, 2, 4, 3, 5, 6});
     const Tensor r = (xs * w.reshape({1, g, rc, 1, cg, kh, kw})).sum({-1, -2, -3});
-    return r.reshape({N, cout, p_all})
+    return r.reshape({N, cout, f.p_all})
         .contiguous()
-        .shrink({{0, N}, {0, cout}, {0, p}})
-        .reshape({N, cout, oh, wp})
-        .shrink({{0, N}, {0, cout}, {0, oh}, {0, ow}});
+        .shrink({{0, N}, {0, cout}, {0, f.p}})
+        .reshape({N, cout, f.oh, f.wp})
+        .shrink({{0, N}, {0, cout}, {0, f.oh}, {0, f.ow}});
+}
+
+// A stride-1 2-D convolution's weight gradient with the input copied channels last: dw[o, c,
+// tap] = sum over the batch's output positions of g[o, position] x[position + tap, c]. Over
+// x padded and copied as [N, hp, wp, Cin], each tap's channels at a position are one contiguous
+// row: the kernel is a matmul's, input channels in vector lanes, output channels register-tiled
+// over g's broadcast values, one reduce over the batch's positions. (The windows form, over the
+// channels-first input, took its lanes along the output rows: 7 of them on a 7 x 7 image, 50
+// GFLOP/s. A flat form like the forward's, the lanes along the positions, is a dot product whose
+// horizontal sums a 64-position image does not amortize: 60.) The reduce writes [Cout, kh, kw,
+// Cin/g], copied into the weight's layout.
+Tensor channels_last_weight_grad(const Tensor& g, const Tensor& x, const Shape& pad,
+                                 const Shape& dil, int64_t groups, int64_t kh, int64_t kw) {
+    const int64_t N = x.shape()[0], cin = x.shape()[1], cout = g.shape()[1];
+    const int64_t oh = g.shape()[2], ow = g.shape()[3];
+    const Tensor xt = pad_last(x, {{pad[0], pad[0]}, {pad[1], pad[1]}})
+                          .permute({0, 2, 3, 1})
+                          .contiguous()
+                          .permute({0, 3, 1, 2});
+    const Tensor win = windows(xt, {kh, kw}, {1, 1}, dil); // [N, Cin, oh, ow, kh, kw]
+    const int64_t rc = cout / groups, cg = cin / groups;
+    // [N, g, cg, oh, ow, kh, kw] -> [g, 1, kh, kw, cg, N, oh, ow]
+    const Tensor xs = win.reshape({N, groups, cg, oh, ow, kh, kw})
+                          .permute({1, 5, 6, 2, 0, 3, 4})
+                          .reshape({groups, 1, kh, kw, cg, N, oh, ow});
+    // [N, g, rc, oh, ow] -> [g, rc, 1, 1, 1, N, oh, ow]
+    const Tensor gs = g.reshape({N, groups, rc, oh, ow})
+                          .permute({1, 2, 0, 3, 4})
+                          .reshape({groups, rc, 1, 1, 1, N, oh, ow});
+    // The batch's positions in chunks of whole images, at most 2048 positions each (each chunk's
+    // [positions, 32 channels] block, 256 KiB, then stays in cache while every output channel
+    // and tap passes over it), summed after: streamed whole, a 56 x 56 batch of 8 ran 69
+    // GFLOP/s, bound by memory.
+    int64_t per = 1;
+    for (int64_t c = N; c >= 1; --c)
+        if (N % c == 0 && c * oh * ow <= 2048) {
+            per = c;
+            break;
+        }
+    const int64_t chunks = N / per;
+    const Tensor prod = gs * xs;
+    if (chunks == 1)
+        return prod.sum({5, 6, 7}).reshape({cout, kh, kw, cg}).permute({0, 3, 1, 2}).contiguous();
+    // (Only N is split: a reshape merging it with the windowed positions is no single view.)
+    return prod.reshape({groups, rc, kh, kw, cg, chunks, per, oh, ow})
+        .sum({6, 7, 8})
+        .reshape({cout, kh, kw, cg, chunks})
+        .permute({4, 0, 3, 1, 2})
+        .contiguous()
+        .sum({0});
 }
 
 // A strided 2-D convolution as a matmul over its gathered windows (im2col): the taps of every
@@ -793,14 +856,17 @@ Tensor windows_adjoint(const Tensor& g, const Tensor& x, const std::vector<int64
 
 // The adjoint of a max pool over windows(x, k, s) (CustomGradKind::MaxPool): g goes through the
 // first-maximum mask m (max_pool2d builds it; its argmax a kernel of its own) to the input, by
-// the window view's adjoint. (Materializing g too was tried: the scheduler then fused the
-// producer of g, a convolution's input gradient, with elementwise work it recomputed per tap,
-// 40x slower.)
+// the window view's adjoint, reading g from a buffer. Fused, g (in ResNet-18 the sum of a
+// residual block's input gradients, one a flat-form convolution's view) was recomputed for each
+// of the four terms, in a kernel left scalar: 90 ms a training step at batch 8, 8 so. (When
+// the convolutions' input gradients were windows-form reduces, materializing g had the
+// scheduler fuse that reduce with elementwise work it recomputed per tap, 40x slower; a flat
+// form's reduce is a kernel of its own.)
 Tensor max_pool_adjoint(const Tensor& g, const Tensor& x, const Tensor& m,
                         const std::vector<int64_t>& p) {
     Shape ones = g.shape();
     ones.resize(m.shape().size(), 1);
-    return windows_adjoint(g.reshape(ones) * m.cast(g.dtype()), x, p);
+    return windows_adjoint(g.contiguous().reshape(ones) * m.cast(g.dtype()), x, p);
 }
 
 // A stride-1 convolution's adjoints {dx, dw} from g (CustomGradKind::Conv, with_custom_vjp).
@@ -814,6 +880,16 @@ std::pair<Tensor, Tensor> conv_vjp(const Tensor& g, const Tensor& x, const Tenso
     const Shape k(w.shape().begin() + 2, w.shape().end());
     // dx: the transposed convolution of the adjoint (stride 1, the forward's padding and
     // dilation), its errors named by the forward's op.
+    // The channels-last weight gradient reads g as one broadcast value per position and output
+    // channel, for every input channel block and tap: g is read from a buffer (the adjoint of a
+    // norm and its activation, recomputed there, made a ResNet-18 weight gradient 20x slower),
+    // which the input gradient's padded copy reads too.
+    if (nn::flat_form(n, k, pad, dil, x, w) && cg >= 8) {
+        const Tensor gc = g.contiguous();
+        return {nn::transposed_conv(n == 1 ? "conv1d" : "conv2d", gc, w, pad, Shape(n, 0), dil, G,
+                                    std::nullopt, n),
+                nn::channels_last_weight_grad(gc, x, pad, dil, G, k[0], k[1])};
+    }
     const Tensor dx = nn::transposed_conv(n == 1 ? "conv1d" : "conv2d", g, w, pad, Shape(n, 0), dil,
                                           G, std::nullopt, n);
     // dw: the input's windows (the forward's padded copy) against g, summed over the batch and

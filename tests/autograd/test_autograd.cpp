@@ -6,6 +6,7 @@
 #include <random>
 #include <vector>
 
+#include <tempura/backend/llvm_cpu.hpp>
 #include <tempura/tempura.hpp>
 
 #include "../error_at.hpp"
@@ -505,7 +506,8 @@ TEST_CASE("FixedTensor trains too: grad() has the parameter's type") {
 }
 
 // max_pool2d states its own gradient (CUSTOM_GRAD kind MaxPool): the windows' argmax is a
-// kernel of its own, the padded input's gradient reads it in one more, and a third crops the
+// kernel of its own, the output's gradient is read from a buffer (a kernel here: the sum's
+// gradient of ones), the padded input's gradient reads both in one more, and a fourth crops the
 // padding, instead of every window of an input element recomputing its argmax (ResNet-18's
 // first pool: 182 -> 125 ms a training step at batch 8). Ties and padding as PyTorch: the first
 // maximum, never the padding.
@@ -519,7 +521,7 @@ TEST_CASE("max_pool2d's gradient: the argmax, the padded input's gradient, its c
     y.sum().backward();
     Tensor g = x.grad();
     g.realize();
-    CHECK(g.kernels().size() == 3);
+    CHECK(g.kernels().size() == 4);
     // The reference: each window's first maximum (row-major) over the unpadded elements.
     std::vector<float> want(v.size(), 0.f);
     for (int64_t nc = 0; nc < 6; ++nc)
@@ -537,4 +539,79 @@ TEST_CASE("max_pool2d's gradient: the argmax, the padded input's gradient, its c
                 want[static_cast<size_t>(best)] += 1.f;
             }
     CHECK(g.to_vector<float>() == want);
+}
+
+// A 3 x 3 convolution's weight gradient with 8 or more input channels a group reads its input
+// copied channels last (the input channels in vector lanes, one store per gradient element after
+// the reduce over the batch's positions), in chunks of whole images where the batch holds more
+// than 2048 positions. Against the definition, with dilation, groups and padding; the reduce's
+// lanes are the input channels' (16 of them, or 8 where a group has 8, on an AVX-512 host).
+TEST_CASE("conv2d's weight gradient over channels-last input against the definition") {
+    struct Case {
+        int64_t n, cin, h, w, cout, pad, dil, groups;
+    };
+    const Case cases[] = {
+        {2, 16, 7, 7, 8, 1, 1, 1},   // one chunk
+        {4, 16, 24, 24, 4, 1, 1, 2}, // 4 x 576 positions: two chunks of two images, two groups
+        {3, 8, 9, 11, 6, 2, 2, 1},   // dilated, padded wider
+    };
+    std::mt19937 rng(91);
+    for (const Case& c : cases) {
+        CAPTURE(c.n);
+        CAPTURE(c.h);
+        const int64_t cg = c.cin / c.groups, rc = c.cout / c.groups;
+        const int64_t oh = c.h + 2 * c.pad - 2 * c.dil, ow = c.w + 2 * c.pad - 2 * c.dil;
+        const auto xv = randoms(rng, static_cast<size_t>(c.n * c.cin * c.h * c.w), 1.0f);
+        const auto wv = randoms(rng, static_cast<size_t>(c.cout * cg * 9), 0.5f);
+        const auto gv = randoms(rng, static_cast<size_t>(c.n * c.cout * oh * ow), 1.0f);
+        Tensor w = Tensor::from_vector(wv, {c.cout, cg, 3, 3});
+        w.requires_grad();
+        nn::ConvOptions o;
+        o.padding = {c.pad};
+        o.dilation = {c.dil};
+        o.groups = c.groups;
+        const Tensor y = nn::conv2d(Tensor::from_vector(xv, {c.n, c.cin, c.h, c.w}), w, o);
+        REQUIRE(y.shape() == Shape{c.n, c.cout, oh, ow});
+        (y * Tensor::from_vector(gv, {c.n, c.cout, oh, ow})).sum().backward();
+        Tensor dw = w.grad();
+        dw.realize();
+        if (tempura::default_device() == "CPU" &&
+            tempura::runtime::host_cpu_features().find("+avx512f") != std::string::npos) {
+            // The reduce over the positions (the longest name: its output, then its reduce axes).
+            const tempura::KernelInfo* reduce = nullptr;
+            for (const auto& k : dw.kernels())
+                if (k.name.rfind("r_", 0) == 0 &&
+                    (reduce == nullptr || k.name.size() > reduce->name.size()))
+                    reduce = &k;
+            REQUIRE(reduce != nullptr);
+            const std::string lanes = "<" + std::to_string(std::min<int64_t>(cg, 16)) + " x float>";
+            CHECK(reduce->source.find(lanes) != std::string::npos);
+        }
+        const std::vector<float> got = dw.to_vector<float>();
+        int bad = 0;
+        for (int64_t co = 0; co < c.cout; ++co)
+            for (int64_t ci = 0; ci < cg; ++ci)
+                for (int64_t a = 0; a < 3; ++a)
+                    for (int64_t b = 0; b < 3; ++b) {
+                        double want = 0;
+                        const int64_t chan = (co / rc) * cg + ci;
+                        for (int64_t n = 0; n < c.n; ++n)
+                            for (int64_t i = 0; i < oh; ++i)
+                                for (int64_t j = 0; j < ow; ++j) {
+                                    const int64_t y2 = i + a * c.dil - c.pad,
+                                                  x2 = j + b * c.dil - c.pad;
+                                    if (y2 < 0 || y2 >= c.h || x2 < 0 || x2 >= c.w) continue;
+                                    want += double{gv[static_cast<size_t>(
+                                                ((n * c.cout + co) * oh + i) * ow + j)]} *
+                                            xv[static_cast<size_t>(
+                                                ((n * c.cin + chan) * c.h + y2) * c.w + x2)];
+                                }
+                        const float v = got[static_cast<size_t>(((co * cg + ci) * 3 + a) * 3 + b)];
+                        if (!(std::fabs(v - want) <= 1e-3 * std::max(1.0, std::fabs(want))) &&
+                            bad++ < 5)
+                            MESSAGE("dw[", co, ", ", ci, ", ", a, ", ", b, "] = ", v, ", want ",
+                                    want);
+                    }
+        CHECK(bad == 0);
+    }
 }
