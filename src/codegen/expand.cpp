@@ -393,6 +393,22 @@ class Expander {
         return lane(s, 0);
     }
 
+    // The offset with the vector axis as one term of a small constant stride (2 to 4: a
+    // stride-2 pool's or convolution's window rows): returns the lane-0 offset and sets
+    // `stride`, or null.
+    UOp strided_base(const UOp& idx, int64_t& stride) {
+        const UOp s = simplify(idx);
+        int found = 0;
+        for (const auto& [mono, coef] : linear_terms(s)) {
+            if (!has_vax(mono)) continue;
+            if (!is_vax(mono) || coef < 2 || coef > 4) return UOp();
+            stride = coef;
+            ++found;
+        }
+        if (found != 1) return UOp();
+        return lane(s, 0);
+    }
+
     using Key = std::pair<const UOpNode*, std::vector<int64_t>>;
     struct KeyHash {
         size_t operator()(const Key& k) const {
@@ -591,6 +607,27 @@ class Expander {
             const UOp g = got(gate, a);
             const UOp alt_v = broadcast(alt.is_null() ? zero() : got(alt, a));
             return UOp::make(Op::Load, vdt, {vidx, g, alt_v});
+        }
+        // Lanes a small constant stride apart in a buffer (a stride-2 pool's window rows): one
+        // load of the span they cover, then every stride-th lane (a shuffle), where the span
+        // provably lies inside the buffer. Lane by lane, a 16-lane row of a pool's taps was 16
+        // scalar loads and inserts.
+        // (Ungated loads only: a gate's and alt's expansions are not listed for a gather.)
+        if (int64_t stride = 0; gate.is_null() && index.src(0).op() == Op::Param &&
+                                !u.dtype().is_bool() && u.dtype().count == 1) {
+            const UOp b0 = strided_base(idx, stride);
+            const auto& pa = index.src(0).arg_as<std::vector<int64_t>>();
+            const int64_t span = stride * vn_;
+            if (!b0.is_null() && pa.size() >= 2 && b0.vmin() >= 0 && b0.vmax() + span <= pa[1] &&
+                span <= 64) {
+                const DType pdt =
+                    ptr.dtype().base().vec(static_cast<uint16_t>(span)).ptr(ptr.dtype().addrspace);
+                const UOp wide = UOp::make(Op::Load, u.dtype().vec(static_cast<uint16_t>(span)),
+                                           {UOp::make(Op::Index, pdt, {ptr, b0})});
+                std::vector<int64_t> picks;
+                for (int64_t l = 0; l < vn_; ++l) picks.push_back(l * stride);
+                return UOp::make(Op::Gep, vdt, {wide}, picks);
+            }
         }
         // A gather: one scalar load per lane.
         const UOp& alt_s = p.alt_s;

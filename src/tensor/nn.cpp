@@ -215,8 +215,10 @@ Tensor flat_conv(const Tensor& x, const Tensor& w, const Spatial& sp, int64_t g)
 // over g's broadcast values, one reduce over the batch's positions. (The windows form, over the
 // channels-first input, took its lanes along the output rows: 7 of them on a 7 x 7 image, 50
 // GFLOP/s. A flat form like the forward's, the lanes along the positions, is a dot product whose
-// horizontal sums a 64-position image does not amortize: 60.) The reduce writes [Cout, kh, kw,
-// Cin/g], copied into the weight's layout.
+// horizontal sums a 64-position image does not amortize: 60.) The reduce stores each gradient
+// element in the weight's layout, strided along its lanes (codegen/opts.cpp: a reduce kernel's
+// outer output axis). For 2-D convolutions whatever the forward's form (a stem's 4 x 4 taps over
+// 12 phase channels too) with 8 or more input channels a group: fewer leave too few lanes.
 Tensor channels_last_weight_grad(const Tensor& g, const Tensor& x, const Shape& pad,
                                  const Shape& dil, int64_t groups, int64_t kh, int64_t kw) {
     const int64_t N = x.shape()[0], cin = x.shape()[1], cout = g.shape()[1];
@@ -584,7 +586,8 @@ Tensor max_pool2d(const Tensor& x, const PoolOptions& o, std::source_location lo
             where(pad_last(Tensor::ones(x.shape(), DType::Bool), p), padded,
                   x.dtype().is_float()
                       ? Tensor::full(Shape{}, -std::numeric_limits<double>::infinity(), x.dtype())
-                      : Tensor::full(Shape{}, x.dtype().min(), x.dtype()));
+                      : Tensor::full(Shape{}, x.dtype().min(), x.dtype()))
+                .contiguous(); // (one copy: the window loads are then ungated vector loads)
     const Tensor win = windows(padded, k, stride, Shape{1, 1}); // [..., oh, ow, kh, kw]
     if (!detail::grad_flows(padded)) return win.max({-1, -2});
     // A window with tied maxima sends its whole gradient to the first one (row-major), as PyTorch
@@ -594,17 +597,32 @@ Tensor max_pool2d(const Tensor& x, const PoolOptions& o, std::source_location lo
     Shape flat = win.shape();
     flat.pop_back();
     flat.back() = k[0] * k[1];
-    const Tensor first = win.reshape(flat).argmax(-1).one_hot(k[0] * k[1]).reshape(win.shape());
     if (!TensorAccess::symbolic(padded)) {
         // The pool states its own gradient (CustomGradKind::MaxPool, max_pool_adjoint): the
         // argmax is a kernel of its own, which the input's gradient reads. Through the max's
         // derivative and the window view's adjoint, each of an input element's windows
         // recomputed it: 182 ms of a ResNet-18 training step at batch 8 for the first pool, now
-        // 125.
+        // 125. The argmax compares each tap with the pool's output, read from its buffer, as
+        // argmax() does with the max it computes (the first tap equal to it, or the first NaN):
+        // through argmax(), the max over the 9 taps was recomputed for each of them, 81
+        // comparisons an output (22 ms a step for ResNet-18's pool at batch 8).
+        const Tensor y = win.max({-1, -2}).contiguous();
+        Shape yb = y.shape(), taps(win.ndim(), 1);
+        yb.insert(yb.end(), {1, 1});
+        taps[taps.size() - 2] = k[0];
+        taps.back() = k[1];
+        const Tensor index = Tensor::arange(k[0] * k[1], DType::Int32).reshape(taps);
+        const Tensor is_first = logical_or(win == y.reshape(yb), win != win);
+        const Tensor first =
+            where(is_first, index,
+                  Tensor::full(Shape{}, static_cast<double>(k[0] * k[1]), DType::Int32))
+                .min({-1, -2})
+                .one_hot(k[0] * k[1])
+                .reshape(win.shape());
         std::vector<int64_t> params{2, k[0], k[1], stride[0], stride[1]};
-        return detail::with_custom_vjp(win.max({-1, -2}), padded, first, CustomGradKind::MaxPool,
-                                       params);
+        return detail::with_custom_vjp(y, padded, first, CustomGradKind::MaxPool, params);
     }
+    const Tensor first = win.reshape(flat).argmax(-1).one_hot(k[0] * k[1]).reshape(win.shape());
     // Symbolic sizes (the window view's adjoint needs concrete ones): the max's own derivative.
     const Tensor m = detail::with_derivative(win.max({-1, -2}, true), win, [&] { return first; });
     return m.reshape(Shape(m.shape().begin(), m.shape().end() - 2)); // (the two window dims)
@@ -884,7 +902,7 @@ std::pair<Tensor, Tensor> conv_vjp(const Tensor& g, const Tensor& x, const Tenso
     // channel, for every input channel block and tap: g is read from a buffer (the adjoint of a
     // norm and its activation, recomputed there, made a ResNet-18 weight gradient 20x slower),
     // which the input gradient's padded copy reads too.
-    if (nn::flat_form(n, k, pad, dil, x, w) && cg >= 8) {
+    if (n == 2 && cg >= 8 && !TensorAccess::symbolic(x) && !TensorAccess::symbolic(w)) {
         const Tensor gc = g.contiguous();
         return {nn::transposed_conv(n == 1 ? "conv1d" : "conv2d", gc, w, pad, Shape(n, 0), dil, G,
                                     std::nullopt, n),

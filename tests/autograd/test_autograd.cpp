@@ -505,12 +505,13 @@ TEST_CASE("FixedTensor trains too: grad() has the parameter's type") {
     CHECK(w.to_vector() == std::vector<float>(6, 0.0f));
 }
 
-// max_pool2d states its own gradient (CUSTOM_GRAD kind MaxPool): the windows' argmax is a
-// kernel of its own, the output's gradient is read from a buffer (a kernel here: the sum's
-// gradient of ones), the padded input's gradient reads both in one more, and a fourth crops the
-// padding, instead of every window of an input element recomputing its argmax (ResNet-18's
-// first pool: 182 -> 125 ms a training step at batch 8). Ties and padding as PyTorch: the first
-// maximum, never the padding.
+// max_pool2d states its own gradient (CUSTOM_GRAD kind MaxPool): the input padded with -inf is
+// one copy kernel, the pool's output another, the windows' argmax (the first tap equal to it) a
+// third, the output's gradient is read from a buffer (a kernel here: the sum's gradient of ones),
+// the padded input's gradient reads them (two kernels: the windows' adjoint, then through the
+// padding's select), and the last crops the padding, instead of every window of an input element
+// recomputing its argmax (ResNet-18's first pool: 182 -> 125 ms a training step at batch 8). Ties
+// and padding as PyTorch: the first maximum, never the padding.
 TEST_CASE("max_pool2d's gradient: the argmax, the padded input's gradient, its crop") {
     std::vector<float> v(2 * 3 * 9 * 9);
     for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>((i * 7) % 5); // many ties
@@ -521,7 +522,7 @@ TEST_CASE("max_pool2d's gradient: the argmax, the padded input's gradient, its c
     y.sum().backward();
     Tensor g = x.grad();
     g.realize();
-    CHECK(g.kernels().size() == 4);
+    CHECK(g.kernels().size() == 7);
     // The reference: each window's first maximum (row-major) over the unpadded elements.
     std::vector<float> want(v.size(), 0.f);
     for (int64_t nc = 0; nc < 6; ++nc)

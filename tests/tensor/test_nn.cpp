@@ -318,6 +318,39 @@ TEST_CASE("max_pool2d, avg_pool2d, adaptive_avg_pool2d against the definition") 
                   "[max_pool2d] kernel [8, 8] is larger than the padded input [2, 3, 7, 6]"));
 }
 
+TEST_CASE("max_pool2d at stride 2: the window rows are one wide load and a shuffle") {
+    // 3 x 3 at stride 2 with padding 1 over 64 x 64: the padded input is one copy kernel, then
+    // each 16-lane row of a tap's elements two apart is read as one load of the 32 elements it
+    // spans (inside the buffer), every second lane kept; lane by lane it was 16 scalar loads.
+    const int64_t H = 64, W = 64;
+    const auto x = randoms(2 * H * W, 41);
+    const Tensor t = Tensor::from_vector(x, {1, 2, H, W});
+    Tensor y = nn::max_pool2d(t, {.kernel = {3}, .stride = {2}, .padding = {1}});
+    y.realize();
+    REQUIRE(y.kernels().size() == 2);
+    CHECK(y.kernels()[0].name == "E_2_66_66");
+    CHECK(y.kernels()[1].name == "r_2_32_32_3_3");
+    if (tempura::default_device() == "CPU" &&
+        tempura::runtime::host_cpu_features().find("+avx512f") != std::string::npos) {
+        CHECK(y.kernels()[1].source.find("load <32 x float>") != std::string::npos);
+        CHECK(y.kernels()[1].source.find("shufflevector <32 x float>") != std::string::npos);
+    }
+    std::vector<double> want;
+    for (int64_t c = 0; c < 2; ++c)
+        for (int64_t i = 0; i < 32; ++i)
+            for (int64_t j = 0; j < 32; ++j) {
+                double m = -INFINITY;
+                for (int64_t a = 0; a < 3; ++a)
+                    for (int64_t e = 0; e < 3; ++e) {
+                        const int64_t r = 2 * i - 1 + a, q = 2 * j - 1 + e;
+                        if (r >= 0 && r < H && q >= 0 && q < W)
+                            m = std::max(m, double{x[(c * H + r) * W + q]});
+                    }
+                want.push_back(m);
+            }
+    check_near(y, want, 0);
+}
+
 TEST_CASE("layer_norm, batch_norm, group_norm, rms_norm against the definition") {
     const auto xv = randoms(2 * 4 * 3, 31, -3, 3);
     const Tensor x = Tensor::from_vector(xv, {2, 4, 3});
