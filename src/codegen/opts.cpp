@@ -891,6 +891,12 @@ std::vector<Opt> choose_opts(const UOp& ast, const DeviceLimits& lim) {
     // inner axes), its stores strided. A store per output element after a long reduce costs little
     // against the reduce's vector lanes: a 3 x 3 weight gradient over 8 x 7 x 7 positions ran 210
     // GFLOP/s so, against a separate transposing copy of [Cout, kh, kw, Cin] at 3.6 ms a call.
+    // The lanes' stores are strided (the outer-axis lanes below): one vector wide, not two, since
+    // every element is stored alone, with what is fused after the reduce (an optimizer's update:
+    // its state gathered and stored per element). ResNet-18's 512 x 512 x 3 x 3 weight gradient
+    // with SGD's update compiled in 770-1370 ms two vectors wide, 310-330 one (four such kernels
+    // in a training step's first call), and ran 15% slower (medians 22.4 -> 25.8 ms, batch 8).
+    bool strided_store = false;
     if (!vec_out && !vec_red && has_reduce && work >= (int64_t{1} << 16)) {
         int64_t reduce_size = 1;
         for (size_t i = n_out; i < k.axes().size(); ++i)
@@ -925,6 +931,7 @@ std::vector<Opt> choose_opts(const UOp& ast, const DeviceLimits& lim) {
             if ((vec_out = k.try_apply({OptOp::Upcast, static_cast<int64_t>(i), amt}))) {
                 lanes_axis = r;
                 jo_id = r.arg_as<RangeArg>().axis_id;
+                strided_store = true;
             }
             break;
         }
@@ -982,7 +989,7 @@ std::vector<Opt> choose_opts(const UOp& ast, const DeviceLimits& lim) {
         // many rows as keep the accumulators a few below the vector registers (32 with
         // AVX-512, 16 below it); the upcast limit allows 7 x 2 with 16 lanes.
         int64_t width = 1;
-        if (int64_t j = index_of(k, jo_id); j >= 0) {
+        if (int64_t j = index_of(k, jo_id); j >= 0 && !strided_store) {
             const int64_t n = size_at(j);
             for (int64_t d : {2, 3, 5, 7})
                 if (n % d == 0) {
