@@ -891,8 +891,8 @@ std::vector<Opt> choose_opts(const UOp& ast, const DeviceLimits& lim) {
     // inner axes), its stores strided. A store per output element after a long reduce costs little
     // against the reduce's vector lanes: a 3 x 3 weight gradient over 8 x 7 x 7 positions ran 210
     // GFLOP/s so, against a separate transposing copy of [Cout, kh, kw, Cin] at 3.6 ms a call.
-    // The lanes' stores are strided (the outer-axis lanes below): one vector wide, not two, since
-    // every element is stored alone, with what is fused after the reduce (an optimizer's update:
+    // Such a kernel's register tile (below) is one vector wide, not two, since every element is
+    // stored alone, with what is fused after the reduce (an optimizer's update:
     // its state gathered and stored per element). ResNet-18's 512 x 512 x 3 x 3 weight gradient
     // with SGD's update compiled in 770-1370 ms two vectors wide, 310-330 one (four such kernels
     // in a training step's first call), and ran 15% slower (medians 22.4 -> 25.8 ms, batch 8).

@@ -164,7 +164,7 @@ bool flat_form(size_t n, const Shape& k, const Shape& pad, const Shape& dil, con
 // on a 7 x 7 image with padding 1, 2 of 58 on 56 x 56), and P is rounded up to a multiple of
 // 32 (two vectors of the widest registers) so that the vector axis always divides; the padded
 // copy (made anyway, for the padding) gets the rows those extra positions read. The result is
-// its own kernel over [N, Cout, P], read through a view that drops the extra columns.
+// its own kernel over [N, Cout, P], read through a view that drops the extra columns (flat_conv).
 struct FlatTaps {
     Tensor taps;                  // [N, Cin, p_all, kh, kw]
     int64_t oh, ow, wp, p, p_all; // output rows and columns, padded row, positions (rounded)
@@ -264,10 +264,10 @@ Tensor channels_last_weight_grad(const Tensor& g, const Tensor& x, const Shape& 
 // output position copied once into [N, Cin, kh, kw, P] (P = OH OW rounded up to a multiple of
 // 32, zeros past the end), so that the reduce reads each tap's row contiguously along the
 // output positions, vectorized and register-tiled like a matmul's columns. The copy is the
-// input's size times kh kw / (sh sw) (2.25 for 3 x 3 at stride 2, a quarter for 1 x 1): no
-// more than the padded copy a convolution makes anyway where the kernel is at most twice the
-// stride per dim (gathered_form); a wider one (7 x 7 at stride 2: 12 times the input) takes
-// the phases (polyphase_conv). Against the phases' regrouping, no tap is a zero: a 3 x 3
+// input's size times kh kw / (sh sw) (2.25 for 3 x 3 at stride 2, a quarter for 1 x 1), a
+// small multiple of the padded copy a convolution makes anyway where the kernel is at most
+// twice the stride per dim (gathered_form); a wider one (7 x 7 at stride 2: 12 times the input)
+// takes the phases (polyphase_conv). Against the phases' regrouping, no tap is a zero: a 3 x 3
 // stride-2 convolution computes its 9 taps, not 16.
 bool gathered_form(size_t n, const Shape& k, const Spatial& sp, const Tensor& x, const Tensor& w) {
     if (n != 2 || TensorAccess::symbolic(x) || TensorAccess::symbolic(w)) return false;

@@ -1407,7 +1407,7 @@ class Renderer {
         // its dtype wherever it might wrap) lie inside its dtype cannot wrap: `nsw` lets LLVM
         // widen it and fold constant offsets into addresses. Index arithmetic, bounded by its
         // loops, is all of this kind: an index `base + 4608 * j` sign-extended for its address
-        // otherwise costs an add and a sign extension per load (8 of 30 instructions in a
+        // otherwise costs an add and a sign extension per load (16 of 46 instructions in a
         // convolution's inner loop), where `nsw` makes it an address displacement.
         const bool nsw = i && !dt.is_unsigned() && (u.vmin() != dt.min() || u.vmax() != dt.max());
         // Operands must agree with each other and with the result, except where the op says.
