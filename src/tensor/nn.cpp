@@ -164,24 +164,18 @@ bool flat_form(size_t n, const Shape& k, const Shape& pad, const Shape& dil, con
 // on a 7 x 7 image with padding 1, 2 of 58 on 56 x 56), and P is rounded up to a multiple of
 // 32 (two vectors of the widest registers) so that the vector axis always divides; the padded
 // copy (made anyway, for the padding) gets the rows those extra positions read. The result is
-// its own kernel over [N, Cout, P], read through a view that drops the extra columns (flat_conv).
-struct FlatTaps {
-    Tensor taps;                  // [N, Cin, p_all, kh, kw]
-    int64_t oh, ow, wp, p, p_all; // output rows and columns, padded row, positions (rounded)
-};
-
-// The flat form's view of x (flat_conv): padded by `pad` per side (and the rows the rounded-up
-// positions read), copied once, each channel one row, and the taps of a kernel kh x kw dilated
-// by `dil` at each output position: [N, Cin, p_all, kh, kw].
-FlatTaps flat_taps(const Tensor& x, const Shape& pad, const Shape& dil, int64_t kh, int64_t kw) {
-    const int64_t N = x.shape()[0], cin = x.shape()[1];
-    const int64_t dh = dil[0], dw = dil[1];
-    const int64_t hp = x.shape()[2] + 2 * pad[0], wp = x.shape()[3] + 2 * pad[1];
+// its own kernel over [N, Cout, P], read through a view that drops the extra columns.
+Tensor flat_conv(const Tensor& x, const Tensor& w, const Spatial& sp, int64_t g) {
+    const int64_t N = x.shape()[0], cin = x.shape()[1], cout = w.shape()[0];
+    const int64_t kh = w.shape()[2], kw = w.shape()[3];
+    const int64_t dh = sp.dilation[0], dw = sp.dilation[1];
+    const int64_t hp = x.shape()[2] + 2 * sp.padding[0], wp = x.shape()[3] + 2 * sp.padding[1];
     const int64_t oh = hp - dh * (kh - 1), ow = wp - dw * (kw - 1);
     const int64_t p = oh * wp, p_all = (p + 31) / 32 * 32;
     const int64_t read = p_all + dh * (kh - 1) * wp + dw * (kw - 1); // elements a channel reads
     const int64_t rows = std::max<int64_t>(0, (read - hp * wp + wp - 1) / wp); // rows added
-    const Tensor xp = padded_copy(x, {{pad[0], pad[0] + rows}, {pad[1], pad[1]}});
+    const Tensor xp =
+        padded_copy(x, {{sp.padding[0], sp.padding[0] + rows}, {sp.padding[1], sp.padding[1]}});
     const Tensor flat =
         xp.reshape({N, cin, (hp + rows) * wp}).shrink({{0, N}, {0, cin}, {0, read}});
     // [N, Cin, read] -> [N, Cin, read - dw (kw - 1), kw] -> [N, Cin, kw, P, kh]
@@ -189,23 +183,16 @@ FlatTaps flat_taps(const Tensor& x, const Shape& pad, const Shape& dil, int64_t 
     const Tensor taps =
         windows(windows(flat, {kw}, {1}, {dw}).permute({0, 1, 3, 2}), {kh}, {1}, {dh * wp})
             .permute({0, 1, 3, 4, 2});
-    return {taps, oh, ow, wp, p, p_all};
-}
-
-Tensor flat_conv(const Tensor& x, const Tensor& w, const Spatial& sp, int64_t g) {
-    const int64_t N = x.shape()[0], cin = x.shape()[1], cout = w.shape()[0];
-    const int64_t kh = w.shape()[2], kw = w.shape()[3];
-    const FlatTaps f = flat_taps(x, sp.padding, sp.dilation, kh, kw);
     const int64_t rc = cout / g, cg = cin / g;
-    const Tensor xs = f.taps.reshape({N, g, 1, cg, f.p_all, kh, kw})
-                          .expand({N, g, rc, cg, f.p_all, kh, kw})
+    const Tensor xs = taps.reshape({N, g, 1, cg, p_all, kh, kw})
+                          .expand({N, g, rc, cg, p_all, kh, kw})
                           .permute({0, 1, 2, 4, 3, 5, 6});
     const Tensor r = (xs * w.reshape({1, g, rc, 1, cg, kh, kw})).sum({-1, -2, -3});
-    return r.reshape({N, cout, f.p_all})
+    return r.reshape({N, cout, p_all})
         .contiguous()
-        .shrink({{0, N}, {0, cout}, {0, f.p}})
-        .reshape({N, cout, f.oh, f.wp})
-        .shrink({{0, N}, {0, cout}, {0, f.oh}, {0, f.ow}});
+        .shrink({{0, N}, {0, cout}, {0, p}})
+        .reshape({N, cout, oh, wp})
+        .shrink({{0, N}, {0, cout}, {0, oh}, {0, ow}});
 }
 
 // A stride-1 2-D convolution's weight gradient with the input copied channels last: dw[o, c,

@@ -74,18 +74,8 @@ std::vector<double> conv2d_loops(const Conv& c, const std::vector<float>& x,
     return out;
 }
 
-} // namespace
-
-TEST_CASE("conv2d: stride, padding, dilation, groups and bias against the definition") {
-    const Conv cases[] = {
-        {1, 1, 5, 5, 1, 3, 3, 1, 1, 0, 0, 1, 1, 1, false},
-        {2, 3, 7, 6, 4, 3, 2, 2, 1, 1, 0, 1, 1, 1, true},
-        {1, 4, 9, 9, 6, 3, 3, 2, 3, 2, 1, 2, 1, 2, true},
-        {2, 4, 6, 5, 4, 1, 1, 1, 1, 0, 0, 1, 1, 4, false}, // depthwise 1x1
-        {1, 2, 8, 8, 2, 5, 5, 3, 3, 2, 2, 1, 1, 1, true},
-        {1, 3, 4, 4, 3, 3, 3, 1, 1, 1, 1, 1, 1, 3, true}, // depthwise 3x3, same size
-    };
-    uint32_t seed = 1;
+// conv2d of each case (random input, weight and bias from `seed` on) against conv2d_loops.
+void check_conv_cases(const std::vector<Conv>& cases, uint32_t seed) {
     for (const Conv& c : cases) {
         CAPTURE(seed);
         const auto x = randoms(c.n * c.cin * c.h * c.w, seed++);
@@ -97,11 +87,24 @@ TEST_CASE("conv2d: stride, padding, dilation, groups and bias against the defini
         o.dilation = {c.dh, c.dw};
         o.groups = c.groups;
         if (c.bias) o.bias = Tensor::from_vector(b);
-        const Tensor y =
-            nn::conv2d(Tensor::from_vector(x, {c.n, c.cin, c.h, c.w}),
-                       Tensor::from_vector(w, {c.cout, c.cin / c.groups, c.kh, c.kw}), o);
-        check_near(y, conv2d_loops(c, x, w, b));
+        check_near(nn::conv2d(Tensor::from_vector(x, {c.n, c.cin, c.h, c.w}),
+                              Tensor::from_vector(w, {c.cout, c.cin / c.groups, c.kh, c.kw}), o),
+                   conv2d_loops(c, x, w, b));
     }
+}
+
+} // namespace
+
+TEST_CASE("conv2d: stride, padding, dilation, groups and bias against the definition") {
+    const Conv cases[] = {
+        {1, 1, 5, 5, 1, 3, 3, 1, 1, 0, 0, 1, 1, 1, false},
+        {2, 3, 7, 6, 4, 3, 2, 2, 1, 1, 0, 1, 1, 1, true},
+        {1, 4, 9, 9, 6, 3, 3, 2, 3, 2, 1, 2, 1, 2, true},
+        {2, 4, 6, 5, 4, 1, 1, 1, 1, 0, 0, 1, 1, 4, false}, // depthwise 1x1
+        {1, 2, 8, 8, 2, 5, 5, 3, 3, 2, 2, 1, 1, 1, true},
+        {1, 3, 4, 4, 3, 3, 3, 1, 1, 1, 1, 1, 1, 3, true}, // depthwise 3x3, same size
+    };
+    check_conv_cases({std::begin(cases), std::end(cases)}, 1);
 }
 
 TEST_CASE("conv2d: one kernel; conv1d and conv_transpose2d against the definition") {
@@ -223,22 +226,7 @@ TEST_CASE("conv2d: the flat form over rows no vector divides, the gathered form 
         {1, 2, 8, 10, 4, 1, 1, 2, 2, 0, 0, 1, 1, 1, false}, // gathered 1 x 1
         {1, 3, 12, 11, 2, 7, 7, 2, 2, 3, 3, 1, 1, 1, true}, // phases
     };
-    uint32_t seed = 30;
-    for (const Conv& c : cases) {
-        CAPTURE(seed);
-        const auto cx = randoms(c.n * c.cin * c.h * c.w, seed++);
-        const auto cw = randoms(c.cout * (c.cin / c.groups) * c.kh * c.kw, seed++);
-        const auto cb = randoms(c.cout, seed++);
-        nn::ConvOptions o;
-        o.stride = {c.sh, c.sw};
-        o.padding = {c.ph, c.pw};
-        o.dilation = {c.dh, c.dw};
-        o.groups = c.groups;
-        if (c.bias) o.bias = Tensor::from_vector(cb);
-        check_near(nn::conv2d(Tensor::from_vector(cx, {c.n, c.cin, c.h, c.w}),
-                              Tensor::from_vector(cw, {c.cout, c.cin / c.groups, c.kh, c.kw}), o),
-                   conv2d_loops(c, cx, cw, cb));
-    }
+    check_conv_cases({std::begin(cases), std::end(cases)}, 30);
 }
 
 TEST_CASE("conv errors name the values") {
