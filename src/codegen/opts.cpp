@@ -943,7 +943,9 @@ std::vector<Opt> choose_opts(const UOp& ast, const DeviceLimits& lim) {
     // lanes' axis) are broadcast, so each loaded vector serves every copy and only scalar
     // broadcasts differ (a convolution's output channels, along which its input is reused,
     // before its batch or rows, along which only the weights are); ties keep the loop order.
-    auto block = [&](int64_t skip_id, int64_t max_axes, std::initializer_list<int64_t> amounts) {
+    // reuse_only: only axes along which the vector loads are broadcast.
+    auto block = [&](int64_t skip_id, int64_t max_axes, std::initializer_list<int64_t> amounts,
+                     bool reuse_only = false) {
         int64_t done = 0;
         std::vector<std::pair<int64_t, int64_t>> ranked; // (vector loads reused, id)
         for (size_t i = 0; i < k.output_axes(); ++i) {
@@ -959,7 +961,8 @@ std::vector<Opt> choose_opts(const UOp& ast, const DeviceLimits& lim) {
         std::stable_sort(ranked.begin(), ranked.end(),
                          [](const auto& a, const auto& b) { return a.first > b.first; });
         std::vector<int64_t> ids;
-        for (const auto& [reuse, id] : ranked) ids.push_back(id);
+        for (const auto& [reuse, id] : ranked)
+            if (reuse || !reuse_only) ids.push_back(id);
         for (int64_t id : ids) {
             if (done >= max_axes) break;
             const int64_t i = index_of(k, id);
@@ -984,12 +987,33 @@ std::vector<Opt> choose_opts(const UOp& ast, const DeviceLimits& lim) {
         return done;
     };
     if (vec_out && has_reduce) {
-        // 2 vectors wide, 8 (or 4, 2) rows: 16 vector accumulators. A row of an odd number
-        // of vectors (784 floats: 49) takes its smallest divisor up to 7 as the width, and as
-        // many rows as keep the accumulators a few below the vector registers (32 with
-        // AVX-512, 16 below it); the upcast limit allows 7 x 2 with 16 lanes.
+        // 32 vector registers (AVX-512): 2 vectors wide, 8 (or 4, 2) rows, 16 accumulators. A
+        // row of an odd number of vectors (784 floats: 49) takes its smallest divisor up to 7 as
+        // the width, and as many rows as keep the accumulators a few below the vector registers;
+        // the upcast limit allows 7 x 2 with 16 lanes.
+        // 16 vector registers (AVX2): 2 x 8 spilled 4 of its accumulators every step and moved
+        // the rest around (a 3 x 3 convolution's inner loop: 16 FMAs, 14 copies, 8 spills and
+        // reloads). At most 12 accumulators there, beside the loaded vectors and a broadcast:
+        // 2 wide x 6 rows, else 3 x 4 (a row of 3 vectors), else 2 x 4; the rows along an axis
+        // the vector loads are reused over (a convolution's output channels, not its batch).
+        const bool few_registers = lim.vector_bytes < 64;
+        bool tiled = false;
+        if (few_registers && !strided_store && index_of(k, jo_id) >= 0) {
+            const OptKernel before = k;
+            const int64_t j = index_of(k, jo_id);
+            const std::pair<int64_t, int64_t> tiles[] = {{2, 6}, {3, 4}, {2, 4}};
+            for (const auto& [w, rows] : tiles) {
+                if (size_at(j) % w == 0 && k.try_apply({OptOp::Upcast, j, w}) &&
+                    block(jo_id, 1, {rows}, true) == 1) {
+                    tiled = true;
+                    break;
+                }
+                k = before;
+                block_id = -1;
+            }
+        }
         int64_t width = 1;
-        if (int64_t j = index_of(k, jo_id); j >= 0 && !strided_store) {
+        if (int64_t j = index_of(k, jo_id); !tiled && j >= 0 && !strided_store) {
             const int64_t n = size_at(j);
             for (int64_t d : {2, 3, 5, 7})
                 if (n % d == 0) {
@@ -997,19 +1021,22 @@ std::vector<Opt> choose_opts(const UOp& ast, const DeviceLimits& lim) {
                     break;
                 }
         }
-        if (width <= 2) {
-            block(jo_id, 1, {8, 4, 2});
-        } else {
-            const int64_t budget = lim.vector_bytes >= 64 ? 28 : 12;
-            if (width * 4 <= budget)
+        const int64_t budget = few_registers ? 12 : 28;
+        if (!tiled) {
+            if (width == 1 || (width == 2 && !few_registers))
+                block(jo_id, 1, {8, 4, 2});
+            else if (width * 4 <= budget)
                 block(jo_id, 1, {4, 2});
             else if (width * 2 <= budget)
                 block(jo_id, 1, {2});
         }
     } else if (vec_red) {
-        // A dot-product form (both operands contiguous along the reduce): 4 x 4 outputs; else
-        // 4 vectors per iteration.
-        if (block(-1, 2, {4, 2}) == 0) {
+        // A dot-product form (both operands contiguous along the reduce): 4 x 4 outputs (4 x 2
+        // with 16 vector registers: 4 x 4 spilled); else 4 vectors per iteration.
+        const bool few_registers = lim.vector_bytes < 64;
+        const int64_t blocked = block(-1, few_registers ? 1 : 2, {4, 2});
+        if (few_registers && blocked == 1) block(block_id, 1, {2});
+        if (blocked == 0) {
             const int64_t b = index_of(k, red_id);
             if (b >= 0 && size_at(b) % 4 == 0 && size_at(b) >= 16)
                 k.try_apply({OptOp::Unroll, b, 4});
