@@ -225,8 +225,34 @@ TEST_CASE("conv2d: the flat form over rows no vector divides, the gathered form 
         {1, 4, 9, 9, 4, 2, 2, 2, 2, 0, 0, 1, 1, 2, false},  // gathered 2 x 2, groups
         {1, 2, 8, 10, 4, 1, 1, 2, 2, 0, 0, 1, 1, 1, false}, // gathered 1 x 1
         {1, 3, 12, 11, 2, 7, 7, 2, 2, 3, 3, 1, 1, 1, true}, // phases
+        {2, 4, 9, 9, 4, 3, 3, 2, 2, 1, 1, 1, 1, 4, true},   // depthwise at stride 2: phases
+        {2, 6, 7, 7, 4, 1, 1, 1, 1, 0, 0, 1, 1, 2, true},   // 1 x 1 over 49 positions, groups
     };
     check_conv_cases({std::begin(cases), std::end(cases)}, 30);
+
+    // 1 x 1 over a 7 x 7 image: the 49 positions one axis rounded up to 64 (the input copied
+    // with the zero columns), the result read back without them. A depthwise convolution at
+    // stride 2 reduces over its phases, not over gathered taps: with one channel a group no
+    // tap's copy is reused.
+    const auto xp = randoms(1 * 16 * 7 * 7, 41), wp = randoms(8 * 16, 42);
+    Tensor yp =
+        nn::conv2d(Tensor::from_vector(xp, {1, 16, 7, 7}), Tensor::from_vector(wp, {8, 16, 1, 1}));
+    yp.realize();
+    REQUIRE(yp.kernels().size() == 3);
+    CHECK(yp.kernels()[0].name == "E_16_64");
+    CHECK(yp.kernels()[1].name == "r_8_64_16");
+    CHECK(yp.kernels()[2].name == "E_8_7_7");
+    check_near(yp, conv2d_loops({1, 16, 7, 7, 8, 1, 1, 1, 1, 0, 0, 1, 1, 1, false}, xp, wp, {}));
+    const auto xd = randoms(1 * 8 * 8 * 8, 43), wd = randoms(8 * 9, 44);
+    nn::ConvOptions dw2;
+    dw2.padding = {1};
+    dw2.stride = {2};
+    dw2.groups = 8;
+    Tensor yd = nn::conv2d(Tensor::from_vector(xd, {1, 8, 8, 8}),
+                           Tensor::from_vector(wd, {8, 1, 3, 3}), dw2);
+    yd.realize();
+    for (const auto& k : yd.kernels()) CHECK(k.name.find("_3_3_") == std::string::npos);
+    check_near(yd, conv2d_loops({1, 8, 8, 8, 8, 3, 3, 2, 2, 1, 1, 1, 1, 8, false}, xd, wd, {}));
 }
 
 TEST_CASE("conv errors name the values") {
