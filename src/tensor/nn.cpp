@@ -141,6 +141,15 @@ Spatial spatial(const char* op, const ConvOptions& o, size_t n) {
 
 Tensor conv(const char* op, const Tensor& x, const Tensor& w, const ConvOptions& o, size_t n);
 
+// The multiple the flat and gathered forms round their positions up to: two vectors of the
+// widest registers (32 floats), or on a device of 8-float vectors and 16 registers (AVX2) three
+// vectors, for its register tile of 3 vectors x 4 output channels (codegen/opts.cpp): its 2 x 4
+// over 32 ran 12-30% slower, the positions rounding to 24 adds included (512 channels on 7 x 7,
+// batch 8: 25.8 -> 20.1 ms; 256 on 14 x 14: 21.3 -> 18.8).
+int64_t positions_multiple(const Tensor& x) {
+    return runtime::device_limits(TensorAccess::core(x).device).vector_bytes == 32 ? 24 : 32;
+}
+
 // Whether a stride-1 convolution over the last n dims with kernel k, padding `pad` and dilation
 // `dil` takes the flat form (flat_conv): 2-D, a kernel wider than one tap, sizes known, and an
 // output row that 16 lanes (the widest vector registers, AVX-512's floats) do not divide. Where
@@ -162,7 +171,7 @@ bool flat_form(size_t n, const Shape& k, const Shape& pad, const Shape& dil, con
 // vectors and 3-trip inner loops: 40-50 GFLOP/s, as one axis of 64 positions 125-145). The
 // price: the Wp - OW columns past each output row's end are computed too and dropped (2 of 9
 // on a 7 x 7 image with padding 1, 2 of 58 on 56 x 56), and P is rounded up to a multiple of
-// 32 (two vectors of the widest registers) so that the vector axis always divides; the padded
+// 32 or 24 (positions_multiple) so that the vector axis always divides; the padded
 // copy (made anyway, for the padding) gets the rows those extra positions read. The result is
 // its own kernel over [N, Cout, P], read through a view that drops the extra columns.
 Tensor flat_conv(const Tensor& x, const Tensor& w, const Spatial& sp, int64_t g) {
@@ -171,7 +180,7 @@ Tensor flat_conv(const Tensor& x, const Tensor& w, const Spatial& sp, int64_t g)
     const int64_t dh = sp.dilation[0], dw = sp.dilation[1];
     const int64_t hp = x.shape()[2] + 2 * sp.padding[0], wp = x.shape()[3] + 2 * sp.padding[1];
     const int64_t oh = hp - dh * (kh - 1), ow = wp - dw * (kw - 1);
-    const int64_t p = oh * wp, p_all = (p + 31) / 32 * 32;
+    const int64_t p = oh * wp, m = positions_multiple(x), p_all = (p + m - 1) / m * m;
     const int64_t read = p_all + dh * (kh - 1) * wp + dw * (kw - 1); // elements a channel reads
     const int64_t rows = std::max<int64_t>(0, (read - hp * wp + wp - 1) / wp); // rows added
     const Tensor xp =
@@ -287,10 +296,10 @@ Tensor channels_last_weight_grad(const Tensor& g, const Tensor& x, const Shape& 
 
 // A strided 2-D convolution as a matmul over its gathered windows (im2col): the taps of every
 // output position copied once into [N, Cin, kh, kw, P] (P = OH OW rounded up to a multiple of
-// 32, zeros past the end), so that the reduce reads each tap's row contiguously along the
-// output positions, vectorized and register-tiled like a matmul's columns. The copy is the
-// input's size times kh kw / (sh sw) (2.25 for 3 x 3 at stride 2, a quarter for 1 x 1), a
-// small multiple of the padded copy a convolution makes anyway where the kernel is at most
+// 32 or 24, positions_multiple, zeros past the end), so that the reduce reads each tap's row
+// contiguously along the output positions, vectorized and register-tiled like a matmul's columns.
+// The copy is the input's size times kh kw / (sh sw) (2.25 for 3 x 3 at stride 2, a quarter for 1 x
+// 1), a small multiple of the padded copy a convolution makes anyway where the kernel is at most
 // twice the stride per dim (gathered_form); a wider one (7 x 7 at stride 2: 12 times the input)
 // takes the phases (polyphase_conv). Against the phases' regrouping, no tap is a zero: a 3 x 3
 // stride-2 convolution computes its 9 taps, not 16. A depthwise convolution (one channel a
@@ -313,7 +322,7 @@ Tensor gathered_conv(const Tensor& x, const Tensor& w, const Spatial& sp, int64_
     const Tensor win = dilated ? windows(padded, {kh, kw}, sp.stride, sp.dilation)
                                : windows_with_vjp(padded, {kh, kw}, sp.stride);
     const int64_t oh = win.shape()[2], ow = win.shape()[3];
-    const int64_t p = oh * ow, p_all = (p + 31) / 32 * 32;
+    const int64_t p = oh * ow, m = positions_multiple(x), p_all = (p + m - 1) / m * m;
     // [N, Cin, OH, OW, kh, kw] -> [N, Cin, kh, kw, P] padded to p_all: one copy kernel.
     const Tensor col =
         pad_last(win.permute({0, 1, 4, 5, 2, 3}).reshape({N, cin, kh, kw, p}), {{0, p_all - p}})
