@@ -255,8 +255,18 @@ class Expander {
                 }
             }
             m[u.get()] = x;
-            for (size_t b = 0; b < cand.size(); ++b)
+            // A reduce over two of them reduces over both, whatever its value reads: shared
+            // lanes would count a range its value does not read once, not size times (a sum of
+            // a constant over two unrolled ranges of 2 came out half).
+            uint64_t y = 0;
+            if (u.op() == Op::Reduce)
+                for (size_t i = 1; i < u.srcs().size(); ++i)
+                    for (size_t b = 0; b < cand.size(); ++b)
+                        if (u.src(i).same(cand[b])) y |= uint64_t{1} << b;
+            for (size_t b = 0; b < cand.size(); ++b) {
                 if (x & (uint64_t{1} << b)) together[b] |= x & ~(uint64_t{1} << b);
+                if (y & (uint64_t{1} << b)) together[b] |= y & ~(uint64_t{1} << b);
+            }
         }
         uint64_t taken = 1;
         for (size_t b = 1; b < cand.size(); ++b)

@@ -1021,6 +1021,17 @@ TEST_CASE("opts regression: UPCAST of a kernel reading a padded input (a gated L
     }
 }
 
+TEST_CASE("opts regression: a reduce over two unrolled ranges its value does not read") {
+    // Found by the random opts (TEMPURA_FUZZ_SEED=7007, program 1251): a sum of a constant
+    // over 64, unrolled twice by 2 with vectors of 4 floats. The expander gave both unrolled
+    // ranges the vector lanes (no value reads them together), so the reduce counted the second
+    // once, not twice: 32, not 64.
+    const Tensor b = Tensor::from_vector(std::vector<float>(64, 0.0f)) > 1.0f;
+    const KernelRun k = only_kernel((b | true).cast(DType::Float32).sum({0}, true));
+    CHECK(differ_or_error(k, {{OptOp::Unroll, 0, 2}, {OptOp::Unroll, 0, 2}}, limits(16, 2)) == "");
+    CHECK(differ_or_error(k, {{OptOp::Unroll, 0, 4}, {OptOp::Unroll, 0, 4}}, limits(64, 2)) == "");
+}
+
 // A batch norm's output padded for the next conv (MobileNetV2's depthwise input): each padded
 // row is one vector whose first and last lanes are padding. The row's numbers load with one
 // masked vector load (its first lane's address lies before the row, and is never read), and the
