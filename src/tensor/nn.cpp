@@ -297,14 +297,15 @@ Tensor channels_last_weight_grad(const Tensor& g, const Tensor& x, const Shape& 
 // A strided 2-D convolution as a matmul over its gathered windows (im2col): the taps of every
 // output position copied once into [N, Cin, kh, kw, P] (P = OH OW rounded up to a multiple of
 // 32 or 24, positions_multiple, zeros past the end), so that the reduce reads each tap's row
-// contiguously along the output positions, vectorized and register-tiled like a matmul's columns.
-// The copy is the input's size times kh kw / (sh sw) (2.25 for 3 x 3 at stride 2, a quarter for 1 x
-// 1), a small multiple of the padded copy a convolution makes anyway where the kernel is at most
-// twice the stride per dim (gathered_form); a wider one (7 x 7 at stride 2: 12 times the input)
-// takes the phases (polyphase_conv). Against the phases' regrouping, no tap is a zero: a 3 x 3
-// stride-2 convolution computes its 9 taps, not 16. A depthwise convolution (one channel a
-// group) takes the phases too: each gathered tap would serve one output channel, and the copy
-// cost more than the reduce (MobileNetV2's 144 channels at 56 x 56: 2.6 ms, a gather a lane).
+// contiguously along the output positions, vectorized and register-tiled like a matmul's
+// columns. The copy is the input's size times kh kw / (sh sw): 2.25 for 3 x 3 at stride 2, a
+// quarter for 1 x 1, a small multiple of the padded copy a convolution makes anyway where the
+// kernel is at most twice the stride per dim (gathered_form). A wider one (7 x 7 at stride 2:
+// 12 times the input) takes the phases (polyphase_conv). Against the phases' regrouping, no tap
+// is a zero: a 3 x 3 stride-2 convolution computes its 9 taps, not 16. A depthwise convolution
+// (one channel a group) takes the phases too: each gathered tap would serve one output channel,
+// and the copy cost more than the reduce (MobileNetV2's 144 channels at 56 x 56: 2.6 ms, a
+// gather a lane).
 bool gathered_form(size_t n, const Shape& k, const Spatial& sp, const Tensor& x, const Tensor& w) {
     if (n != 2 || TensorAccess::symbolic(x) || TensorAccess::symbolic(w)) return false;
     for (size_t i = 0; i < n; ++i)
