@@ -813,6 +813,7 @@ std::vector<Opt> choose_opts(const UOp& ast, const DeviceLimits& lim) {
     const std::vector<Access> acc = accesses(ast, dt);
     const int64_t lanes =
         std::max<int64_t>(2, lim.vector_bytes / std::max<int64_t>(dt.itemsize(), 4));
+    const bool few_registers = lim.vector_bytes < 64; // 16 vector registers (AVX2), not 32
     auto size_at = [&](int64_t i) { return size_of(k.axes()[static_cast<size_t>(i)]); };
     int64_t work = 1;
     for (int64_t s : k.shape()) work *= s;
@@ -998,7 +999,6 @@ std::vector<Opt> choose_opts(const UOp& ast, const DeviceLimits& lim) {
         // rows (not a row of 7 vectors, a broadcast each: a 1 x 1 convolution over 56 x 56
         // positions whose input rows are 58 apart ran 0.57 ms so, 0.28 ms one wide); the rows
         // along an axis the vector loads are reused over (output channels, not the batch).
-        const bool few_registers = lim.vector_bytes < 64;
         bool tiled = false;
         if (few_registers && !strided_store && index_of(k, jo_id) >= 0) {
             const OptKernel before = k;
@@ -1035,7 +1035,6 @@ std::vector<Opt> choose_opts(const UOp& ast, const DeviceLimits& lim) {
     } else if (vec_red) {
         // A dot-product form (both operands contiguous along the reduce): 4 x 4 outputs (4 x 2
         // with 16 vector registers: 4 x 4 spilled); else 4 vectors per iteration.
-        const bool few_registers = lim.vector_bytes < 64;
         const int64_t blocked = block(-1, few_registers ? 1 : 2, {4, 2});
         if (few_registers && blocked == 1) block(block_id, 1, {2});
         if (blocked == 0) {

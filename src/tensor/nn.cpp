@@ -150,6 +150,17 @@ int64_t positions_multiple(const Tensor& x) {
     return runtime::device_limits(TensorAccess::core(x).device).vector_bytes == 32 ? 24 : 32;
 }
 
+// The flat, pointwise and gathered forms' result: the reduce over [N, Cout, positions rounded
+// up] made a buffer of its own and read back as its first p positions, [N, Cout, rows, cols]
+// (p = rows cols).
+Tensor first_positions(const Tensor& r, int64_t N, int64_t cout, int64_t p, int64_t rows,
+                       int64_t cols) {
+    return r.reshape({N, cout, r.numel() / (N * cout)})
+        .contiguous()
+        .shrink({{0, N}, {0, cout}, {0, p}})
+        .reshape({N, cout, rows, cols});
+}
+
 // Whether a stride-1 convolution over the last n dims with kernel k, padding `pad` and dilation
 // `dil` takes the flat form (flat_conv): 2-D, a kernel wider than one tap, sizes known, and an
 // output row that 16 lanes (the widest vector registers, AVX-512's floats) do not divide. Where
@@ -197,11 +208,7 @@ Tensor flat_conv(const Tensor& x, const Tensor& w, const Spatial& sp, int64_t g)
                           .expand({N, g, rc, cg, p_all, kh, kw})
                           .permute({0, 1, 2, 4, 3, 5, 6});
     const Tensor r = (xs * w.reshape({1, g, rc, 1, cg, kh, kw})).sum({-1, -2, -3});
-    return r.reshape({N, cout, p_all})
-        .contiguous()
-        .shrink({{0, N}, {0, cout}, {0, p}})
-        .reshape({N, cout, oh, wp})
-        .shrink({{0, N}, {0, cout}, {0, oh}, {0, ow}});
+    return first_positions(r, N, cout, p, oh, wp).shrink({{0, N}, {0, cout}, {0, oh}, {0, ow}});
 }
 
 // A 1 x 1 stride-1 unpadded 2-D convolution whose positions 16 does not divide (7 x 7 and
@@ -221,14 +228,12 @@ Tensor pointwise_conv(const Tensor& x, const Tensor& w, int64_t g) {
     const int64_t N = x.shape()[0], cin = x.shape()[1], cout = w.shape()[0];
     const int64_t h = x.shape()[2], wd = x.shape()[3];
     const int64_t p = h * wd, p_all = (p + 31) / 32 * 32;
-    Tensor flat = x.reshape({N, cin, p});
-    if (p_all != p) flat = pad_last(flat, {{0, p_all - p}}).contiguous();
+    // (pointwise_form: p is no multiple of 16, so p_all > p.)
+    const Tensor flat = pad_last(x.reshape({N, cin, p}), {{0, p_all - p}}).contiguous();
     const int64_t rc = cout / g, cg = cin / g;
     const Tensor xs =
         flat.reshape({N, g, 1, cg, p_all}).expand({N, g, rc, cg, p_all}).permute({0, 1, 2, 4, 3});
-    const Tensor r = (xs * w.reshape({1, g, rc, 1, cg})).sum({-1}).reshape({N, cout, p_all});
-    if (p_all == p) return r.reshape({N, cout, h, wd});
-    return r.contiguous().shrink({{0, N}, {0, cout}, {0, p}}).reshape({N, cout, h, wd});
+    return first_positions((xs * w.reshape({1, g, rc, 1, cg})).sum({-1}), N, cout, p, h, wd);
 }
 
 // A stride-1 2-D convolution's weight gradient with the input copied channels last: dw[o, c,
@@ -333,10 +338,7 @@ Tensor gathered_conv(const Tensor& x, const Tensor& w, const Spatial& sp, int64_
                           .expand({N, g, rc, cg, kh, kw, p_all})
                           .permute({0, 1, 2, 6, 3, 4, 5});
     const Tensor r = (xs * w.reshape({1, g, rc, 1, cg, kh, kw})).sum({-1, -2, -3});
-    return r.reshape({N, cout, p_all})
-        .contiguous()
-        .shrink({{0, N}, {0, cout}, {0, p}})
-        .reshape({N, cout, oh, ow});
+    return first_positions(r, N, cout, p, oh, ow);
 }
 
 // A strided convolution (no dilation) as a stride-1 one over the input's phases: with stride s,
